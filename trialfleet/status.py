@@ -71,6 +71,7 @@ class FailureKind(str, Enum):
     INFRASTRUCTURE = "infrastructure"  # lost host, killed by the platform, preempted, node failure
     TIMEOUT = "timeout"  # over maxTrialDuration or the platform's time limit
     CANCELED = "canceled"  # by the user, the assessor or the manager
+    EXPERIMENT_STOPPED = "experiment_stopped"  # killed by ``stop``; re-run by ``resume``
 
     def __str__(self) -> str:
         return self.value

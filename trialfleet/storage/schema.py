@@ -1,0 +1,119 @@
+"""The experiment database schema and its migrations.
+
+Version history (never edit a released step; add one):
+  1  experiment, trials, attempts, metrics, events (append-only), imported_data
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from trialfleet.errors import StoreError
+
+SCHEMA_VERSION = 1
+
+_V1 = """
+CREATE TABLE experiment (
+    id                TEXT PRIMARY KEY,
+    config            TEXT NOT NULL,
+    status            TEXT NOT NULL,
+    error             TEXT,
+    start_time        REAL,
+    end_time          REAL,
+    exec_duration     REAL NOT NULL DEFAULT 0,
+    next_sequence_id  INTEGER NOT NULL DEFAULT 0,
+    next_parameter_id INTEGER NOT NULL DEFAULT 0,
+    revision          INTEGER NOT NULL DEFAULT 0,
+    manager_pid       INTEGER,
+    port              INTEGER,
+    tuner_checkpoint  TEXT
+);
+CREATE TABLE trials (
+    id               TEXT PRIMARY KEY,
+    sequence_id      INTEGER NOT NULL UNIQUE,
+    parameter_id     INTEGER,
+    parameter_source TEXT NOT NULL,
+    parameters       TEXT NOT NULL,
+    status           TEXT NOT NULL,
+    message          TEXT,
+    failure_kind     TEXT,
+    submit_time      REAL NOT NULL,
+    start_time       REAL,
+    end_time         REAL,
+    exit_code        INTEGER,
+    attempt          INTEGER NOT NULL DEFAULT 0,
+    handle           TEXT,
+    location         TEXT,
+    cursor           TEXT NOT NULL DEFAULT '{}',
+    final_data       TEXT,
+    final_value      REAL
+);
+CREATE INDEX trials_status ON trials(status);
+CREATE TABLE attempts (
+    trial_id     TEXT NOT NULL,
+    attempt      INTEGER NOT NULL,
+    status       TEXT NOT NULL,
+    message      TEXT,
+    failure_kind TEXT,
+    exit_code    INTEGER,
+    start_time   REAL,
+    end_time     REAL,
+    location     TEXT,
+    PRIMARY KEY (trial_id, attempt)
+);
+CREATE TABLE metrics (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    trial_id     TEXT NOT NULL,
+    parameter_id INTEGER,
+    type         TEXT NOT NULL,
+    sequence     INTEGER NOT NULL,
+    data         TEXT NOT NULL,
+    timestamp    REAL NOT NULL
+);
+CREATE INDEX metrics_trial ON metrics(trial_id, id);
+CREATE TABLE events (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    timestamp REAL NOT NULL,
+    trial_id  TEXT,
+    event     TEXT NOT NULL,
+    data      TEXT
+);
+CREATE INDEX events_trial ON events(trial_id, id);
+CREATE TABLE imported_data (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    timestamp REAL NOT NULL,
+    data      TEXT NOT NULL
+);
+"""
+
+#: MIGRATIONS[n] upgrades a database at version n-1 to version n
+MIGRATIONS: dict[int, str] = {1: _V1}
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name='schema_info'"
+    ).fetchone()
+    if row is None:
+        return 0
+    version = conn.execute("SELECT version FROM schema_info").fetchone()
+    return int(version[0]) if version else 0
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Bring the database to SCHEMA_VERSION, one transaction per step."""
+    version = current_version(conn)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: database schema version {version} is newer than this trialfleet supports "
+            f"({SCHEMA_VERSION}); upgrade trialfleet"
+        )
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        conn.executescript("BEGIN;" + MIGRATIONS[target] + _set_version(target) + "COMMIT;")
+
+
+def _set_version(version: int) -> str:
+    return (
+        "CREATE TABLE IF NOT EXISTS schema_info (version INTEGER NOT NULL);"
+        f"DELETE FROM schema_info; INSERT INTO schema_info VALUES ({version});"
+    )

@@ -1,0 +1,502 @@
+"""The experiment store: one SQLite database (WAL) per experiment.
+
+Contract:
+* Every state change is one transaction: a trial's row, its metrics, its channel cursor and the events
+  that explain the change are committed together or not at all, so a manager killed at any instant
+  leaves a consistent database and every metric is stored exactly once.
+* ``events`` is append-only: the timeline of each trial and of the experiment. ``trials`` holds each
+  trial's current state, derived from the same writes (so a read never replays events).
+* Finished trials are never edited, except to append retry attempts.
+* One writer (the experiment's manager); any number of readers (CLI, REST threads) in other
+  connections or processes. Rows returned are snapshots (plain dataclasses) that never change.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trialfleet.errors import StoreError
+from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.storage.schema import migrate
+
+DB_RELATIVE_PATH = Path("db") / "trialfleet.sqlite"
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    id: str
+    config: dict[str, Any]
+    status: ExperimentStatus
+    error: str | None
+    start_time: float | None
+    end_time: float | None
+    exec_duration: float
+    next_sequence_id: int
+    next_parameter_id: int
+    revision: int
+    manager_pid: int | None
+    port: int | None
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    id: str
+    sequence_id: int
+    parameter_id: int | None
+    parameter_source: str
+    parameters: str  # the ParameterRecord JSON, exactly as given to the trial
+    status: TrialStatus
+    message: str | None
+    failure_kind: str | None
+    submit_time: float
+    start_time: float | None
+    end_time: float | None
+    exit_code: int | None
+    attempt: int
+    handle: dict[str, Any] | None
+    location: str | None
+    cursor: dict[str, Any]
+    final_data: str | None
+    final_value: float | None
+
+    @property
+    def hyper_parameters(self) -> dict[str, Any]:
+        record: dict[str, Any] = json.loads(self.parameters)
+        params: dict[str, Any] = record.get("parameters", {})
+        return params
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    id: int
+    trial_id: str
+    parameter_id: int | None
+    type: str
+    sequence: int
+    data: str
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: int
+    timestamp: float
+    trial_id: str | None
+    event: str
+    data: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class NewMetric:
+    trial_id: str
+    parameter_id: int | None
+    type: str
+    sequence: int
+    data: str
+    timestamp: float
+
+
+_TRIAL_COLUMNS = (
+    "id, sequence_id, parameter_id, parameter_source, parameters, status, message, failure_kind, submit_time, "
+    "start_time, end_time, exit_code, attempt, handle, location, cursor, final_data, final_value"
+)
+
+
+def _trial(row: Sequence[Any]) -> TrialRow:
+    return TrialRow(
+        id=row[0],
+        sequence_id=row[1],
+        parameter_id=row[2],
+        parameter_source=row[3],
+        parameters=row[4],
+        status=TrialStatus(row[5]),
+        message=row[6],
+        failure_kind=row[7],
+        submit_time=row[8],
+        start_time=row[9],
+        end_time=row[10],
+        exit_code=row[11],
+        attempt=row[12],
+        handle=json.loads(row[13]) if row[13] else None,
+        location=row[14],
+        cursor=json.loads(row[15]),
+        final_data=row[16],
+        final_value=row[17],
+    )
+
+
+def _metric(row: Sequence[Any]) -> MetricRow:
+    return MetricRow(*row)
+
+
+class ExperimentStore:
+    """Access to one experiment's database. Thread-safe: one connection, guarded by a lock."""
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        try:
+            if readonly:
+                if not self.path.exists():
+                    raise StoreError(f"{self.path}: experiment database does not exist")
+                self._conn = sqlite3.connect(
+                    f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, timeout=30
+                )
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                migrate(self._conn, str(self.path))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open experiment database: {exc}") from exc
+        self._conn.isolation_level = None  # explicit BEGIN/COMMIT in _transaction
+        self._lock = threading.RLock()
+
+    @classmethod
+    def for_experiment_dir(cls, experiment_dir: str | Path, *, readonly: bool = False) -> ExperimentStore:
+        return cls(Path(experiment_dir) / DB_RELATIVE_PATH, readonly=readonly)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+
+    @staticmethod
+    def _event(
+        conn: sqlite3.Connection, event: str, trial_id: str | None, data: Mapping[str, Any] | None, ts: float
+    ) -> None:
+        conn.execute(
+            "INSERT INTO events (timestamp, trial_id, event, data) VALUES (?, ?, ?, ?)",
+            (ts, trial_id, event, json.dumps(data) if data is not None else None),
+        )
+
+    # ---- experiment ------------------------------------------------------------------------------
+
+    def init_experiment(self, experiment_id: str, config: Mapping[str, Any], now: float) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO experiment (id, config, status, start_time) VALUES (?, ?, ?, ?)",
+                (experiment_id, json.dumps(config), ExperimentStatus.INITIALIZED.value, now),
+            )
+            self._event(conn, "EXPERIMENT_CREATED", None, None, now)
+
+    def experiment(self) -> ExperimentRow:
+        rows = self._query(
+            "SELECT id, config, status, error, start_time, end_time, exec_duration, next_sequence_id, "
+            "next_parameter_id, revision, manager_pid, port FROM experiment"
+        )
+        if not rows:
+            raise StoreError(f"{self.path}: the database holds no experiment")
+        r = rows[0]
+        return ExperimentRow(
+            r[0], json.loads(r[1]), ExperimentStatus(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]
+        )
+
+    def update_experiment(self, now: float | None = None, event: str | None = None, **fields: Any) -> None:
+        """Set experiment columns; ``config`` may be given as a mapping. Bumps ``revision``."""
+        if "config" in fields and not isinstance(fields["config"], str):
+            fields["config"] = json.dumps(fields["config"])
+        for key in ("status",):
+            if key in fields and fields[key] is not None:
+                fields[key] = str(fields[key])
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        with self._transaction() as conn:
+            conn.execute(
+                f"UPDATE experiment SET {assignments}, revision = revision + 1",
+                tuple(fields.values()),
+            )
+            if event:
+                data = {k: v for k, v in fields.items() if k != "config"}
+                self._event(conn, event, None, data, now if now is not None else time.time())
+
+    def save_tuner_checkpoint(self, data: str | None) -> None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE experiment SET tuner_checkpoint = ?", (data,))
+
+    # ---- trials ----------------------------------------------------------------------------------
+
+    def add_trial(
+        self,
+        trial_id: str,
+        parameter_record: Mapping[str, Any],
+        now: float,
+        *,
+        message: str | None = None,
+    ) -> TrialRow:
+        """Create a WAITING trial, taking the next sequence id (and parameter id, when the record has none)."""
+        record = dict(parameter_record)
+        with self._transaction() as conn:
+            seq, next_pid = conn.execute("SELECT next_sequence_id, next_parameter_id FROM experiment").fetchone()
+            if record.get("parameter_id") is None:
+                record["parameter_id"] = next_pid
+            pid = record.get("parameter_id")
+            new_next_pid = max(next_pid, pid + 1) if isinstance(pid, int) else next_pid
+            conn.execute(
+                "UPDATE experiment SET next_sequence_id = ?, next_parameter_id = ?", (seq + 1, new_next_pid)
+            )
+            conn.execute(
+                "INSERT INTO trials (id, sequence_id, parameter_id, parameter_source, parameters, status, message, "
+                "submit_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    trial_id,
+                    seq,
+                    pid,
+                    record.get("parameter_source", "algorithm"),
+                    json.dumps(record),
+                    TrialStatus.WAITING.value,
+                    message,
+                    now,
+                ),
+            )
+            self._event(conn, "WAITING", trial_id, {"parameters": record, "sequence_id": seq}, now)
+        return self.trial(trial_id)
+
+    def allocate_parameter_ids(self, count: int) -> list[int]:
+        with self._transaction() as conn:
+            (next_pid,) = conn.execute("SELECT next_parameter_id FROM experiment").fetchone()
+            conn.execute("UPDATE experiment SET next_parameter_id = ?", (next_pid + count,))
+        return list(range(next_pid, next_pid + count))
+
+    def set_waiting_reason(self, trial_id: str, reason: str | None) -> None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE trials SET message = ? WHERE id = ? AND status = 'WAITING'", (reason, trial_id))
+
+    def mark_submitted(
+        self, trial_id: str, handle: Mapping[str, Any], location: str, now: float, *, running: bool
+    ) -> None:
+        status = TrialStatus.RUNNING if running else TrialStatus.WAITING
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE trials SET handle = ?, location = ?, message = NULL, cursor = '{}', status = ?, "
+                "start_time = ? WHERE id = ?",
+                (json.dumps(dict(handle)), location, status.value, now if running else None, trial_id),
+            )
+            self._event(conn, "SUBMITTED", trial_id, {"handle": dict(handle), "location": location}, now)
+            if running:
+                self._event(conn, "RUNNING", trial_id, None, now)
+
+    def mark_running(self, trial_id: str, now: float) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE trials SET status = 'RUNNING', start_time = COALESCE(start_time, ?) "
+                "WHERE id = ? AND status = 'WAITING'",
+                (now, trial_id),
+            )
+            self._event(conn, "RUNNING", trial_id, None, now)
+
+    def add_metrics(self, metrics: Iterable[NewMetric], cursors: Mapping[str, Mapping[str, Any]]) -> None:
+        """Store metrics and the channel cursor after them, in one transaction (exactly-once delivery)."""
+        rows = [(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp) for m in metrics]
+        with self._transaction() as conn:
+            conn.executemany(
+                "INSERT INTO metrics (trial_id, parameter_id, type, sequence, data, timestamp) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            for trial_id, cursor in cursors.items():
+                conn.execute("UPDATE trials SET cursor = ? WHERE id = ?", (json.dumps(dict(cursor)), trial_id))
+
+    def set_final(self, trial_id: str, data: str, value: float | None) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE trials SET final_data = ?, final_value = ? WHERE id = ? AND final_data IS NULL",
+                (data, value, trial_id),
+            )
+
+    def add_problem(self, trial_id: str, message: str, now: float) -> None:
+        with self._transaction() as conn:
+            self._event(conn, "TRIAL_ERROR", trial_id, {"message": message}, now)
+
+    def end_trial(
+        self,
+        trial_id: str,
+        status: TrialStatus,
+        now: float,
+        *,
+        exit_code: int | None = None,
+        message: str | None = None,
+        failure_kind: str | None = None,
+    ) -> None:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT attempt, start_time, location FROM trials WHERE id = ?", (trial_id,)
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"unknown trial {trial_id}")
+            conn.execute(
+                "UPDATE trials SET status = ?, end_time = ?, exit_code = ?, message = ?, failure_kind = ? "
+                "WHERE id = ?",
+                (status.value, now, exit_code, message, failure_kind, trial_id),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO attempts (trial_id, attempt, status, message, failure_kind, exit_code, "
+                "start_time, end_time, location) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (trial_id, row[0], status.value, message, failure_kind, exit_code, row[1], now, row[2]),
+            )
+            self._event(
+                conn,
+                status.value,
+                trial_id,
+                {"exit_code": exit_code, "message": message, "failure_kind": failure_kind},
+                now,
+            )
+
+    def retry_trial(self, trial_id: str, now: float, reason: str) -> TrialRow:
+        """Start a new attempt of a finished trial with the same parameters (back to WAITING)."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE trials SET status = 'WAITING', attempt = attempt + 1, message = ?, handle = NULL, "
+                "location = NULL, cursor = '{}', start_time = NULL, end_time = NULL, exit_code = NULL, "
+                "failure_kind = NULL WHERE id = ?",
+                (reason, trial_id),
+            )
+            self._event(conn, "RETRY", trial_id, {"reason": reason}, now)
+        return self.trial(trial_id)
+
+    def trial(self, trial_id: str) -> TrialRow:
+        rows = self._query(f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id = ?", (trial_id,))
+        if not rows:
+            raise StoreError(f"unknown trial {trial_id}")
+        return _trial(rows[0])
+
+    def find_trial(self, trial_id: str) -> TrialRow | None:
+        rows = self._query(f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id = ?", (trial_id,))
+        return _trial(rows[0]) if rows else None
+
+    def trials(
+        self,
+        *,
+        status: TrialStatus | Iterable[TrialStatus] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+        order: str = "sequence_id",
+    ) -> list[TrialRow]:
+        if order not in {"sequence_id", "final_value", "-final_value", "start_time", "end_time"}:
+            raise ValueError(f"cannot order by {order}")
+        sql = f"SELECT {_TRIAL_COLUMNS} FROM trials"
+        args: list[Any] = []
+        if status is not None:
+            statuses = [status] if isinstance(status, TrialStatus) else list(status)
+            sql += f" WHERE status IN ({', '.join('?' for _ in statuses)})"
+            args += [s.value for s in statuses]
+        column = order.lstrip("-")
+        sql += f" ORDER BY {column} IS NULL, {column} {'DESC' if order.startswith('-') else 'ASC'}, sequence_id"
+        if limit is not None:
+            sql += " LIMIT ? OFFSET ?"
+            args += [limit, offset]
+        return [_trial(r) for r in self._query(sql, args)]
+
+    def attempts(self, trial_id: str) -> list[dict[str, Any]]:
+        rows = self._query(
+            "SELECT attempt, status, message, failure_kind, exit_code, start_time, end_time, location "
+            "FROM attempts WHERE trial_id = ? ORDER BY attempt",
+            (trial_id,),
+        )
+        keys = ("attempt", "status", "message", "failure_kind", "exit_code", "start_time", "end_time", "location")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def trial_counts(self) -> dict[TrialStatus, int]:
+        return {TrialStatus(s): n for s, n in self._query("SELECT status, COUNT(*) FROM trials GROUP BY status")}
+
+    # ---- metrics and events ----------------------------------------------------------------------
+
+    def metrics(
+        self,
+        trial_id: str | None = None,
+        *,
+        type: str | None = None,
+        after_id: int = 0,
+        limit: int | None = None,
+    ) -> list[MetricRow]:
+        sql = "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics WHERE id > ?"
+        args: list[Any] = [after_id]
+        if trial_id is not None:
+            sql += " AND trial_id = ?"
+            args.append(trial_id)
+        if type is not None:
+            sql += " AND type = ?"
+            args.append(type)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [_metric(r) for r in self._query(sql, args)]
+
+    def metrics_for_sequence_range(self, low: int, high: int) -> list[MetricRow]:
+        return [
+            _metric(r)
+            for r in self._query(
+                "SELECT m.id, m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp FROM metrics m "
+                "JOIN trials t ON t.id = m.trial_id WHERE t.sequence_id BETWEEN ? AND ? ORDER BY m.id",
+                (low, high),
+            )
+        ]
+
+    def latest_metrics(self) -> list[MetricRow]:
+        """All FINAL metrics plus the newest PERIODICAL one per trial."""
+        return [
+            _metric(r)
+            for r in self._query(
+                "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics "
+                "WHERE type != 'PERIODICAL' OR id IN (SELECT MAX(id) FROM metrics WHERE type = 'PERIODICAL' "
+                "GROUP BY trial_id) ORDER BY id"
+            )
+        ]
+
+    def metric_count(self) -> int:
+        return int(self._query("SELECT COUNT(*) FROM metrics")[0][0])
+
+    def events(self, trial_id: str | None = None) -> list[EventRow]:
+        sql = "SELECT id, timestamp, trial_id, event, data FROM events"
+        args: list[Any] = []
+        if trial_id is not None:
+            sql += " WHERE trial_id = ?"
+            args.append(trial_id)
+        rows = self._query(sql + " ORDER BY id", args)
+        return [EventRow(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None) for r in rows]
+
+    def add_event(self, event: str, now: float, trial_id: str | None = None, data: Mapping[str, Any] | None = None) -> None:
+        with self._transaction() as conn:
+            self._event(conn, event, trial_id, data, now)
+
+    # ---- imported data ---------------------------------------------------------------------------
+
+    def add_imported_data(self, records: Sequence[Mapping[str, Any]], now: float) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO imported_data (timestamp, data) VALUES (?, ?)",
+                (now, json.dumps(list(records), separators=(",", ":"))),
+            )
+            self._event(conn, "IMPORT_DATA", None, {"count": len(records)}, now)
+
+    def imported_data(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT data FROM imported_data ORDER BY id")]
+
+    def integrity_check(self) -> str:
+        return str(self._query("PRAGMA integrity_check")[0][0])
