@@ -91,9 +91,7 @@ MIGRATIONS: dict[int, str] = {1: _V1}
 
 
 def current_version(conn: sqlite3.Connection) -> int:
-    row = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type='table' AND name='schema_info'"
-    ).fetchone()
+    row = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_info'").fetchone()
     if row is None:
         return 0
     version = conn.execute("SELECT version FROM schema_info").fetchone()

@@ -102,6 +102,7 @@ class NewMetric:
     sequence: int
     data: str
     timestamp: float
+    final_value: float | None = None  # the default metric of a FINAL one, for sorting
 
 
 _TRIAL_COLUMNS = (
@@ -215,7 +216,18 @@ class ExperimentStore:
             raise StoreError(f"{self.path}: the database holds no experiment")
         r = rows[0]
         return ExperimentRow(
-            r[0], json.loads(r[1]), ExperimentStatus(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]
+            r[0],
+            json.loads(r[1]),
+            ExperimentStatus(r[2]),
+            r[3],
+            r[4],
+            r[5],
+            r[6],
+            r[7],
+            r[8],
+            r[9],
+            r[10],
+            r[11],
         )
 
     def update_experiment(self, now: float | None = None, event: str | None = None, **fields: Any) -> None:
@@ -252,7 +264,9 @@ class ExperimentStore:
         """Create a WAITING trial, taking the next sequence id (and parameter id, when the record has none)."""
         record = dict(parameter_record)
         with self._transaction() as conn:
-            seq, next_pid = conn.execute("SELECT next_sequence_id, next_parameter_id FROM experiment").fetchone()
+            seq, next_pid = conn.execute(
+                "SELECT next_sequence_id, next_parameter_id FROM experiment"
+            ).fetchone()
             if record.get("parameter_id") is None:
                 record["parameter_id"] = next_pid
             pid = record.get("parameter_id")
@@ -285,7 +299,9 @@ class ExperimentStore:
 
     def set_waiting_reason(self, trial_id: str, reason: str | None) -> None:
         with self._transaction() as conn:
-            conn.execute("UPDATE trials SET message = ? WHERE id = ? AND status = 'WAITING'", (reason, trial_id))
+            conn.execute(
+                "UPDATE trials SET message = ? WHERE id = ? AND status = 'WAITING'", (reason, trial_id)
+            )
 
     def mark_submitted(
         self, trial_id: str, handle: Mapping[str, Any], location: str, now: float, *, running: bool
@@ -310,8 +326,9 @@ class ExperimentStore:
             )
             self._event(conn, "RUNNING", trial_id, None, now)
 
-    def add_metrics(self, metrics: Iterable[NewMetric], cursors: Mapping[str, Mapping[str, Any]]) -> None:
-        """Store metrics and the channel cursor after them, in one transaction (exactly-once delivery)."""
+    def add_metrics(self, metrics: Sequence[NewMetric], cursors: Mapping[str, Mapping[str, Any]]) -> None:
+        """Store metrics and the channel cursor after them, in one transaction (exactly-once delivery).
+        The first FINAL metric of a trial becomes its final result."""
         rows = [(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp) for m in metrics]
         with self._transaction() as conn:
             conn.executemany(
@@ -319,15 +336,14 @@ class ExperimentStore:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            for trial_id, cursor in cursors.items():
-                conn.execute("UPDATE trials SET cursor = ? WHERE id = ?", (json.dumps(dict(cursor)), trial_id))
-
-    def set_final(self, trial_id: str, data: str, value: float | None) -> None:
-        with self._transaction() as conn:
-            conn.execute(
+            conn.executemany(
                 "UPDATE trials SET final_data = ?, final_value = ? WHERE id = ? AND final_data IS NULL",
-                (data, value, trial_id),
+                [(m.data, m.final_value, m.trial_id) for m in metrics if m.type == "FINAL"],
             )
+            for trial_id, cursor in cursors.items():
+                conn.execute(
+                    "UPDATE trials SET cursor = ? WHERE id = ?", (json.dumps(dict(cursor)), trial_id)
+                )
 
     def add_problem(self, trial_id: str, message: str, now: float) -> None:
         with self._transaction() as conn:
@@ -406,7 +422,9 @@ class ExperimentStore:
             sql += f" WHERE status IN ({', '.join('?' for _ in statuses)})"
             args += [s.value for s in statuses]
         column = order.lstrip("-")
-        sql += f" ORDER BY {column} IS NULL, {column} {'DESC' if order.startswith('-') else 'ASC'}, sequence_id"
+        sql += (
+            f" ORDER BY {column} IS NULL, {column} {'DESC' if order.startswith('-') else 'ASC'}, sequence_id"
+        )
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             args += [limit, offset]
@@ -418,11 +436,22 @@ class ExperimentStore:
             "FROM attempts WHERE trial_id = ? ORDER BY attempt",
             (trial_id,),
         )
-        keys = ("attempt", "status", "message", "failure_kind", "exit_code", "start_time", "end_time", "location")
-        return [dict(zip(keys, r)) for r in rows]
+        keys = (
+            "attempt",
+            "status",
+            "message",
+            "failure_kind",
+            "exit_code",
+            "start_time",
+            "end_time",
+            "location",
+        )
+        return [dict(zip(keys, r, strict=False)) for r in rows]
 
     def trial_counts(self) -> dict[TrialStatus, int]:
-        return {TrialStatus(s): n for s, n in self._query("SELECT status, COUNT(*) FROM trials GROUP BY status")}
+        return {
+            TrialStatus(s): n for s, n in self._query("SELECT status, COUNT(*) FROM trials GROUP BY status")
+        }
 
     # ---- metrics and events ----------------------------------------------------------------------
 
@@ -481,7 +510,9 @@ class ExperimentStore:
         rows = self._query(sql + " ORDER BY id", args)
         return [EventRow(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None) for r in rows]
 
-    def add_event(self, event: str, now: float, trial_id: str | None = None, data: Mapping[str, Any] | None = None) -> None:
+    def add_event(
+        self, event: str, now: float, trial_id: str | None = None, data: Mapping[str, Any] | None = None
+    ) -> None:
         with self._transaction() as conn:
             self._event(conn, event, trial_id, data, now)
 

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from trialfleet.errors import StoreError
+from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.storage import ExperimentStore, NewMetric
+from trialfleet.storage.schema import SCHEMA_VERSION, current_version
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ExperimentStore:
+    s = ExperimentStore.for_experiment_dir(tmp_path)
+    s.init_experiment("exp1", {"trialConcurrency": 2}, now=100.0)
+    return s
+
+
+def record(params: dict[str, object], pid: int | None = None) -> dict[str, object]:
+    return {"parameter_id": pid, "parameter_source": "algorithm", "parameters": params, "parameter_index": 0}
+
+
+def test_new_database_is_at_current_schema_in_wal_mode(store: ExperimentStore) -> None:
+    conn = sqlite3.connect(store.path)
+    assert current_version(conn) == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    s = ExperimentStore.for_experiment_dir(tmp_path)
+    s.close()
+    conn = sqlite3.connect(tmp_path / "db" / "trialfleet.sqlite")
+    conn.execute("UPDATE schema_info SET version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer"):
+        ExperimentStore.for_experiment_dir(tmp_path)
+
+
+def test_trials_take_sequence_and_parameter_ids_in_order(store: ExperimentStore) -> None:
+    a = store.add_trial("aaaaa", record({"x": 1}), now=101.0)
+    b = store.add_trial("bbbbb", record({"x": 2}), now=102.0)
+    assert (a.sequence_id, b.sequence_id) == (0, 1)
+    assert (a.parameter_id, b.parameter_id) == (0, 1)
+    assert store.allocate_parameter_ids(2) == [2, 3]
+    c = store.add_trial("ccccc", record({"x": 3}, pid=3), now=103.0)
+    assert c.parameter_id == 3 and store.allocate_parameter_ids(1) == [4]
+    assert a.status is TrialStatus.WAITING and a.hyper_parameters == {"x": 1}
+
+
+def test_metrics_cursor_and_final_are_one_transaction(store: ExperimentStore) -> None:
+    store.add_trial("aaaaa", record({"x": 1}), now=1.0)
+    store.mark_submitted("aaaaa", {"pid": 1}, "local:/t", now=2.0, running=True)
+    metrics = [NewMetric("aaaaa", 0, "PERIODICAL", i, json.dumps(i / 10), 3.0) for i in range(3)]
+    metrics.append(NewMetric("aaaaa", 0, "FINAL", 0, "0.9", 4.0, final_value=0.9))
+    store.add_metrics(metrics, {"aaaaa": {"metrics": 400}})
+    store.add_metrics(
+        [NewMetric("aaaaa", 0, "FINAL", 0, "0.1", 5.0, final_value=0.1)], {"aaaaa": {"metrics": 500}}
+    )
+    trial = store.trial("aaaaa")
+    assert trial.final_data == "0.9" and trial.final_value == 0.9  # the first FINAL wins, as in NNI
+    assert trial.cursor == {"metrics": 500}
+    assert [m.sequence for m in store.metrics("aaaaa", type="PERIODICAL")] == [0, 1, 2]
+    assert [m.data for m in store.latest_metrics()] == ["0.2", "0.9", "0.1"]
+
+
+def test_failed_transaction_leaves_nothing(store: ExperimentStore) -> None:
+    store.add_trial("aaaaa", record({}), now=1.0)
+    bad = [NewMetric("aaaaa", 0, "FINAL", 0, "1", 2.0), NewMetric("aaaaa", 0, None, 0, "2", 2.0)]  # type: ignore[arg-type]
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add_metrics(bad, {"aaaaa": {"metrics": 99}})
+    assert store.metrics() == [] and store.trial("aaaaa").cursor == {}
+
+
+def test_end_and_retry_keep_attempt_history_and_events(store: ExperimentStore) -> None:
+    store.add_trial("aaaaa", record({}), now=1.0)
+    store.mark_submitted("aaaaa", {"pid": 1}, "local:/t", now=2.0, running=True)
+    store.end_trial(
+        "aaaaa", TrialStatus.FAILED, now=3.0, exit_code=None, message="lost", failure_kind="infrastructure"
+    )
+    retried = store.retry_trial("aaaaa", now=4.0, reason="retry")
+    assert retried.status is TrialStatus.WAITING and retried.attempt == 1 and retried.handle is None
+    store.mark_submitted("aaaaa", {"pid": 2}, "local:/t.1", now=5.0, running=True)
+    store.end_trial("aaaaa", TrialStatus.SUCCEEDED, now=6.0, exit_code=0)
+    assert [a["status"] for a in store.attempts("aaaaa")] == ["FAILED", "SUCCEEDED"]
+    events = [e.event for e in store.events("aaaaa")]
+    assert events == [
+        "WAITING",
+        "SUBMITTED",
+        "RUNNING",
+        "FAILED",
+        "RETRY",
+        "SUBMITTED",
+        "RUNNING",
+        "SUCCEEDED",
+    ]
+
+
+def test_listing_pages_and_sorts_by_final_value(store: ExperimentStore) -> None:
+    for i, value in enumerate([0.5, None, 0.9, 0.1]):
+        tid = f"t{i:04d}"
+        store.add_trial(tid, record({"i": i}), now=float(i))
+        if value is not None:
+            store.add_metrics([NewMetric(tid, i, "FINAL", 0, json.dumps(value), 1.0, value)], {})
+    assert [t.id for t in store.trials(order="-final_value")] == ["t0002", "t0000", "t0003", "t0001"]
+    assert [t.id for t in store.trials(offset=1, limit=2)] == ["t0001", "t0002"]
+    assert store.trial_counts() == {TrialStatus.WAITING: 4}
+
+
+def test_experiment_updates_bump_revision(store: ExperimentStore) -> None:
+    before = store.experiment().revision
+    store.update_experiment(now=5.0, event="EXPERIMENT_RUNNING", status=ExperimentStatus.RUNNING.value)
+    row = store.experiment()
+    assert row.status is ExperimentStatus.RUNNING and row.revision == before + 1
+    assert store.events()[-1].event == "EXPERIMENT_RUNNING"
+
+
+def test_readers_in_other_connections_see_committed_state(store: ExperimentStore) -> None:
+    reader = ExperimentStore(store.path, readonly=True)
+    store.add_trial("aaaaa", record({}), now=1.0)
+    assert [t.id for t in reader.trials()] == ["aaaaa"]
+    with pytest.raises(sqlite3.OperationalError):
+        reader._conn.execute("INSERT INTO events (timestamp, event) VALUES (1, 'x')")
+
+
+def test_concurrent_writers_from_threads_serialise(store: ExperimentStore) -> None:
+    def add(prefix: str) -> None:
+        for i in range(50):
+            store.add_trial(f"{prefix}{i:04d}", record({}), now=1.0)
+
+    threads = [threading.Thread(target=add, args=(p,)) for p in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    trials = store.trials()
+    assert sorted(t.sequence_id for t in trials) == list(range(100))
+    assert store.integrity_check() == "ok"

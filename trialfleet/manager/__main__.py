@@ -1,0 +1,5 @@
+import sys
+
+from trialfleet.manager.process import main
+
+sys.exit(main())

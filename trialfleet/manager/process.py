@@ -1,0 +1,92 @@
+"""The manager process: one experiment's loop and its REST server on one asyncio loop.
+
+Started as ``python -m trialfleet.manager --experiment-dir D --action create|resume|view --port P``
+(detached by the CLI), or run in the foreground by ``trialfleet create --foreground``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from trialfleet.errors import TrialfleetError
+from trialfleet.manager.experiment_manager import ExperimentManager
+from trialfleet.manager.launcher import bind_socket
+from trialfleet.status import ExperimentStatus
+from trialfleet.storage import manifest
+
+log = logging.getLogger("trialfleet.manager")
+
+_FINISHED = {ExperimentStatus.DONE, ExperimentStatus.ERROR}
+
+
+def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
+    handlers: list[logging.Handler] = [logging.FileHandler(experiment_dir / "log" / "manager.log")]
+    if console:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO,
+        format="[%(asctime)s] %(levelname)s (%(name)s) %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+async def serve(
+    experiment_dir: Path, action: str, sock: socket.socket, *, exit_when_finished: bool = False
+) -> int:
+    """Run the manager and its server until stopped; returns a process exit code."""
+    import uvicorn
+    from trialfleet.server.app import create_app
+
+    manager = ExperimentManager(experiment_dir, readonly=action == "view")
+    host, port = sock.getsockname()[:2]
+    manifest.upsert(manager.experiment_id, pid=os.getpid(), port=port, webuiUrl=[f"http://{host}:{port}"])
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, manager.request_stop)
+    server = uvicorn.Server(uvicorn.Config(create_app(manager), log_level="warning", lifespan="off"))
+    server_task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await manager.start(resume=action == "resume")
+    except TrialfleetError as exc:
+        log.error("cannot start the experiment: %s", exc)
+        manager.fail(str(exc))  # the server stays up so the error can be read until `stop`
+    if exit_when_finished:
+        watcher = asyncio.create_task(_stop_when_finished(manager))
+    await manager.run()
+    server.should_exit = True
+    await server_task
+    manifest.upsert(manager.experiment_id, pid=None, port=None)
+    if exit_when_finished:
+        watcher.cancel()
+    return 1 if manager.error else 0
+
+
+async def _stop_when_finished(manager: ExperimentManager) -> None:
+    await manager.wait_until(_FINISHED)
+    manager.request_stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trialfleet.manager")
+    parser.add_argument("--experiment-dir", required=True, type=Path)
+    parser.add_argument("--action", choices=["create", "resume", "view"], default="create")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--debug", action="store_true")
+    parser.add_argument("--foreground", action="store_true")
+    args = parser.parse_args(argv)
+    setup_logging(args.experiment_dir, args.debug, console=args.foreground)
+    try:
+        sock = bind_socket(args.port, args.host)
+    except TrialfleetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return asyncio.run(serve(args.experiment_dir, args.action, sock, exit_when_finished=args.foreground))
