@@ -47,7 +47,7 @@ def real_nni_installed(python: str | os.PathLike[str] | None = None) -> bool:
     """
     if python is None:
         return _real_nni_in_this_process()
-    return _probe_interpreter(os.fspath(python))
+    return _probe_interpreter(os.fspath(python), os.environ.get("PYTHONPATH", ""))
 
 
 def trial_pythonpath_env(
@@ -117,13 +117,13 @@ def _is_shim_dir(entry: str) -> bool:
 
 
 @functools.cache
-def _probe_interpreter(python: str) -> bool:
+def _probe_interpreter(python: str, pythonpath: str) -> bool:
     import logging
     import subprocess
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        part for part in env.get("PYTHONPATH", "").split(os.pathsep) if part and not _is_shim_dir(part)
+        part for part in pythonpath.split(os.pathsep) if part and not _is_shim_dir(part)
     )
     try:
         result = subprocess.run(

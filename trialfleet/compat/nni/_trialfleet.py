@@ -17,6 +17,11 @@ def tuning_base() -> ModuleType:
     return _import("trialfleet.tuning.base", "tuners and assessors")
 
 
+def tuning_utils() -> ModuleType:
+    """``trialfleet.tuning.utils`` (``OptimizeMode``), with a clear error when trialfleet is not installed."""
+    return _import("trialfleet.tuning.utils", "tuner helpers")
+
+
 def trialfleet_package() -> ModuleType:
     """The ``trialfleet`` package, with a clear error when it is not installed."""
     return _import("trialfleet", "the experiment API")

@@ -88,7 +88,7 @@ class ClassArgsValidator:
 
 def __getattr__(name: str) -> Any:
     if name == "OptimizeMode":
-        from ._trialfleet import tuning_base
+        from ._trialfleet import tuning_utils
 
-        return tuning_base().OptimizeMode
+        return tuning_utils().OptimizeMode
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
