@@ -1,0 +1,129 @@
+"""From an algorithm config (built-in name, registered name, or ``className`` + ``codeDirectory``) to a tuner or
+assessor object; and the config-load check that refuses what could not be built.
+
+``algo`` is duck-typed: anything with ``name``, ``class_name``, ``code_directory`` and ``class_args`` (the config
+package's ``AlgorithmConfig``). Built-in classArgs defaults are the constructors' own (NNI's defaults, e.g. TPE
+minimizes while Evolution maximizes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trialfleet.errors import AlgorithmError
+from trialfleet.tuning import registry
+from trialfleet.tuning.base import Assessor, BuiltinTuner, Tuner
+from trialfleet.tuning.catalog import (
+    BUILTIN_ASSESSORS,
+    BUILTIN_TUNERS,
+    BuiltinAlgorithm,
+    builtins_of,
+    find_builtin,
+    refuse_not_offered,
+)
+from trialfleet.tuning.foreign import ForeignAssessor, ForeignTuner
+from trialfleet.tuning.loader import check_arg_names, instantiate, load_class
+
+__all__ = ["BUILTIN_ASSESSORS", "BUILTIN_TUNERS", "check_algorithm", "create_assessor", "create_tuner"]
+
+
+def check_algorithm(algo: Any, kind: str, search_space: Any = None) -> None:
+    """Raise AlgorithmError (or SearchSpaceError) for an algorithm config that cannot run.
+
+    Built-ins are fully checked (name, installed requirements, classArgs, search space); custom classes are
+    not imported here, only their code directory is checked; registered names must exist.
+    """
+    builtins_of(kind)  # rejects a bad kind
+    if getattr(algo, "class_name", None):
+        directory = getattr(algo, "code_directory", None)
+        if directory is not None and not _is_dir(directory):
+            raise AlgorithmError(f"{kind} codeDirectory {directory} is not a directory")
+        return
+    entry = _resolve(_name_of(algo, kind), kind)
+    if isinstance(entry, BuiltinAlgorithm):
+        instance = _build_builtin(entry, _class_args(algo))
+        if isinstance(instance, BuiltinTuner):
+            instance.check_search_space(search_space)
+
+
+def create_tuner(algo: Any, search_space: Any) -> Tuner:
+    """Build the tuner and give it the search space (``update_search_space``), ready to propose.
+
+    Exceptions raised by a custom tuner's own code propagate unchanged.
+    """
+    tuner = _create(algo, "tuner")
+    if not isinstance(tuner, Tuner):
+        tuner = ForeignTuner(tuner)
+    tuner.update_search_space(search_space)
+    return tuner
+
+
+def create_assessor(algo: Any) -> Assessor:
+    assessor = _create(algo, "assessor")
+    return assessor if isinstance(assessor, Assessor) else ForeignAssessor(assessor)
+
+
+def _create(algo: Any, kind: str) -> Any:
+    args = _class_args(algo)
+    class_name = getattr(algo, "class_name", None)
+    if class_name:
+        cls = load_class(class_name, getattr(algo, "code_directory", None), kind)
+        return instantiate(cls, args, f"{kind} {class_name}")
+    entry = _resolve(_name_of(algo, kind), kind)
+    if isinstance(entry, BuiltinAlgorithm):
+        return _build_builtin(entry, args)
+    cls = load_class(entry["className"], entry.get("codeDirectory"), kind)
+    return instantiate(cls, args, f"{kind} {entry['builtinName']}")
+
+
+def _resolve(name: str, kind: str) -> BuiltinAlgorithm | dict[str, Any]:
+    entry = find_builtin(name, kind)
+    if entry is not None:
+        return entry
+    registered = registry.lookup(name, kind)
+    if registered is not None:
+        return registered
+    available = _available_names(kind)
+    refuse_not_offered(name, kind, available)
+    raise AlgorithmError(f"unknown {kind} '{name}'. Available {kind}s: {', '.join(available)}")
+
+
+def _build_builtin(entry: BuiltinAlgorithm, args: dict[str, Any]) -> Any:
+    missing = entry.missing_requirements()
+    if missing:
+        raise AlgorithmError(
+            f"{entry.kind} {entry.name} is built on {entry.library} and needs the Python package(s) "
+            f"{', '.join(missing)}, which are not installed (pip install 'trialfleet[tuners]'"
+            + (" and PyTorch)" if "torch" in missing else ")")
+        )
+    cls = entry.load()
+    label = f"{entry.kind} {entry.name}"
+    check_arg_names(cls, args, label)
+    return instantiate(cls, args, label)
+
+
+def _available_names(kind: str) -> list[str]:
+    names = [entry.name for entry in builtins_of(kind)]
+    return names + [
+        info.name for info in registry.list_algorithms() if info.kind == kind and info.source == "user"
+    ]
+
+
+def _name_of(algo: Any, kind: str) -> str:
+    name = getattr(algo, "name", None)
+    if not isinstance(name, str) or not name:
+        raise AlgorithmError(f"{kind}: set name (a built-in or registered algorithm) or className")
+    return name
+
+
+def _class_args(algo: Any) -> dict[str, Any]:
+    args = getattr(algo, "class_args", None) or {}
+    if not isinstance(args, dict):
+        raise AlgorithmError(f"classArgs must be a mapping, got {args!r}")
+    return dict(args)
+
+
+def _is_dir(path: Any) -> bool:
+    from pathlib import Path
+
+    return Path(path).is_dir()

@@ -1,0 +1,30 @@
+"""``Random``: independent draws from the search space's prior (NNI's ``random_tuner``)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from trialfleet.tuning.base import BuiltinTuner
+from trialfleet.tuning.flat_space import ParamSpec, flatten, sample_all, to_parameters
+from trialfleet.tuning.utils import check_seed
+
+
+class RandomTuner(BuiltinTuner):
+    algorithm_name = "Random"
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._rng = random.Random(check_seed(seed, self.algorithm_name))
+        self._specs: list[ParamSpec] = []
+
+    def update_search_space(self, search_space: Any) -> None:
+        self.check_search_space(search_space)
+        self._specs = flatten(search_space)
+
+    def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict[str, Any]:
+        return to_parameters(sample_all(self._specs, self._rng), self._specs)
+
+    def receive_trial_result(
+        self, parameter_id: int | None, parameters: Any, value: Any, **kwargs: Any
+    ) -> None:
+        pass
