@@ -1,0 +1,157 @@
+"""What every config model shares: camelCase aliases, no unknown keys, NNI's value types, build settings.
+
+Validation settings (the config file's directory, whether to check paths on disk, whether the input is a
+stored canonical config) travel in pydantic's validation context, so nested models see the same ones.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    SecretStr,
+    SerializationInfo,
+    ValidationInfo,
+)
+from pydantic.alias_generators import to_camel
+
+from trialfleet.config.units import parse_gpu_indices, parse_size, parse_time
+
+KeyPath = tuple[str | int, ...]
+
+_CONTEXT_KEY = "trialfleet"
+SECRET_MASK = "******"
+
+
+@dataclass
+class BuildSettings:
+    """How one config is being built; shared by every nested model through the validation context."""
+
+    base_dir: Path  # relative paths are taken from here (the config file's directory, or CWD)
+    check_paths: bool = True  # code and search-space paths must exist on this machine
+    trust_stored: bool = False  # a stored canonical config: keep its search space, do not reload the file
+    warnings: list[str] = field(default_factory=list)
+    # canonical key path → the key path the user actually wrote it at (shortcut fields, advisor → tuner)
+    aliases: dict[KeyPath, KeyPath] = field(default_factory=dict)
+
+    def context(self) -> dict[str, Any]:
+        return {_CONTEXT_KEY: self}
+
+
+def build_settings(info: ValidationInfo | SerializationInfo | None) -> BuildSettings:
+    context = info.context if info is not None else None
+    if isinstance(context, dict) and isinstance(context.get(_CONTEXT_KEY), BuildSettings):
+        return context[_CONTEXT_KEY]
+    return BuildSettings(base_dir=Path.cwd())
+
+
+class FieldProblem(ValueError):
+    """Raised by a model validator to report problems at key paths *below* the model being validated.
+
+    Pydantic can only place a model validator's error on the model itself; the config pipeline reads
+    ``items`` back from the error's context and appends each path.
+    """
+
+    def __init__(self, items: Sequence[tuple[KeyPath, str]]) -> None:
+        self.items = list(items)
+        super().__init__("; ".join(message for _, message in self.items))
+
+
+def raise_problems(items: Sequence[tuple[KeyPath, str]]) -> None:
+    if items:
+        raise FieldProblem(items)
+
+
+class ConfigModel(BaseModel):
+    """Base of every config model: snake_case attributes, camelCase keys, unknown keys refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        coerce_numbers_to_str=True,  # ``experimentName: 2024`` is a name, not a type error
+    )
+
+
+def resolve_path(value: Any, info: ValidationInfo) -> Any:
+    """Expand ``~`` and make the path absolute against the config's directory, as NNI's ``resolve_path``."""
+    if isinstance(value, Path):
+        value = str(value)
+    if not isinstance(value, str):
+        return value  # pydantic reports the type error
+    if not value:
+        raise ValueError("expected a path, got an empty string")
+    if "\0" in value:
+        raise ValueError("a path cannot contain a NUL character")
+    path = Path(os.path.expanduser(value))
+    if not path.is_absolute():
+        path = build_settings(info).base_dir / path
+    return Path(os.path.realpath(path))
+
+
+def _is(check: str, path: Path) -> bool:
+    try:
+        return bool(getattr(path, check)())
+    except (OSError, ValueError):  # a name too long or otherwise unusable names nothing that exists
+        return False
+
+
+def existing_directory(what: str) -> Callable[[Path | None, ValidationInfo], Path | None]:
+    """A field validator: the (resolved) path must name an existing directory."""
+
+    def check(path: Path | None, info: ValidationInfo) -> Path | None:
+        problem = missing_directory(path, what, info)
+        if problem:
+            raise ValueError(problem)
+        return path
+
+    return check
+
+
+def existing_file(what: str) -> Callable[[Path | None, ValidationInfo], Path | None]:
+    """A field validator: the (resolved) path must name an existing regular file."""
+
+    def check(path: Path | None, info: ValidationInfo) -> Path | None:
+        problem = missing_file(path, what, info)
+        if problem:
+            raise ValueError(problem)
+        return path
+
+    return check
+
+
+def missing_directory(path: Path | None, what: str, info: ValidationInfo) -> str | None:
+    """The message for ``path`` not being an existing directory, or None when it is (or checks are off)."""
+    if path is None or not build_settings(info).check_paths or _is("is_dir", path):
+        return None
+    if _is("exists", path):
+        return f"{what} {path} is not a directory"
+    return f"{what} {path} does not exist"
+
+
+def missing_file(path: Path | None, what: str, info: ValidationInfo) -> str | None:
+    if path is None or not build_settings(info).check_paths or _is("is_file", path):
+        return None
+    if _is("exists", path):
+        return f"{what} {path} is not a regular file"
+    return f"{what} {path} does not exist"
+
+
+def _dump_secret(value: SecretStr, info: SerializationInfo) -> str:
+    context = info.context if isinstance(info.context, dict) else {}
+    return value.get_secret_value() if context.get("include_secrets") else SECRET_MASK
+
+
+ConfigPath = Annotated[Path, BeforeValidator(resolve_path)]
+Duration = Annotated[int, BeforeValidator(parse_time)]
+SizeMB = Annotated[int, BeforeValidator(parse_size)]
+GpuIndices = Annotated[list[int] | None, BeforeValidator(parse_gpu_indices)]
+Secret = Annotated[SecretStr, PlainSerializer(_dump_secret, return_type=str, when_used="json")]

@@ -1,0 +1,64 @@
+"""``load_config(path)``: a YAML/JSON experiment config file, v2 or legacy v1, to a validated config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from trialfleet.config.base import BuildSettings
+from trialfleet.config.convert_v1 import convert_v1_to_v2, is_v1_config
+from trialfleet.config.experiment import ExperimentConfig, build_experiment_config
+from trialfleet.config.files import parse_yaml, read_text, yaml_error_message
+from trialfleet.config.units import show_value
+from trialfleet.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: ExperimentConfig
+    path: Path
+    converted_from_v1: bool = False
+    converted_yaml: str | None = None  # the v2 form of a legacy v1 file, shown to the user as nnictl does
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_config(path: str | Path, *, on_converted: Callable[[str], None] | None = None) -> LoadedConfig:
+    """Read, convert (v1) and validate one config file. Relative paths inside are taken from its directory.
+
+    ``on_converted`` receives the converted YAML of a v1 file before it is validated, so a CLI can show
+    it even when validation then fails (the key paths of such errors are those of the converted config).
+    Every failure is a :class:`~trialfleet.errors.ConfigError` naming the file.
+    """
+    file = Path(os.path.expanduser(path)).resolve()
+    try:
+        text = read_text(file, "config file")
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=file) from exc
+    try:
+        data = parse_yaml(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(yaml_error_message(exc), file=file) from exc
+    except RecursionError as exc:
+        raise ConfigError("the YAML is nested too deeply to read", file=file) from exc
+    if data is None:
+        raise ConfigError("the config file is empty", file=file)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"the config must be a mapping of keys to values, got {show_value(data)}", file=file
+        )
+    warnings: list[str] = []
+    converted_yaml = None
+    if is_v1_config(data):
+        data, warnings = convert_v1_to_v2(data, source=file)
+        converted_yaml = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        if on_converted is not None:
+            on_converted(converted_yaml)
+    settings = BuildSettings(base_dir=file.parent)
+    config = build_experiment_config(data, settings, source=file)
+    return LoadedConfig(
+        config, file, converted_yaml is not None, converted_yaml, warnings + settings.warnings
+    )
