@@ -6,10 +6,11 @@ grids over their CDF: epoch 1 tries the median, epoch 2 adds the quartiles, epoc
 give the same real value after log, q and clip, so q types and randint-like spaces end; when nothing can be split
 any more the space is exhausted and the tuner raises NoMoreTrialError.
 
-One deliberate difference from NNI: a midpoint joins the grid when its real value is new for that parameter,
-where NNI requires it to lie strictly between its interval's ends. NNI's rule never reaches the values next to
-the ends of a q range (``quniform [0, 10, 5]`` only ever gives 5); this one gives 0, 5 and 10. For continuous
-types both rules give the same grid.
+Two deliberate differences from NNI, both for q types: a midpoint joins the grid when its real value is new
+for that parameter, where NNI requires it to lie strictly between its interval's ends; and an epoch that adds
+nothing splits again instead of ending the search. NNI's rules miss the values next to the ends of a q range
+(``quniform [0, 10, 5]`` only ever gives 5) and values reached in a thin slice of the CDF (the top step of a
+``qloguniform``); these give every value. For continuous types both give the same grid.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from trialfleet.tuning.flat_space import Internal, ParamSpec, flatten, to_parame
 from trialfleet.tuning.utils import parse_optimize_mode
 
 _STANDARD_NORMAL = NormalDist()
+# A q value reached only within a sliver of the CDF (qloguniform's top step) needs many halvings to be found;
+# intervals narrower than this are given up on, which bounds the search of a finite grid.
+_MIN_WIDTH = 1e-12
 
 
 class GridSearchTuner(BuiltinTuner):
@@ -109,27 +113,33 @@ class GridSearchTuner(BuiltinTuner):
         self._vector = None
 
     def _next_grid(self) -> None:
+        """Start the next epoch: split intervals until some parameter gains a value; None when none can."""
+        assert self._grid is not None
+        self._epoch_bar = [len(points) for points in self._grid]
+        while self._divisions and any(self._divisions.values()):
+            if self._refine():
+                return
+        self._grid = None
+
+    def _refine(self) -> bool:
+        """Halve every splittable interval once; True when a new real value joined some parameter's grid."""
         assert self._grid is not None
         updated = False
-        for i, spec in enumerate(self._specs):
-            self._epoch_bar[i] = len(self._grid[i])
-            if spec.categorical:
-                continue
+        for i, divisions in self._divisions.items():
+            spec = self._specs[i]
             seen = {_real(_cdf_inverse(point, spec), spec) for point in self._grid[i]}
-            new_points, new_divisions = [], []
-            for low, high in self._divisions[i]:
+            kept = []
+            for low, high in divisions:
                 mid = (low + high) / 2
                 real = _real(_cdf_inverse(mid, spec), spec)
                 if real not in seen:
                     seen.add(real)
-                    new_points.append(mid)
+                    self._grid[i].append(mid)
                     updated = True
-                left, right = _less(low, mid, spec), _less(mid, high, spec)
-                new_divisions += [d for d, keep in (((low, mid), left), ((mid, high), right)) if keep]
-            self._grid[i] += new_points
-            self._divisions[i] = new_divisions
-        if not updated:
-            self._grid = None
+                halves = (((low, mid), _less(low, mid, spec)), ((mid, high), _less(mid, high, spec)))
+                kept += [half for half, splittable in halves if splittable and half[1] - half[0] > _MIN_WIDTH]
+            self._divisions[i] = kept
+        return updated
 
     def _current(self) -> Internal:
         assert self._grid is not None and self._vector is not None
