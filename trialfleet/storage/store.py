@@ -413,7 +413,7 @@ class ExperimentStore:
         limit: int | None = None,
         order: str = "sequence_id",
     ) -> list[TrialRow]:
-        if order not in {"sequence_id", "final_value", "-final_value", "start_time", "end_time"}:
+        if order.removeprefix("-") not in {"sequence_id", "final_value", "start_time", "end_time"}:
             raise ValueError(f"cannot order by {order}")
         sql = f"SELECT {_TRIAL_COLUMNS} FROM trials"
         args: list[Any] = []

@@ -1,0 +1,51 @@
+"""trialfleet: NNI-compatible AutoML experiments on local processes, SSH fleets and clusters.
+
+``from trialfleet import Experiment, ExperimentConfig``. Names are loaded on first use, so ``import trialfleet``
+(and the CLI's start-up) stays cheap; NNI's config class names (``LocalConfig`` …) are found here too, which is
+how the ``nni.experiment`` shim offers them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trialfleet.config import ExperimentConfig
+    from trialfleet.experiment import Experiment, RunMode
+
+__all__ = ["Experiment", "ExperimentConfig", "RunMode", "__version__"]
+
+_LAZY = {
+    "Experiment": "trialfleet.experiment",
+    "RunMode": "trialfleet.experiment",
+    "ExperimentConfig": "trialfleet.config",
+}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trialfleet")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif (
+        not name.startswith("_") and name in (config := importlib.import_module("trialfleet.config")).__all__
+    ):
+        value = getattr(config, name)
+    else:
+        raise AttributeError(f"module 'trialfleet' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

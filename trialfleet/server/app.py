@@ -1,0 +1,78 @@
+"""The manager's HTTP server: NNI's REST routes under ``[/<url prefix>]/api/v1/nni``, ``/logs/<file>`` and, when
+it is installed, the web UI. The manager process serves it with uvicorn on the manager's own event loop.
+
+OpenAPI: ``/api/v1/nni/openapi.json`` and interactive docs at ``/api/v1/nni/docs``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse, Response
+
+from trialfleet.server import routes_files, routes_read, routes_write
+from trialfleet.server.context import ServerContext
+from trialfleet.server.http_errors import (
+    MAX_BODY_BYTES,
+    BodyLimitMiddleware,
+    install_error_handlers,
+    not_found,
+)
+from trialfleet.server.reader import ExperimentReader
+from trialfleet.storage import ExperimentStore
+
+if TYPE_CHECKING:
+    from trialfleet.manager.experiment_manager import ExperimentManager
+
+API_PATH = "/api/v1/nni"
+#: the launcher passes ``--url_prefix`` to the manager process through this variable
+URL_PREFIX_ENV = "TRIALFLEET_URL_PREFIX"
+_WEBUI_DIR = Path(__file__).resolve().parent.parent / "webui" / "static"
+
+
+def normalise_prefix(prefix: str | None) -> str:
+    """``"nni/"`` → ``"/nni"``; empty or ``"/"`` → ``""``."""
+    stripped = (prefix or "").strip("/")
+    return f"/{stripped}" if stripped else ""
+
+
+def create_app(manager: ExperimentManager, *, url_prefix: str | None = None) -> FastAPI:
+    from trialfleet import __version__
+
+    prefix = normalise_prefix(url_prefix if url_prefix is not None else os.environ.get(URL_PREFIX_ENV))
+    api = prefix + API_PATH
+    app = FastAPI(
+        title="trialfleet",
+        version=__version__,
+        description="NNI-compatible REST API of one trialfleet experiment.",
+        openapi_url=f"{api}/openapi.json",
+        docs_url=f"{api}/docs",
+        redoc_url=None,
+    )
+    reader_store = ExperimentStore.for_experiment_dir(manager.experiment_dir, readonly=True)
+    app.state.trialfleet = ServerContext(manager, ExperimentReader(reader_store, manager.experiment_dir))
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
+    for router in (routes_read.router, routes_write.router, routes_files.api_router):
+        app.include_router(router, prefix=api)
+    app.include_router(routes_files.logs_router, prefix=prefix)
+    if (_WEBUI_DIR / "index.html").is_file():
+        _serve_webui(app, prefix)
+    return app
+
+
+def _serve_webui(app: FastAPI, prefix: str) -> None:
+    """Static files of the single-page web UI, with ``index.html`` for its client-side routes."""
+    root = _WEBUI_DIR.resolve()
+
+    @app.get(prefix + "/{path:path}", include_in_schema=False)
+    def webui(path: str) -> Response:
+        if path.startswith(API_PATH.lstrip("/") + "/"):
+            raise not_found(f"no API route /{path}")
+        candidate = (root / path).resolve()
+        if path and candidate.is_file() and candidate.is_relative_to(root):
+            return FileResponse(candidate)
+        return FileResponse(root / "index.html")

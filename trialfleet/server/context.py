@@ -1,0 +1,48 @@
+"""What every route reaches through ``request.app.state``: the manager and a reader over its database."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fastapi import HTTPException, Request, Response
+
+from trialfleet.server.reader import ExperimentReader
+
+if TYPE_CHECKING:
+    from trialfleet.manager.experiment_manager import ExperimentManager
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    manager: ExperimentManager
+    reader: ExperimentReader  # its own read-only connection: a long read never holds up the manager's writes
+
+
+def context(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.trialfleet
+    return ctx
+
+
+def writable(request: Request) -> ServerContext:
+    """The context, or 403 when the experiment is only viewed."""
+    ctx = context(request)
+    if ctx.manager.readonly:
+        raise HTTPException(
+            403,
+            f"experiment {ctx.manager.experiment_id} is opened read-only (view); "
+            "stop the viewer and resume the experiment to change it",
+        )
+    return ctx
+
+
+def nni_json(payload: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """JSON serialised directly (FastAPI's encoder is too slow for 100,000 metric records)."""
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return Response(body, status_code=status_code, media_type="application/json", headers=headers)
+
+
+def empty() -> Response:
+    """NNI answers commands with an empty 200."""
+    return Response(status_code=200, media_type="application/json")

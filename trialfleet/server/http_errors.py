@@ -1,0 +1,151 @@
+"""Errors as NNI's clients expect them — ``{"error": message}`` — with a 4xx for anything the caller got wrong.
+
+Bad input never becomes a 500: malformed JSON is 400, a body of the wrong shape or value is 422, a body over
+the size limit is 413, an unknown trial is 404, a change refused in the experiment's state is 403/409.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from trialfleet.errors import (
+    ConfigError,
+    ExperimentNotFoundError,
+    ExperimentStateError,
+    TrialfleetError,
+)
+
+log = logging.getLogger("trialfleet.server")
+
+MAX_BODY_BYTES = 1024 * 1024
+
+_STATUS_OF: Sequence[tuple[type[TrialfleetError], int]] = (
+    (ConfigError, 422),
+    (ExperimentNotFoundError, 404),
+    (ExperimentStateError, 409),
+)
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def describe_validation(errors: Sequence[Any]) -> str:
+    """Pydantic's error list → one line per problem: ``body.params.trialConcurrency: Input should be …``."""
+    lines = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        lines.append(f"{where}: {error.get('msg', 'invalid value')}" if where else str(error.get("msg")))
+    return "; ".join(lines)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return error_response(400, f"the request body is not valid JSON: {describe_validation(errors)}")
+    return error_response(422, describe_validation(errors))
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return error_response(exc.status_code, str(exc.detail))
+
+
+async def _trialfleet_error(_request: Request, exc: Exception) -> JSONResponse:
+    status = next((code for cls, code in _STATUS_OF if isinstance(exc, cls)), 500)
+    if status == 500:
+        log.error("request failed: %s", exc)
+    return error_response(status, str(exc))
+
+
+async def _file_not_found(_request: Request, exc: Exception) -> JSONResponse:
+    return error_response(404, str(exc))
+
+
+async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error while serving a request")
+    return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(TrialfleetError, _trialfleet_error)
+    app.add_exception_handler(FileNotFoundError, _file_not_found)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def not_found(message: str) -> HTTPException:
+    return HTTPException(404, message)
+
+
+class BodyLimitMiddleware:
+    """Refuses request bodies over ``max_bytes`` with 413 before the route sees them.
+
+    Checks ``Content-Length`` first, then counts the bytes actually received (chunked uploads); the body is
+    buffered — it is small by construction — and replayed to the application.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", ())).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left; nobody to answer
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps({"error": f"request body larger than {self.max_bytes} bytes"}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,0 +1,108 @@
+"""The read side of an experiment in NNI's payload shapes, straight from its store.
+
+The REST server answers its GET routes with it (over the running manager's store), and the CLI and the
+Python API use it to read stopped experiments from their database. Every list is built from a fixed number
+of indexed queries, never one query per trial, so it stays fast at 10,000 trials and 100,000 metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trialfleet.server import payloads
+from trialfleet.status import TrialStatus
+from trialfleet.storage import ExperimentStore, TrialRow
+
+#: ``/trial-jobs?sort=`` keys → store columns
+SORT_KEYS = {
+    "sequenceId": "sequence_id",
+    "startTime": "start_time",
+    "endTime": "end_time",
+    "finalMetric": "final_value",
+}
+
+
+class ExperimentReader:
+    def __init__(self, store: ExperimentStore, experiment_dir: Path) -> None:
+        self.store = store
+        self.experiment_dir = experiment_dir
+
+    # ---- trials ------------------------------------------------------------------------------------
+
+    def trial_jobs(
+        self,
+        status: TrialStatus | None = None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        sort: str = "sequenceId",
+        descending: bool = False,
+    ) -> list[dict[str, Any]]:
+        order = ("-" if descending else "") + SORT_KEYS[sort]
+        rows = self.store.trials(status=status, offset=offset, limit=limit, order=order)
+        finals: dict[str, Any] = {}
+        if any(r.status is TrialStatus.SUCCEEDED for r in rows):
+            finals = payloads.first_final_metrics(self.store.metrics(type="FINAL"))
+        return [payloads.trial_job_info(r, finals.get(r.id)) for r in rows]
+
+    def trial_count(self, status: TrialStatus | None = None) -> int:
+        counts = self.store.trial_counts()
+        return counts.get(status, 0) if status is not None else sum(counts.values())
+
+    def trial_job(self, trial_id: str) -> dict[str, Any] | None:
+        row = self.store.find_trial(trial_id)
+        if row is None:
+            return None
+        final = self.store.metrics(trial_id, type="FINAL", limit=1)
+        return payloads.trial_job_info(row, final[0] if final else None)
+
+    def job_statistics(self) -> list[dict[str, Any]]:
+        return payloads.job_statistics(self.store.trial_counts())
+
+    # ---- metrics -----------------------------------------------------------------------------------
+
+    def metric_data(self, trial_id: str | None = None, type: str | None = None) -> list[dict[str, Any]]:
+        return [payloads.metric_record(m) for m in self.store.metrics(trial_id, type=type)]
+
+    def metric_data_range(self, low: int, high: int) -> list[dict[str, Any]]:
+        return [payloads.metric_record(m) for m in self.store.metrics_for_sequence_range(low, high)]
+
+    def metric_data_latest(self) -> list[dict[str, Any]]:
+        return [payloads.metric_record(m) for m in self.store.latest_metrics()]
+
+    # ---- experiment --------------------------------------------------------------------------------
+
+    def profile(self, params: Mapping[str, Any], exec_duration: float | None = None) -> dict[str, Any]:
+        row = self.store.experiment()
+        duration = row.exec_duration if exec_duration is None else exec_duration
+        return payloads.experiment_profile(row, params, duration, str(self.experiment_dir))
+
+    def export_data(self) -> list[dict[str, Any]]:
+        return payloads.export_records(self.store.trials(status=TrialStatus.SUCCEEDED))
+
+    def imported_data(self) -> list[str]:
+        return self.store.imported_data()
+
+    # ---- files of trials that no manager serves (stopped or viewed experiments) ---------------------
+
+    def trial_dir(self, row: TrialRow) -> Path:
+        handle = row.handle or {}
+        if isinstance(handle.get("trial_dir"), str):
+            return Path(handle["trial_dir"])
+        if row.location and row.location.startswith("local:"):
+            return Path(row.location.removeprefix("local:"))
+        name = row.id if row.attempt == 0 else f"{row.id}.{row.attempt}"
+        return self.experiment_dir / "trials" / name
+
+    def read_trial_file(self, row: TrialRow, name: str) -> bytes:
+        """A file of the trial's directory; FileNotFoundError for a missing one or a name that leaves it."""
+        base = self.trial_dir(row).resolve()
+        path = (base / payloads.TRIAL_FILE_ALIASES.get(name, name)).resolve()
+        if not path.is_relative_to(base):
+            raise FileNotFoundError(f"{name!r} is outside the directory of trial {row.id}")
+        try:
+            return path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise FileNotFoundError(f"trial {row.id} has no file {name!r} (looked in {base})") from None

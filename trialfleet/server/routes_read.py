@@ -1,0 +1,121 @@
+"""NNI's GET routes. Plain functions: FastAPI runs them in worker threads, off the manager's event loop."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from trialfleet.server.context import ServerContext, context, nni_json
+from trialfleet.server.http_errors import not_found
+from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.storage import manifest
+
+router = APIRouter()
+
+MetricType = Literal["PERIODICAL", "FINAL"]
+SortKey = Literal["sequenceId", "startTime", "endTime", "finalMetric"]  # reader.SORT_KEYS
+
+
+@router.get("/version", summary="trialfleet's version (a JSON string)")
+def version() -> Response:
+    from trialfleet import __version__
+
+    return nni_json(__version__)
+
+
+@router.get("/check-status", summary="{status, errors}: errors holds the experiment's error when it is ERROR")
+def check_status(ctx: ServerContext = Depends(context)) -> Response:
+    manager = ctx.manager
+    errors = [manager.error] if manager.status is ExperimentStatus.ERROR and manager.error else []
+    return nni_json({"status": manager.status.value, "errors": errors})
+
+
+@router.get("/experiment", summary="NNI's ExperimentProfile (params = the config, secrets masked)")
+def experiment_profile(ctx: ServerContext = Depends(context)) -> Response:
+    params = ctx.manager.config.to_json()
+    return nni_json(ctx.reader.profile(params, ctx.manager.exec_duration))
+
+
+@router.get("/experiment-metadata", summary="this experiment's entry of the experiments manifest")
+def experiment_metadata(ctx: ServerContext = Depends(context)) -> Response:
+    entry = manifest.entries().get(ctx.manager.experiment_id)
+    if entry is None:
+        raise not_found(f"experiment {ctx.manager.experiment_id} is not in the experiments manifest")
+    return nni_json(entry)
+
+
+@router.get("/experiments-info", summary="every experiment of this machine (dead managers shown STOPPED)")
+def experiments_info() -> Response:
+    return nni_json(list(manifest.entries().values()))
+
+
+@router.get("/experiment/imported-data", summary="each import as a compact JSON string")
+def imported_data(ctx: ServerContext = Depends(context)) -> Response:
+    return nni_json(ctx.reader.imported_data())
+
+
+@router.get("/job-statistics", summary="[{trialJobStatus, trialJobNumber}]")
+def job_statistics(ctx: ServerContext = Depends(context)) -> Response:
+    return nni_json(ctx.reader.job_statistics())
+
+
+@router.get(
+    "/trial-jobs",
+    summary="[TrialJobInfo]; offset/limit/sort/order page the list (X-Total-Count gives the total)",
+)
+def list_trial_jobs(
+    status: TrialStatus | None = None,
+    offset: int = Query(0, ge=0),
+    limit: int | None = Query(None, ge=1),
+    sort: SortKey = "sequenceId",
+    order: Literal["asc", "desc"] = "asc",
+    ctx: ServerContext = Depends(context),
+) -> Response:
+    jobs = ctx.reader.trial_jobs(status, offset=offset, limit=limit, sort=sort, descending=order == "desc")
+    return nni_json(jobs, headers={"X-Total-Count": str(ctx.reader.trial_count(status))})
+
+
+@router.get("/trial-jobs/{trial_id}", summary="one TrialJobInfo")
+def get_trial_job(trial_id: str, ctx: ServerContext = Depends(context)) -> Response:
+    job = ctx.reader.trial_job(trial_id)
+    if job is None:
+        raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
+    return nni_json(job)
+
+
+@router.get("/metric-data", summary="[MetricDataRecord]; data is JSON-encoded twice, as NNI's")
+def metric_data(type: MetricType | None = None, ctx: ServerContext = Depends(context)) -> Response:
+    return nni_json(ctx.reader.metric_data(type=type))
+
+
+@router.get("/metric-data/{trial_id}", summary="one trial's MetricDataRecords")
+def trial_metric_data(
+    trial_id: str, type: MetricType | None = None, ctx: ServerContext = Depends(context)
+) -> Response:
+    if ctx.reader.store.find_trial(trial_id) is None:
+        raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
+    return nni_json(ctx.reader.metric_data(trial_id, type=type))
+
+
+@router.get(
+    "/metric-data-range/{min_seq_id}/{max_seq_id}", summary="metrics of trials in a sequence-id range"
+)
+def metric_data_range(min_seq_id: int, max_seq_id: int, ctx: ServerContext = Depends(context)) -> Response:
+    return nni_json(ctx.reader.metric_data_range(min_seq_id, max_seq_id))
+
+
+@router.get("/metric-data-latest/", summary="every non-PERIODICAL metric and the newest PERIODICAL per trial")
+@router.get("/metric-data-latest", include_in_schema=False)
+def metric_data_latest(ctx: ServerContext = Depends(context)) -> Response:
+    return nni_json(ctx.reader.metric_data_latest())
+
+
+@router.get("/export-data", summary="[{parameter, value (JSON string), trialJobId}] of succeeded trials")
+def export_data(ctx: ServerContext = Depends(context)) -> Response:
+    return nni_json(ctx.reader.export_data())
+
+
+@router.get("/tensorboard-tasks", summary="TensorBoard tasks (none: trialfleet does not launch TensorBoard)")
+def tensorboard_tasks() -> Response:
+    return nni_json([])

@@ -1,0 +1,145 @@
+"""NNI's commands: update the profile, add/cancel trials, import data, stop. They run on the manager's loop.
+
+A viewed (read-only) experiment refuses every change with 403; malformed bodies are 400/422 (see http_errors).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Response
+from pydantic import BaseModel, ConfigDict
+
+from trialfleet.export import parse_import_records
+from trialfleet.server.context import ServerContext, context, empty, nni_json, writable
+from trialfleet.server.http_errors import not_found
+
+router = APIRouter()
+
+
+class UpdateType(str, Enum):
+    TRIAL_CONCURRENCY = "TRIAL_CONCURRENCY"
+    MAX_EXEC_DURATION = "MAX_EXEC_DURATION"
+    SEARCH_SPACE = "SEARCH_SPACE"
+    MAX_TRIAL_NUM = "MAX_TRIAL_NUM"
+
+
+class ProfileBody(BaseModel):
+    """The whole ExperimentProfile as ``GET /experiment`` gave it, with ``params`` edited (NNI's protocol)."""
+
+    model_config = ConfigDict(extra="allow")
+    params: dict[str, Any]
+
+
+#: update type → (config field, profile keys: NNI 3 first, then the legacy v1 name)
+_UPDATES: dict[UpdateType, tuple[str, tuple[str, ...]]] = {
+    UpdateType.TRIAL_CONCURRENCY: ("trial_concurrency", ("trialConcurrency",)),
+    UpdateType.MAX_TRIAL_NUM: ("max_trial_number", ("maxTrialNumber", "maxTrialNum")),
+    UpdateType.MAX_EXEC_DURATION: ("max_experiment_duration", ("maxExperimentDuration", "maxExecDuration")),
+    UpdateType.SEARCH_SPACE: ("search_space", ("searchSpace",)),
+}
+
+
+def profile_update(update_type: UpdateType, params: dict[str, Any]) -> tuple[str, Any]:
+    """The config field and checked value a profile update asks for; 422 with the key when it is wrong."""
+    field, keys = _UPDATES[update_type]
+    key = next((k for k in keys if k in params), None)
+    if key is None:
+        raise HTTPException(
+            422, f"body.params.{keys[0]}: missing (required by update_type={update_type.value})"
+        )
+    try:
+        return field, _checked(update_type, params[key])
+    except ValueError as exc:
+        raise HTTPException(422, f"body.params.{key}: {exc}") from exc
+
+
+def _checked(update_type: UpdateType, value: Any) -> Any:
+    if update_type is UpdateType.MAX_EXEC_DURATION:
+        from trialfleet.config.units import parse_time
+
+        return parse_time(value)
+    if update_type is UpdateType.SEARCH_SPACE:
+        from trialfleet.errors import SearchSpaceError
+        from trialfleet.tuning import validate_search_space
+
+        try:
+            validate_search_space(value)
+        except SearchSpaceError as exc:
+            raise ValueError(f"{exc.key_path}: {exc.message}" if exc.key_path else exc.message) from exc
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"expected a whole number >= 1, got {value!r}")
+    return value
+
+
+@router.put(
+    "/experiment", summary="change trialConcurrency, maxExperimentDuration, searchSpace or maxTrialNumber"
+)
+async def update_experiment(
+    body: ProfileBody,
+    update_type: UpdateType = Query(...),
+    ctx: ServerContext = Depends(writable),
+) -> Response:
+    field, value = profile_update(update_type, body.params)
+    await ctx.manager.update_config(**{field: value})
+    return empty()
+
+
+@router.post("/experiment", summary="NNI's launcher step; a trialfleet manager is configured when it starts")
+def start_experiment(ctx: ServerContext = Depends(context)) -> Response:
+    raise HTTPException(
+        409, f"this manager already runs experiment {ctx.manager.experiment_id}; its config is set at launch"
+    )
+
+
+@router.delete("/experiment", summary="stop the experiment (its trials are stopped, then the manager exits)")
+def stop_experiment(ctx: ServerContext = Depends(context)) -> Response:
+    ctx.manager.request_stop()
+    return empty()
+
+
+@router.post("/experiment/import-data", summary="[{parameter, value}] for the tuner")
+async def import_data(body: Any = Body(...), ctx: ServerContext = Depends(writable)) -> Response:
+    records = parse_import_records(body, source="request body")
+    await ctx.manager.import_data(records)
+    return empty()
+
+
+@router.put("/experiment/cluster-metadata", summary="legacy NNI launcher step; not used by trialfleet")
+def cluster_metadata() -> Response:
+    raise HTTPException(
+        400, "cluster metadata is part of the experiment config in trialfleet; nothing to set"
+    )
+
+
+@router.post("/trial-jobs", summary="queue a customized trial with these parameters → {sequenceId}")
+async def add_trial_job(
+    parameters: dict[str, Any] = Body(...), ctx: ServerContext = Depends(writable)
+) -> Response:
+    sequence_id = await ctx.manager.add_customized_trial(parameters)
+    return nni_json({"sequenceId": sequence_id})
+
+
+@router.delete("/trial-jobs/{trial_id}", summary="cancel a trial (USER_CANCELED)")
+async def cancel_trial_job(trial_id: str, ctx: ServerContext = Depends(writable)) -> Response:
+    if ctx.reader.store.find_trial(trial_id) is None:
+        raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
+    await ctx.manager.cancel_trial(trial_id)
+    return empty()
+
+
+@router.post("/tensorboard", summary="not supported: trialfleet does not launch TensorBoard")
+def start_tensorboard() -> Response:
+    raise HTTPException(501, "trialfleet does not launch TensorBoard; run `tensorboard --logdir <trial dir>`")
+
+
+@router.api_route("/tensorboard/{task_id}", methods=["GET", "PUT", "DELETE"], include_in_schema=False)
+def tensorboard_task(task_id: str) -> Response:
+    raise not_found(f"no TensorBoard task {task_id}")
+
+
+@router.delete("/tensorboard-tasks", summary="stop every TensorBoard task (there are none)")
+def stop_tensorboard_tasks() -> Response:
+    return empty()
