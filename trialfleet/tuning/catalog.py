@@ -101,6 +101,11 @@ NOT_OFFERED: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def builtins_of(kind: str) -> tuple[BuiltinAlgorithm, ...]:
+    if kind == "advisor":
+        raise AlgorithmError(
+            "advisors (NNI's Hyperband, BOHB and custom MsgDispatcherBase classes) are not supported: "
+            "configure a tuner, plus an assessor such as Medianstop for early stopping"
+        )
     if kind == "tuner":
         return BUILTIN_TUNERS
     if kind == "assessor":

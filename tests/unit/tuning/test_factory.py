@@ -243,3 +243,8 @@ def test_custom_tuner_written_for_nni(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["{'lr': 0.1}", "no more: no more"]
+
+
+def test_advisors_are_refused():
+    with pytest.raises(AlgorithmError, match=r"advisors .* are not supported"):
+        check_algorithm(algo("Hyperband"), "advisor", SPACE)
