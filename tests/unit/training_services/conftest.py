@@ -1,0 +1,52 @@
+"""Fixtures for the training-service unit tests: a scripted nvidia-smi and experiment contexts."""
+
+from __future__ import annotations
+
+import json
+import os
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trialfleet.training_services.base import ExperimentContext
+
+DOUBLES = Path(__file__).resolve().parents[2] / "doubles"
+
+
+@pytest.fixture
+def fake_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Put the nvidia-smi double first on PATH, answering for the scenario given to the returned function."""
+    assert (DOUBLES / "nvidia-smi").stat().st_mode & 0o111, "tests/doubles/nvidia-smi must be executable"
+    monkeypatch.setenv("PATH", f"{DOUBLES}:{os.environ['PATH']}")
+    scenario_file = tmp_path / "gpus.json"
+    monkeypatch.setenv("TRIALFLEET_FAKE_GPUS", str(scenario_file))
+
+    def scenario(
+        gpus: list[dict[str, Any]], processes: list[dict[str, Any]] | None = None, **extra: Any
+    ) -> Path:
+        scenario_file.write_text(json.dumps({"gpus": gpus, "processes": processes or [], **extra}))
+        return scenario_file
+
+    return scenario
+
+
+@pytest.fixture
+def context_for(tmp_path: Path) -> Callable[..., ExperimentContext]:
+    """An ExperimentContext with stand-ins for the config objects (only the attributes services read)."""
+
+    def make(**service_options: Any) -> ExperimentContext:
+        options = {
+            "trial_gpu_number": None,
+            "use_active_gpu": None,
+            "max_trial_number_per_gpu": 1,
+            "gpu_indices": None,
+        }
+        options.update(service_options)
+        config = types.SimpleNamespace(experiment_name="unit", trial_concurrency=1)
+        service_config = types.SimpleNamespace(**options)
+        return ExperimentContext("unitexp", tmp_path / "experiment", config, service_config)  # type: ignore[arg-type]
+
+    return make
