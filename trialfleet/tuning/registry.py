@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning.catalog import BUILTIN_ASSESSORS, BUILTIN_TUNERS, is_builtin_name
 from trialfleet.tuning.loader import load_class
@@ -42,6 +40,8 @@ def registry_path() -> Path:
 
 def register(meta_path: str | os.PathLike[str]) -> list[str]:
     """Register every algorithm a meta file describes (each is import-checked); returns their names."""
+    import yaml  # here, not at the top: trial processes reach this package through nni.utils
+
     meta_file = Path(meta_path)
     try:
         meta = yaml.safe_load(meta_file.read_text())
@@ -138,6 +138,8 @@ def _validated(
 
 
 def _read() -> dict[str, list[dict[str, Any]]]:
+    import yaml
+
     path = registry_path()
     try:
         data = yaml.safe_load(path.read_text()) or {}
@@ -149,6 +151,8 @@ def _read() -> dict[str, list[dict[str, Any]]]:
 
 
 def _write(data: dict[str, list[dict[str, Any]]]) -> None:
+    import yaml
+
     path = registry_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     # a crash mid-write must not lose every registration: write a sibling file, then rename over

@@ -101,7 +101,7 @@ def test_optimize_mode_defaults_follow_nni():
 
 
 def test_importing_the_package_loads_no_algorithm_library():
-    code = "import sys, trialfleet.tuning; print(sorted(m for m in ('optuna', 'numpy', 'scipy') if m in sys.modules))"
+    code = "import sys, trialfleet.tuning; print(sorted(m for m in ('optuna', 'numpy', 'scipy', 'yaml') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
