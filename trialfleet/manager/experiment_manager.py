@@ -64,6 +64,7 @@ class ExperimentManager:
         self._pending: list[str] = []  # WAITING trials not yet placed, in submission order
         self._cancel_requested: set[str] = set()
         self._intermediate: dict[str, dict[int, object]] = {}
+        self._unknown_to_tuner: set[str] = set()  # trials generated before a resume, for tuners that care
         self._kick = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._tuner_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tuner")
@@ -116,6 +117,8 @@ class ExperimentManager:
                 self.store.add_event("ADOPTED", self.clock.time(), trial.id)
             elif trial.status is TrialStatus.WAITING:
                 self._pending.append(trial.id)
+            if not trial.status.is_terminal and not getattr(self.tuner, "restores_live_trials", False):
+                self._unknown_to_tuner.add(trial.id)
             value = decisions.decode_metric(trial.final_data) if trial.final_data else None
             history.append(
                 HistoryRecord(trial.parameter_id, trial.hyper_parameters, value, trial.status.value)
@@ -242,7 +245,7 @@ class ExperimentManager:
         value = decisions.decode_metric(data)
         if type_ == "FINAL":
             trial = self.store.trial(trial_id)
-            if trial.final_data != data:
+            if trial.final_data != data or not self._tuner_wants(trial):
                 return  # only the first FINAL metric counts, as in NNI
             await self._guard_tuner(
                 self.tuner.receive_trial_result,
@@ -259,6 +262,15 @@ class ExperimentManager:
             if history is not None and not await self._assess(trial_id, list(history)):
                 await self.cancel_trial(trial_id, TrialStatus.EARLY_STOPPED)
 
+    def _tuner_wants(self, trial: TrialRow) -> bool:
+        """NNI hands customized trials' results only to tuners that opt in, and a tuner restored on resume
+        only results of parameters it knows about."""
+        if trial.id in self._unknown_to_tuner:
+            return False
+        if trial.parameter_source == "customized":
+            return bool(getattr(self.tuner, "accepts_customized", lambda: False)())
+        return True
+
     async def _assess(self, trial_id: str, history: list[object]) -> bool:
         try:
             result = await self._in_tuner_thread(self.assessor.assess_trial, trial_id, history)
@@ -269,7 +281,8 @@ class ExperimentManager:
 
     async def _trial_ended(self, trial: TrialRow) -> None:
         success = trial.status is TrialStatus.SUCCEEDED
-        await self._guard_tuner(self.tuner.trial_end, trial.parameter_id, success)
+        if self._tuner_wants(trial):
+            await self._guard_tuner(self.tuner.trial_end, trial.parameter_id, success)
         if self.assessor is not None:
             try:
                 await self._in_tuner_thread(self.assessor.trial_end, trial.id, success)

@@ -8,6 +8,7 @@ minimizes while Evolution maximizes).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from trialfleet.errors import AlgorithmError
@@ -98,8 +99,21 @@ def _build_builtin(entry: BuiltinAlgorithm, args: dict[str, Any]) -> Any:
         )
     cls = entry.load()
     label = f"{entry.kind} {entry.name}"
+    args = _drop_unused_optimize_mode(cls, args, label)
     check_arg_names(cls, args, label)
     return instantiate(cls, args, label)
+
+
+def _drop_unused_optimize_mode(cls: type, args: dict[str, Any], label: str) -> dict[str, Any]:
+    """NNI configs pass ``optimize_mode`` to every tuner by habit; one that has no use for it (Random, Grid,
+    Batch) accepts a valid value and ignores it instead of refusing the whole experiment."""
+    if "optimize_mode" not in args or "optimize_mode" in inspect.signature(cls).parameters:
+        return args
+    if args["optimize_mode"] not in ("maximize", "minimize"):
+        raise AlgorithmError(
+            f"{label}: optimize_mode must be 'maximize' or 'minimize', got {args['optimize_mode']!r}"
+        )
+    return {k: v for k, v in args.items() if k != "optimize_mode"}
 
 
 def _available_names(kind: str) -> list[str]:
