@@ -59,6 +59,9 @@ def create_app(manager: ExperimentManager, *, url_prefix: str | None = None) -> 
     for router in (routes_read.router, routes_write.router, routes_files.api_router):
         app.include_router(router, prefix=api)
     app.include_router(routes_files.logs_router, prefix=prefix)
+    from trialfleet.webui import mount as mount_webui
+
+    mount_webui(app, manager, prefix=prefix)
     if (_WEBUI_DIR / "index.html").is_file():
         _serve_webui(app, prefix)
     return app

@@ -1,0 +1,293 @@
+"""Read-only queries the web UI needs and the store does not offer: paging with search and sort,
+"what changed since cursor N", downsampled intermediate series.
+
+They run on a separate read-only connection to the experiment database (the store's contract allows
+any number of readers), so a slow page never holds the manager's write lock. Metric values are
+extracted inside SQLite (``json_extract``) so 100,000 metrics are never decoded in Python.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trialfleet.errors import StoreError
+
+#: the default metric of a stored metric JSON: a number, or the "default" key of a dict
+_VALUE_SQL = (
+    "CASE WHEN json_valid({c}) THEN CASE json_type({c}) "
+    "WHEN 'object' THEN json_extract({c}, '$.default') "
+    "WHEN 'real' THEN json_extract({c}, '$') WHEN 'integer' THEN json_extract({c}, '$') END END"
+)
+
+_SUMMARY_COLUMNS = (
+    "id, sequence_id, status, parameters, final_data, final_value, submit_time, start_time, end_time, "
+    "location, message, parameter_source"
+)
+
+_SORTS = {
+    "sequenceId": "sequence_id",
+    "trialJobId": "id",
+    "status": "status",
+    "startTime": "start_time",
+    "endTime": "end_time",
+    "duration": "(COALESCE(end_time, strftime('%s','now')) - start_time)",
+    "final": "final_value",
+}
+
+
+@dataclass(frozen=True)
+class TrialPage:
+    total: int
+    rows: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a client's view of the experiment stands: last event id and last metric id it saw."""
+
+    event: int
+    metric: int
+
+    def encode(self) -> str:
+        return f"{self.event}.{self.metric}"
+
+    @classmethod
+    def decode(cls, text: str | None) -> Cursor | None:
+        if not text:
+            return None
+        event, _, metric = text.partition(".")
+        try:
+            return cls(int(event), int(metric or 0))
+        except ValueError:
+            return None
+
+
+def value_sql(column: str) -> str:
+    return _VALUE_SQL.format(c=column)
+
+
+def sort_sql(sort: str) -> str:
+    """SQL for a sort key: a known column, ``param.<name>`` or ``metric.<key>``; ValueError if unknown."""
+    if sort in _SORTS:
+        return _SORTS[sort]
+    kind, _, name = sort.partition(".")
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"cannot sort by {sort!r}")
+    if kind == "param":
+        return f"json_extract(parameters, '$.parameters.\"{name}\"')"
+    if kind == "metric":
+        return f"json_extract(final_data, '$.\"{name}\"')"
+    raise ValueError(f"cannot sort by {sort!r}")
+
+
+def trial_summary(row: Sequence[Any]) -> dict[str, Any]:
+    record = json.loads(row[3])
+    final = json.loads(row[4]) if row[4] else None
+    return {
+        "id": row[0],
+        "seq": row[1],
+        "status": row[2],
+        "params": record.get("parameters", {}),
+        "final": row[5],
+        "finalData": final,
+        "submit": _ms(row[6]),
+        "start": _ms(row[7]),
+        "end": _ms(row[8]),
+        "location": row[9],
+        "message": row[10],
+        "source": row[11],
+    }
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)
+
+
+class TrialQueries:
+    """Queries over one experiment database, on a private read-only connection."""
+
+    def __init__(self, db_path: str | Path) -> None:
+        try:
+            self._conn = sqlite3.connect(
+                f"file:{db_path}?mode=ro", uri=True, check_same_thread=False, timeout=30
+            )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{db_path}: cannot open experiment database: {exc}") from exc
+        self._lock = threading.Lock()
+        self._path = db_path
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self._path}: {exc}") from exc
+
+    def cursor(self) -> Cursor:
+        (event,) = self._rows("SELECT COALESCE(MAX(id), 0) FROM events")[0]
+        (metric,) = self._rows("SELECT COALESCE(MAX(id), 0) FROM metrics")[0]
+        return Cursor(event, metric)
+
+    def changed_trial_ids(self, since: Cursor, limit: int) -> list[str] | None:
+        """Trials with an event or a metric after ``since``; None when more than ``limit`` changed."""
+        rows = self._rows(
+            "SELECT trial_id FROM events WHERE id > ? AND trial_id IS NOT NULL "
+            "UNION SELECT trial_id FROM metrics WHERE id > ? LIMIT ?",
+            (since.event, since.metric, limit + 1),
+        )
+        return None if len(rows) > limit else [r[0] for r in rows]
+
+    def trial_summaries(self, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Compact records of the given trials (all trials when ``ids`` is None), by sequence id."""
+        sql = f"SELECT {_SUMMARY_COLUMNS} FROM trials"
+        args: list[Any] = []
+        if ids is not None:
+            if not ids:
+                return []
+            sql += f" WHERE id IN ({', '.join('?' for _ in ids)})"
+            args = list(ids)
+        return [trial_summary(r) for r in self._rows(sql + " ORDER BY sequence_id", args)]
+
+    def trial_page(
+        self,
+        *,
+        offset: int,
+        limit: int,
+        sort: str = "sequenceId",
+        descending: bool = False,
+        statuses: Sequence[str] = (),
+        search: str = "",
+    ) -> TrialPage:
+        where, args = _filters(statuses, search)
+        (total,) = self._rows(f"SELECT COUNT(*) FROM trials{where}", args)[0]
+        column = sort_sql(sort)
+        direction = "DESC" if descending else "ASC"
+        rows = self._rows(
+            f"SELECT {_SUMMARY_COLUMNS}, "
+            "(SELECT COUNT(*) FROM metrics m WHERE m.trial_id = trials.id AND m.type = 'PERIODICAL') "
+            f"FROM trials{where} ORDER BY {column} IS NULL, {column} {direction}, sequence_id "
+            "LIMIT ? OFFSET ?",
+            [*args, limit, offset],
+        )
+        page = []
+        for row in rows:
+            summary = trial_summary(row)
+            summary["intermediateCount"] = row[-1]
+            page.append(summary)
+        return TrialPage(total, page)
+
+    def metric_keys(self) -> list[str]:
+        """The keys of dict final metrics other than ``default`` (for the table's column chooser)."""
+        rows = self._rows(
+            "SELECT DISTINCT j.key FROM trials, json_each(trials.final_data) j "
+            "WHERE trials.final_data IS NOT NULL AND json_valid(trials.final_data) "
+            "AND json_type(trials.final_data) = 'object' AND j.key != 'default' ORDER BY j.key"
+        )
+        return [r[0] for r in rows]
+
+    def trial_metrics(self, trial_id: str, after: int = 0) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT id, type, sequence, data, timestamp FROM metrics WHERE trial_id = ? AND id > ? ORDER BY id",
+            (trial_id, after),
+        )
+        return [
+            {"id": r[0], "type": r[1], "sequence": r[2], "value": json.loads(r[3]), "timestamp": _ms(r[4])}
+            for r in rows
+        ]
+
+    def intermediate(self, selection: SeriesSelection) -> tuple[int, dict[str, list[list[float]]]]:
+        """Intermediate series ``{trial id: [[step, value], ...]}`` of the newest trials matching the
+        selection, at most ``selection.points`` points each; with the number of matching trials."""
+        where, args = selection.where()
+        (total,) = self._rows(f"SELECT COUNT(*) FROM trials WHERE {where}", args)[0]
+        ids = [
+            r[0]
+            for r in self._rows(
+                f"SELECT id FROM trials WHERE {where} ORDER BY sequence_id DESC LIMIT ?",
+                [*args, selection.trials],
+            )
+        ]
+        series: dict[str, list[list[float]]] = {trial_id: [] for trial_id in ids}
+        if ids:
+            value = _metric_value_sql(selection.key)
+            rows = self._rows(
+                f"SELECT trial_id, sequence, {value} FROM metrics WHERE type = 'PERIODICAL' "
+                f"AND trial_id IN ({', '.join('?' for _ in ids)}) ORDER BY trial_id, sequence",
+                ids,
+            )
+            for trial_id, step, v in rows:
+                if v is not None:
+                    series[trial_id].append([step, v])
+        return total, {t: downsample(points, selection.points) for t, points in series.items()}
+
+
+@dataclass(frozen=True)
+class SeriesSelection:
+    """Which intermediate series to show: trials whose value at ``step`` is within [low, high]."""
+
+    key: str = "default"
+    step: int | None = None
+    low: float | None = None
+    high: float | None = None
+    trials: int = 100
+    points: int = 200
+
+    def where(self) -> tuple[str, list[Any]]:
+        value = _metric_value_sql(self.key)
+        sql = "id IN (SELECT trial_id FROM metrics WHERE type = 'PERIODICAL'"
+        args: list[Any] = []
+        if self.step is not None:
+            sql += " AND sequence = ?"
+            args.append(self.step)
+        if self.low is not None:
+            sql += f" AND {value} >= ?"
+            args.append(self.low)
+        if self.high is not None:
+            sql += f" AND {value} <= ?"
+            args.append(self.high)
+        return sql + ")", args
+
+
+def _metric_value_sql(key: str) -> str:
+    if key == "default":
+        return value_sql("data")
+    if not key.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"bad metric key {key!r}")
+    return f"CASE WHEN json_valid(data) AND json_type(data) = 'object' THEN json_extract(data, '$.\"{key}\"') END"
+
+
+def downsample(points: list[list[float]], limit: int) -> list[list[float]]:
+    """Every k-th point so at most ``limit`` remain, always keeping the last (the newest value)."""
+    if len(points) <= limit or limit < 2:
+        return points
+    stride = -(-len(points) // (limit - 1))
+    kept = points[::stride]
+    return kept if kept[-1] is points[-1] else [*kept, points[-1]]
+
+
+def _filters(statuses: Sequence[str], search: str) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    args: list[Any] = []
+    if statuses:
+        clauses.append(f"status IN ({', '.join('?' for _ in statuses)})")
+        args += list(statuses)
+    search = search.strip()
+    if search:
+        escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        like = f"%{escaped}%"
+        clauses.append(
+            "(id LIKE ? ESCAPE '\\' OR status LIKE ? ESCAPE '\\' OR CAST(sequence_id AS TEXT) = ? "
+            "OR json_extract(parameters, '$.parameters') LIKE ? ESCAPE '\\')"
+        )
+        args += [like, like, search, like]
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args

@@ -1,0 +1,49 @@
+// The REST calls the UI makes. Paths are relative so the UI works behind a URL prefix.
+
+const NNI = "api/v1/nni";
+const OURS = "api/v1/trialfleet";
+
+async function request(method, path, body) {
+  const init = { method, headers: {} };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  const text = await response.text();
+  if (!response.ok) {
+    let message = text;
+    try { message = JSON.parse(text).error || JSON.parse(text).detail || text; } catch { /* plain text */ }
+    throw new Error(`${method} ${path}: ${response.status} ${message}`);
+  }
+  const type = response.headers.get("Content-Type") || "";
+  return type.includes("json") && text ? JSON.parse(text) : text;
+}
+
+const query = (params) => {
+  const entries = Object.entries(params).filter(([, v]) => v !== null && v !== undefined && v !== "");
+  return entries.length ? "?" + new URLSearchParams(entries).toString() : "";
+};
+
+export const api = {
+  changes: (cursor) => request("GET", `${OURS}/changes${query({ cursor })}`),
+  trialPage: (params) => request("GET", `${OURS}/trials${query(params)}`),
+  allTrials: () => request("GET", `${OURS}/trials/all`),
+  trial: (id) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}`),
+  trialMetrics: (id, after = 0) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}/metrics${query({ after })}`),
+  intermediate: (params) => request("GET", `${OURS}/intermediate${query(params)}`),
+
+  profile: () => request("GET", `${NNI}/experiment`),
+  updateProfile: (profile, updateType) => request("PUT", `${NNI}/experiment${query({ update_type: updateType })}`, profile),
+  experimentsInfo: () => request("GET", `${NNI}/experiments-info`),
+  killTrial: (id) => request("DELETE", `${NNI}/trial-jobs/${encodeURIComponent(id)}`),
+  customizedTrial: (parameters) => request("POST", `${NNI}/trial-jobs`, parameters),
+  trialFile: (id, name) => request("GET", `${NNI}/trial-file/${encodeURIComponent(id)}/${name}`),
+};
+
+// NNI's way to edit a running experiment: fetch the profile, change one field of params, PUT it back
+export async function updateExperiment(field, value, updateType) {
+  const profile = await api.profile();
+  profile.params[field] = value;
+  await api.updateProfile(profile, updateType);
+}

@@ -1,0 +1,89 @@
+// The single page: hash routes, the live poll and the header.
+//
+// One poll a second asks /changes with the cursor of the previous answer; the server answers with the
+// experiment summary and only the trials that changed, so a quiet experiment of 10,000 trials costs a
+// few hundred bytes a second. Pages get each answer as a "delta" and refetch only what they show.
+
+import { api } from "./api.js";
+import { badge, h } from "./dom.js";
+import * as trialCache from "./trialcache.js";
+import overview from "./overview.js";
+import trials from "./trials.js";
+import charts from "./charts.js";
+import experiments from "./experiments.js";
+
+const PAGES = { overview, trials, charts, experiments };
+const POLL_MS = 1000;
+
+export const state = { exp: null, cursor: null, live: true, lastUpdate: 0, failed: false };
+let current = null;
+
+function route() {
+  const name = (location.hash.match(/^#\/(\w+)/) || [])[1];
+  return PAGES[name] ? name : "overview";
+}
+
+function show() {
+  if (!state.exp) return;
+  const name = route();
+  if (current?.name === name) {
+    current.page.route?.();
+    return;
+  }
+  current?.page.unmount?.();
+  const root = document.getElementById("page");
+  root.replaceChildren();
+  for (const link of document.querySelectorAll("nav a[data-page]")) {
+    link.classList.toggle("active", link.dataset.page === name);
+  }
+  current = { name, page: PAGES[name] };
+  current.page.mount(root, state);
+}
+
+function renderHeader() {
+  const exp = state.exp;
+  document.getElementById("exp-title").replaceChildren(
+    h("span", { className: "exp-name" }, exp.name || "(unnamed experiment)"),
+    h("span", { className: "exp-id mono" }, exp.id),
+    badge(exp.status));
+  document.title = `${exp.name || exp.id} · trialfleet`;
+  const dot = document.getElementById("live-dot");
+  dot.className = `live-dot ${state.failed ? "offline" : state.live ? "on" : "paused"}`;
+  document.getElementById("live-text").textContent =
+    state.failed ? "offline" : state.live ? "live" : "paused";
+}
+
+async function poll() {
+  if (state.live) {
+    try {
+      const answer = await api.changes(state.cursor);
+      const delta = { trials: answer.trials || [], reset: answer.reset };
+      delta.changed = delta.reset || delta.trials.length > 0;
+      state.cursor = answer.cursor;
+      state.exp = answer.experiment;
+      state.lastUpdate = Date.now();
+      state.failed = false;
+      trialCache.apply(delta);
+      renderHeader();
+      if (!current) show();
+      else current.page.update?.(delta, state);
+    } catch (error) {
+      state.failed = true;
+      if (state.exp) renderHeader();
+      console.warn("poll failed", error);
+    }
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+function start() {
+  document.getElementById("live-toggle").addEventListener("click", () => {
+    state.live = !state.live;
+    renderHeader();
+  });
+  window.addEventListener("hashchange", show);
+  if (!location.hash) history.replaceState(null, "", "#/overview");
+  poll();
+}
+
+start();
