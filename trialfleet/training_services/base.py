@@ -8,6 +8,10 @@ Contract (every implementation passes ``tests/contract``):
   JSON data saved on the trial row *before* anything else happens, from which any later process can find,
   poll, cancel or re-adopt the trial — or returns :class:`Deferred` with a human reason (no free GPU, no
   free host slot). It never blocks waiting for resources; the manager simply offers the trial again.
+  ``submit`` is idempotent per (trial id, attempt): a manager killed between launching a trial and
+  recording its handle submits it again after restart, so a platform that finds the attempt already
+  launched (``keeper.json`` in its directory, a Slurm job of that name) returns that trial's handle
+  instead of starting a second copy.
 * ``poll()`` reports, for *all* live trials in one batched call, what happened since the previous call:
   trials that started, metrics in the order the trial reported them, trials that ended. Each metric
   carries the channel cursor *after* it; the manager stores metrics and cursor in one transaction, and
