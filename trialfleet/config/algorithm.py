@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, ValidationInfo, model_validator
 
-from trialfleet.config.base import ConfigModel, ConfigPath, missing_directory, raise_problems, resolve_path
+from trialfleet.config.base import (
+    ConfigModel,
+    ConfigPath,
+    JsonMapping,
+    missing_directory,
+    raise_problems,
+    resolve_path,
+)
 
 
 class AlgorithmConfig(ConfigModel):
@@ -18,7 +23,7 @@ class AlgorithmConfig(ConfigModel):
     name: str | None = None
     class_name: str | None = None  # "module.Class", e.g. "my_tuner.MyTuner"
     code_directory: ConfigPath | None = None  # added to sys.path; default: the config's directory
-    class_args: dict[str, Any] = Field(default_factory=dict)
+    class_args: JsonMapping = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_name_or_class(self, info: ValidationInfo) -> AlgorithmConfig:

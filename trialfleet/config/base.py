@@ -6,6 +6,7 @@ stored canonical config) travel in pydantic's validation context, so nested mode
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from trialfleet.config.units import parse_gpu_indices, parse_size, parse_time
+from trialfleet.config.units import parse_gpu_indices, parse_size, parse_time, show_value
 
 KeyPath = tuple[str | int, ...]
 
@@ -150,7 +151,35 @@ def _dump_secret(value: SecretStr, info: SerializationInfo) -> str:
     return value.get_secret_value() if context.get("include_secrets") else SECRET_MASK
 
 
+def _json_problems(value: Any, path: KeyPath) -> list[tuple[KeyPath, str]]:
+    if isinstance(value, dict):
+        problems = [
+            ((*path, str(k)), f"keys must be strings, got {k!r}") for k in value if not isinstance(k, str)
+        ]
+        for key, item in value.items():
+            problems += _json_problems(item, (*path, str(key)))
+        return problems
+    if isinstance(value, list):
+        return [
+            problem for index, item in enumerate(value) for problem in _json_problems(item, (*path, index))
+        ]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(path, f"expected a finite number, got {value}")]
+    if value is None or isinstance(value, (str, int, float)):
+        return []
+    return [
+        (path, f"expected JSON data (strings, numbers, booleans, lists, mappings), got {show_value(value)}")
+    ]
+
+
+def json_data(value: Any) -> Any:
+    """Free-form values (search space, classArgs) must survive the JSON round trip through the database."""
+    raise_problems(_json_problems(value, ()))
+    return value
+
+
 ConfigPath = Annotated[Path, BeforeValidator(resolve_path)]
+JsonMapping = Annotated[dict[str, Any], BeforeValidator(json_data)]
 Duration = Annotated[int, BeforeValidator(parse_time)]
 SizeMB = Annotated[int, BeforeValidator(parse_size)]
 GpuIndices = Annotated[list[int] | None, BeforeValidator(parse_gpu_indices)]

@@ -3,13 +3,14 @@ refused by the platform registry at start until a service implements them."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from trialfleet.config.base import (
     ConfigModel,
     ConfigPath,
+    JsonMapping,
     KeyPath,
     Secret,
     SizeMB,
@@ -35,7 +36,7 @@ class OpenpaiConfig(TrainingServiceBase):
     local_storage_mount_point: ConfigPath
     container_storage_mount_point: str
     reuse_mode: bool = True
-    openpai_config: dict[str, Any] | None = None
+    openpai_config: JsonMapping | None = None
     openpai_config_file: ConfigPath | None = None
 
     @field_validator("host")

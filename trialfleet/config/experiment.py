@@ -23,6 +23,7 @@ from trialfleet.config.base import (
     ConfigPath,
     Duration,
     GpuIndices,
+    JsonMapping,
     KeyPath,
     build_settings,
     existing_file,
@@ -83,7 +84,7 @@ class ExperimentConfig(ConfigModel):
     experiment_name: str | None = None
     experiment_type: Literal["hpo"] = "hpo"
     search_space_file: ConfigPath | None = None
-    search_space: dict[str, Any] | None = None  # loaded from search_space_file when that is given
+    search_space: JsonMapping | None = None  # loaded from search_space_file when that is given
     trial_command: str | None = None
     trial_code_directory: ConfigPath = Field(default=Path("."), validate_default=True)
     trial_concurrency: int = Field(gt=0)

@@ -30,6 +30,8 @@ _EXPECTED = {
     "path_type": "a path",
 }
 
+MISSING = "required field is missing"
+
 _SECRET_WORDS = ("password", "passwd", "passphrase", "token", "secret", "accountkey")
 
 
@@ -43,8 +45,8 @@ def _shown(value: Any, path: KeyPath) -> str:
 def describe(error: ErrorDetails, path: KeyPath) -> str:
     """What was expected at ``path``, in plain words."""
     kind, ctx, got = error["type"], error.get("ctx", {}), _shown(error.get("input"), path)
-    if kind == "missing":
-        return "required field is missing"
+    if kind in ("missing", "union_tag_not_found"):
+        return MISSING
     if kind in _EXPECTED:
         return f"expected {_EXPECTED[kind]}, got {got}"
     if kind == "literal_error":
@@ -58,8 +60,6 @@ def describe(error: ErrorDetails, path: KeyPath) -> str:
         return f"expected at least {ctx.get('min_length')} item(s), got {ctx.get('actual_length')}"
     if kind == "union_tag_invalid":
         return f"unknown value {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
-    if kind == "union_tag_not_found":
-        return "required field is missing"
     if kind in ("value_error", "assertion_error") and "error" in ctx:
         return str(ctx["error"])
     return f"{error['msg'][:1].lower()}{error['msg'][1:]}, got {got}"
@@ -110,8 +110,8 @@ def translate(
             items = [(path, describe(error, path))]
         for item_path, message in items:
             canonical = _aliased(item_path, aliases)
-            if error["type"] == "missing" and canonical in norm.suggested:
-                continue
+            if canonical in norm.suggested and message.startswith(MISSING):
+                continue  # the user did write it, misspelled: the "did you mean" says so
             problems.append(ConfigProblem(format_key_path(_aliased(canonical, norm.spellings)), message))
     return problems
 

@@ -49,7 +49,8 @@ def _scaled(value: Any, units: dict[str, int], divisor: int, expected: str) -> i
         match = _NUMBER_WITH_UNIT.match(value)
         if match is None or match.group(2).lower() not in units:
             raise ValueError(f"expected {expected}, got {show_value(value)}")
-        number, factor = float(match.group(1)), units[match.group(2).lower()]
+        digits = match.group(1)
+        number, factor = (int(digits) if digits.isdigit() else float(digits)), units[match.group(2).lower()]
     else:
         number, factor = value, units[""]
     if isinstance(number, int):  # exact integer arithmetic: huge ints must not overflow a float

@@ -1,0 +1,267 @@
+"""Legacy v1 configs convert to v2 key for key as NNI's ``to_v2`` (nni-surface §2.8) and then load."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from trialfleet.config import convert_v1_to_v2, load_config
+from trialfleet.config.model import (
+    AdlConfig,
+    FrameworkControllerConfig,
+    KubeflowConfig,
+    OpenpaiConfig,
+    RemoteConfig,
+)
+from trialfleet.errors import ConfigError
+
+
+def _convert(data_dir: Path, name: str) -> tuple[dict[str, Any], list[str]]:
+    return convert_v1_to_v2(yaml.safe_load((data_dir / name).read_text()))
+
+
+def test_local(data_dir: Path) -> None:
+    v2, warnings = _convert(data_dir, "v1_local.yml")
+    assert v2 == {
+        "experimentName": "example_mnist_pytorch",
+        "searchSpaceFile": "search_space.json",
+        "trialCommand": "python3 mnist.py",
+        "trialCodeDirectory": "trial_code",
+        "trialGpuNumber": 1,
+        "trialConcurrency": 1,
+        "maxExperimentDuration": "1h",
+        "maxTrialNumber": 10,
+        "logLevel": "info",
+        "useAnnotation": False,
+        "tunerGpuIndices": "0",
+        "tuner": {"name": "TPE", "classArgs": {"optimize_mode": "maximize"}},
+        "assessor": {"name": "Curvefitting", "classArgs": {"epoch_num": 20}},
+        "trainingService": {
+            "platform": "local",
+            "gpuIndices": "0,1",
+            "maxTrialNumberPerGpu": 2,
+            "useActiveGpu": True,
+        },
+    }
+    dropped = {w.split(" ")[0] for w in warnings}
+    assert dropped == {
+        "authorName",
+        "description",
+        "multiThread",
+        "versionCheck",
+        "logCollection",
+        "tuner.includeIntermediateResults",
+    }
+
+
+def test_local_loads(data_dir: Path) -> None:
+    shown: list[str] = []
+    loaded = load_config(data_dir / "v1_local.yml", on_converted=shown.append)
+    assert loaded.converted_from_v1
+    assert loaded.converted_yaml is not None and shown == [loaded.converted_yaml]
+    assert yaml.safe_load(loaded.converted_yaml) == _convert(data_dir, "v1_local.yml")[0]
+    assert loaded.converted_yaml.startswith("experimentName: example_mnist_pytorch\n")
+    assert any("authorName" in w for w in loaded.warnings)
+    config = loaded.config
+    assert config.max_experiment_duration == 3600 and config.tuner_gpu_indices == [0]
+    assert config.trial_code_directory == data_dir / "trial_code"  # relative to the v1 file, as nnictl
+
+
+def test_remote(data_dir: Path) -> None:
+    v2, _ = _convert(data_dir, "v1_remote.yml")
+    assert v2["nniManagerIp"] == "10.10.10.1"
+    assert v2["tuner"] == {
+        "className": "my_tuner.MyTuner",
+        "codeDirectory": "trial_code",
+        "classArgs": {"optimize_mode": "maximize"},
+    }
+    assert v2["trainingService"] == {
+        "platform": "remote",
+        "reuseMode": False,
+        "machineList": [
+            {
+                "host": "192.0.2.11",
+                "port": 22,
+                "user": "alice",
+                "sshKeyFile": "~/.ssh/id_rsa",
+                "sshPassphrase": "open sesame",  # NNI writes "passphrase", which its own v2 schema refuses
+                "pythonPath": "/opt/conda/envs/nni/bin",
+            },
+            {
+                "host": "192.0.2.12",
+                "user": "bob",
+                "password": "hunter2",
+                "gpuIndices": "0",
+                "maxTrialNumberPerGpu": 1,
+                "useActiveGpu": True,
+            },
+        ],
+    }
+    config = load_config(data_dir / "v1_remote.yml").config
+    assert isinstance(config.training_service, RemoteConfig)
+    assert config.tuner.code_directory == data_dir / "trial_code"
+
+
+def test_pai(data_dir: Path) -> None:
+    v2, warnings = _convert(data_dir, "v1_pai.yml")
+    assert v2["trialGpuNumber"] == 1
+    assert v2["trainingService"] == {
+        "platform": "openpai",
+        "username": "alice",
+        "token": "very-secret-token",
+        "host": "10.1.1.1",
+        "reuseMode": True,
+        "localStorageMountPoint": "trial_code",
+        "containerStorageMountPoint": "/mnt/data/nni",
+        "trialCpuNumber": 1,
+        "trialMemorySize": 8196,
+        "dockerImage": "msranni/nni:latest",
+        "virtualCluster": "default",
+        "storageConfigName": "confignfs-data",
+    }
+    assert any(w.startswith("paiConfig.maxTrialNumPerGpu") for w in warnings)
+    assert any(w.startswith("paiConfig.useActiveGpu") for w in warnings)
+    assert any("shmMB" in w for w in warnings)
+    service = load_config(data_dir / "v1_pai.yml").config.training_service
+    assert isinstance(service, OpenpaiConfig) and service.host == "https://10.1.1.1"
+
+
+def test_kubeflow(data_dir: Path) -> None:
+    v2, warnings = _convert(data_dir, "v1_kubeflow.yml")
+    assert "trialCommand" not in v2
+    role = {
+        "command": "python3 dist_mnist.py",
+        "gpuNumber": 0,
+        "cpuNumber": 1,
+        "memorySize": 8196,
+        "dockerImage": "msranni/nni:latest",
+        "replicas": 1,
+        "codeDirectory": "trial_code",
+    }
+    assert v2["trainingService"] == {
+        "platform": "kubeflow",
+        "operator": "tf-operator",
+        "apiVersion": "v1alpha2",
+        "storage": {"storageType": "nfs", "server": "10.10.10.10", "path": "/var/nfs/general"},
+        "ps": role,
+        "worker": role,
+    }
+    assert any(w.startswith("kubeflowConfig.uploadRetryCount") for w in warnings)
+    assert any(w.startswith("trial.worker.privateRegistryAuthPath") for w in warnings)
+    service = load_config(data_dir / "v1_kubeflow.yml").config.training_service
+    assert isinstance(service, KubeflowConfig) and service.trial_command == ""
+
+
+def test_frameworkcontroller(data_dir: Path) -> None:
+    v2, _ = _convert(data_dir, "v1_frameworkcontroller.yml")
+    assert v2["trialCommand"] == "python3 mnist.py"  # taken from the first task role
+    assert v2["assessor"] == {"name": "Medianstop", "classArgs": {"optimize_mode": "maximize"}}
+    assert v2["trainingService"] == {
+        "platform": "frameworkcontroller",
+        "serviceAccountName": "frameworkcontroller",
+        "storage": {
+            "storageType": "azureStorage",
+            "azureAccount": "nnistorage",
+            "azureShare": "nni-share",
+            "keyVaultName": "nni-vault",
+            "keyVaultKey": "storage-key",
+        },
+        "taskRoles": [
+            {
+                "command": "python3 mnist.py",
+                "gpuNumber": 1,
+                "cpuNumber": 1,
+                "memorySize": 8192,
+                "dockerImage": "msranni/nni:latest",
+                "name": "worker",
+                "taskNumber": 1,
+                "frameworkAttemptCompletionPolicy": {"minFailedTaskCount": 1, "minSucceedTaskCount": 1},
+            }
+        ],
+    }
+    service = load_config(data_dir / "v1_frameworkcontroller.yml").config.training_service
+    assert isinstance(service, FrameworkControllerConfig)
+
+
+def test_adl_loads_as_adl_config(data_dir: Path) -> None:
+    config = load_config(data_dir / "v1_adl.yml").config
+    service = config.training_service
+    assert isinstance(service, AdlConfig)
+    assert service.adaptive is True and service.memory_size == "8Gi" and service.cpu_number == 1
+    assert service.nfs is not None and service.nfs.container_mount_path == "/nfs"
+    assert service.checkpoint is not None and service.checkpoint.storage_size == "1Gi"
+    assert service.image_pull_secrets is not None and service.image_pull_secrets[0].name == "stagingsecret"
+    assert service.trial_gpu_number == 1 and service.nni_manager_ip == "10.1.10.11"
+
+
+V1_BASE = """\
+authorName: default
+experimentName: x
+trialConcurrency: 1
+searchSpacePath: search_space.json
+useAnnotation: false
+tuner:
+  builtinTunerName: TPE
+trial:
+  command: python3 trial.py
+  codeDir: code
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "key_path", "message"),
+    [
+        (
+            "trainingServicePlatform: local\nmultiPhase: true\n",
+            "multiPhase",
+            "multi-phase experiments are not supported",
+        ),
+        ("trainingServicePlatform: hybrid\n", "trainingServicePlatform", "'hybrid' cannot be converted"),
+        ("trainingServicePlatform: dlts\n", "trainingServicePlatform", "'dlts' cannot be converted"),
+        ("trainingServicePlatform: mars\n", "trainingServicePlatform", "expected one of local, remote"),
+        ("", "trainingServicePlatform", "required field is missing"),
+        ("trainingServicePlatform: remote\n", "machineList", "expected a list of machines, got null"),
+        (
+            "trainingServicePlatform: frameworkcontroller\nframeworkcontrollerConfig: {storage: pvc}\n"
+            "trial: {taskRoles: []}\n",
+            "frameworkcontrollerConfig.storage",
+            "'pvc' storage cannot be converted",
+        ),
+    ],
+)
+def test_unconvertible(write_config: Callable[..., Path], extra: str, key_path: str, message: str) -> None:
+    # an ``extra`` with its own trial block replaces the base one (a repeated key is itself an error)
+    text = V1_BASE + extra if "trial:" not in extra else V1_BASE.split("trial:")[0] + extra
+    path = write_config(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    error = caught.value
+    assert error.file == str(path)
+    assert [p.key_path for p in error.problems] == [key_path]
+    assert message in error.problems[0].message
+    assert str(path) in str(error)
+
+
+def test_custom_algorithm_needs_a_py_file(write_config: Callable[..., Path]) -> None:
+    path = write_config(
+        V1_BASE.replace("builtinTunerName: TPE", "codeDir: code\n  classFileName: tuner.txt\n  className: T")
+        + "trainingServicePlatform: local\n"
+    )
+    with pytest.raises(ConfigError, match=r"tuner: expected builtinTunerName, or codeDir \+ classFileName"):
+        load_config(path)
+
+
+def test_v2_errors_of_a_converted_config_name_the_file(write_config: Callable[..., Path]) -> None:
+    path = write_config(
+        V1_BASE.replace("trialConcurrency: 1", "trialConcurrency: many") + "trainingServicePlatform: local\n"
+    )
+    shown: list[str] = []
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, on_converted=shown.append)
+    assert "trialConcurrency: many" in shown[0]  # the CLI can still show what was validated
+    assert str(caught.value).startswith(f"{path}: 1 problem(s)")
+    assert "trialConcurrency: expected an integer, got 'many'" in str(caught.value)
