@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import shlex
+from pathlib import Path
 from typing import Any
+
+from trialfleet.training_services.base import TrainingService, TrialEnded, TrialSpec
 
 
 def fake_gpu(index: int, *, memory_used: int = 0, utilization: int = 0) -> dict[str, Any]:
@@ -14,3 +21,45 @@ def fake_gpu(index: int, *, memory_used: int = 0, utilization: int = 0) -> dict[
         "memory_used": memory_used,
         "utilization": utilization,
     }
+
+
+HANG_GUARD = 60.0  # seconds before a wait is declared stuck: a failure message, not a timing check
+
+
+async def poll_until_ended(
+    service: TrainingService, trial_ids: set[str], seen: dict[str, TrialEnded]
+) -> None:
+    """Poll (woken by the service or every poll_interval) until every trial in ``trial_ids`` ended."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + HANG_GUARD
+    while not trial_ids <= seen.keys():
+        assert loop.time() < deadline, f"stuck: {trial_ids - seen.keys()} did not end; ended: {seen}"
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(service.wakeup.wait(), service.poll_interval)
+        for ended in (await service.poll()).ended:
+            seen[ended.trial_id] = ended
+
+
+async def wait_for_file(path: Path) -> str:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + HANG_GUARD
+    while not path.exists():
+        assert loop.time() < deadline, f"stuck: {path} never appeared"
+        await asyncio.sleep(0.02)
+    return path.read_text()
+
+
+def spec(trial_id: str, command: str, code_dir: Path, **kw: Any) -> TrialSpec:
+    record = json.dumps(
+        {"parameter_id": 1, "parameter_source": "algorithm", "parameters": {}, "parameter_index": 0}
+    )
+    return TrialSpec(trial_id, kw.pop("sequence_id", 0), command, code_dir, record, **kw)
+
+
+def held_command(control: Path, trial_id: str, report: str = "") -> str:
+    """A trial that records ``report`` (a shell expression) in control/<id>.out, then waits for <id>.release."""
+    out, release = (
+        shlex.quote(str(control / f"{trial_id}.out")),
+        shlex.quote(str(control / f"{trial_id}.release")),
+    )
+    return f'echo "{report}" > {out}.tmp && mv {out}.tmp {out}; while [ ! -e {release} ]; do sleep 0.02; done'

@@ -1,0 +1,131 @@
+"""Code directory packing: .nniignore (gitignore rules, nested files), NNI's limits, hostile file names."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from trialfleet.errors import CodeDirectoryError
+from trialfleet.training_services.code_packing import (
+    MAX_BYTES,
+    check_code_dir,
+    list_code_files,
+    pack_code_dir,
+)
+
+HOSTILE_NAMES = [
+    "with space.py",
+    "it's.txt",
+    'double "quoted".txt',
+    "semi;colon.sh",
+    "$(touch pwned).txt",
+    "`touch pwned`.txt",
+    "new\nline.txt",
+    "ünïcødé ✓.txt",
+    "-leading-dash",
+    "*",
+]
+
+
+def make_tree(root: Path, files: dict[str, str]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+
+
+def names(code_dir: Path) -> list[str]:
+    return [path.as_posix() for path in list_code_files(code_dir)]
+
+
+def test_hostile_names_are_listed_and_packed_exactly(tmp_path: Path) -> None:
+    code = tmp_path / "code 'dir' ü"
+    make_tree(code, {name: f"content of {name}" for name in HOSTILE_NAMES})
+    make_tree(code, {f"sub dir;$(x)/{name}": name for name in HOSTILE_NAMES[:3]})
+    expected = sorted([*HOSTILE_NAMES, *(f"sub dir;$(x)/{name}" for name in HOSTILE_NAMES[:3])])
+    assert names(code) == sorted(Path(name).as_posix() for name in expected)
+    tarball = pack_code_dir(code, tmp_path / "out" / "code.tar.gz")
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(tarball) as tar:
+        tar.extractall(unpacked, filter="data")
+    assert names(unpacked) == names(code)
+    for name in expected:
+        assert (unpacked / name).read_text(encoding="utf-8") == (code / name).read_text(encoding="utf-8")
+    assert not list(tmp_path.rglob("pwned"))
+    assert not list((tmp_path / "out").glob("*.tmp"))
+
+
+def test_nniignore_follows_gitignore_rules_and_nests(tmp_path: Path) -> None:
+    make_tree(
+        tmp_path,
+        {
+            ".nniignore": "*.log\ndata/\n/top-only.txt\n# comment\n!important.log\n",
+            "main.py": "",
+            "run.log": "",
+            "important.log": "",
+            "top-only.txt": "",
+            "data/big.bin": "",
+            "pkg/data/also-ignored.bin": "",
+            "pkg/top-only.txt": "",
+            "pkg/debug.log": "",
+            "pkg/.nniignore": "!keep.log\n*.tmp\n",
+            "pkg/keep.log": "",
+            "pkg/scratch.tmp": "",
+            "pkg/deeper/more.tmp": "",
+            "pkg/deeper/code.py": "",
+        },
+    )
+    assert names(tmp_path) == [
+        ".nniignore",
+        "important.log",
+        "main.py",
+        "pkg/.nniignore",
+        "pkg/deeper/code.py",
+        "pkg/keep.log",
+        "pkg/top-only.txt",
+    ]
+
+
+def test_symlinks_are_listed_not_followed(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"real/file.py": "", "target.txt": ""})
+    (tmp_path / "link-dir").symlink_to(tmp_path / "real")
+    (tmp_path / "link-file").symlink_to(tmp_path / "target.txt")
+    assert names(tmp_path) == ["link-dir", "link-file", "real/file.py", "target.txt"]
+
+
+def test_too_many_files_names_the_fullest_directories(tmp_path: Path) -> None:
+    for index in range(2001):
+        make_tree(tmp_path, {f"many/batch{index % 3}/f{index}.py": "x"})
+    make_tree(tmp_path, {"main.py": ""})
+    with pytest.raises(CodeDirectoryError) as error:
+        check_code_dir(tmp_path)
+    message = str(error.value)
+    assert "2002 files (limit 2000)" in message and ".nniignore" in message
+    assert "2001 files" in message and "many/" in message and "many/batch0/" in message
+
+
+def test_ignored_files_do_not_count(tmp_path: Path) -> None:
+    for index in range(2001):
+        make_tree(tmp_path, {f"many/f{index}.py": "x"})
+    make_tree(tmp_path, {".nniignore": "many/\n", "main.py": ""})
+    assert [p.as_posix() for p in check_code_dir(tmp_path)] == [".nniignore", "main.py"]
+
+
+def test_too_big_names_the_largest_files(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"main.py": "print(1)", "data/small.bin": "x"})
+    with (tmp_path / "data" / "huge.bin").open("wb") as f:
+        f.truncate(MAX_BYTES + 1)  # sparse: the size counts, the disk is not used
+    with pytest.raises(CodeDirectoryError) as error:
+        pack_code_dir(tmp_path, tmp_path.parent / "never.tar.gz")
+    message = str(error.value)
+    assert "(limit 300.0 MB)" in message
+    largest = message.split("largest files:")[1].splitlines()[1]
+    assert largest.endswith("data/huge.bin") and "300.0 MB" in largest
+    assert not (tmp_path.parent / "never.tar.gz").exists()
+
+
+def test_missing_code_dir(tmp_path: Path) -> None:
+    with pytest.raises(CodeDirectoryError, match="cannot read the trial code directory"):
+        list_code_files(tmp_path / "missing")

@@ -1,0 +1,193 @@
+"""The trial keeper run on its own, as remote hosts and cluster nodes run it: a process and files, nothing else."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from training_service_helpers import HANG_GUARD
+
+from trialfleet.training_services.trial_files import KEEPER_SCRIPT, KEEPER_VERSION
+
+
+def python38() -> str | None:
+    """A working Python 3.8 interpreter (pyenv shims exist for versions that are not activated)."""
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3.8")))
+    candidates += [found] if (found := shutil.which("python3.8")) else []
+    for python in candidates:
+        if subprocess.run([python, "-c", "pass"], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+def write_command(trial_dir: Path, script: str, **options: Any) -> None:
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    command = {"argv": ["/bin/bash", "-c", script], "cwd": str(trial_dir), "env": dict(os.environ)}
+    command.update({"max_duration": None, "kill_grace": 5, "protocol": 1}, **options)
+    (trial_dir / "command.json").write_text(json.dumps(command))
+
+
+def launch(trial_dir: Path, python: str = sys.executable) -> subprocess.Popen[bytes]:
+    argv = [python, "-I", "-S", str(KEEPER_SCRIPT), str(trial_dir)]
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def wait_for(path: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + HANG_GUARD
+    while not path.exists():
+        assert time.monotonic() < deadline, f"stuck: {path} never appeared"
+        time.sleep(0.02)
+    return json.loads(path.read_text())
+
+
+def finish(keeper: subprocess.Popen[bytes], trial_dir: Path) -> dict[str, Any]:
+    assert keeper.wait(HANG_GUARD) == 0
+    return json.loads((trial_dir / "result.json").read_text())
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_version_matches_what_the_manager_expects() -> None:
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", str(KEEPER_SCRIPT), "--version"], capture_output=True, text=True
+    )
+    assert out.stdout.strip() == KEEPER_VERSION
+
+
+def test_runs_on_python_3_8(tmp_path: Path) -> None:
+    python = python38()
+    if python is None:
+        pytest.skip("no python3.8 on this machine to check the keeper's oldest supported Python")
+    write_command(tmp_path, "echo old python; exit 7")
+    result = finish(launch(tmp_path, python), tmp_path)
+    assert (result["exit_code"], result["reason"]) == (7, "exit code 7")
+    assert (tmp_path / "trial.stdout").read_text() == "old python\n"
+
+
+def test_records_the_trial_and_its_exit(tmp_path: Path) -> None:
+    write_command(tmp_path, "echo out; echo err >&2; exit 3")
+    keeper = launch(tmp_path)
+    result = finish(keeper, tmp_path)
+    assert {k: result[k] for k in ("exit_code", "signal", "reason", "canceled", "timed_out", "protocol")} == {
+        "exit_code": 3,
+        "signal": None,
+        "reason": "exit code 3",
+        "canceled": False,
+        "timed_out": False,
+        "protocol": 1,
+    }
+    record = json.loads((tmp_path / "keeper.json").read_text())
+    assert record["keeper_pid"] == keeper.pid and record["pgid"] == record["pid"] != keeper.pid
+    assert record["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert isinstance(record["start_ticks"], int) and isinstance(record["keeper_start_ticks"], int)
+    assert record["start_time"] <= result["end_time"]
+    assert (tmp_path / "trial.stdout").read_text() == "out\n" and (
+        tmp_path / "trial.stderr"
+    ).read_text() == "err\n"
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_output_goes_straight_to_the_files(tmp_path: Path) -> None:
+    (tmp_path / "trial.stdout").write_text("earlier\n")
+    write_command(
+        tmp_path,
+        f"echo $$ > {tmp_path}/pid; echo later; while [ ! -e {tmp_path}/release ]; do sleep 0.02; done",
+    )
+    keeper = launch(tmp_path)
+    deadline = time.monotonic() + HANG_GUARD
+    while not (tmp_path / "pid").exists() or not (tmp_path / "pid").read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    pid = int((tmp_path / "pid").read_text())
+    assert os.readlink(f"/proc/{pid}/fd/1") == str(tmp_path / "trial.stdout")
+    assert os.readlink(f"/proc/{pid}/fd/2") == str(tmp_path / "trial.stderr")
+    (tmp_path / "release").touch()
+    finish(keeper, tmp_path)
+    assert (tmp_path / "trial.stdout").read_text() == "earlier\nlater\n"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_cancel_signals(tmp_path: Path, sig: signal.Signals) -> None:
+    write_command(tmp_path, "sleep 600")
+    keeper = launch(tmp_path)
+    trial = wait_for(tmp_path / "keeper.json")
+    keeper.send_signal(sig)
+    result = finish(keeper, tmp_path)
+    assert (result["canceled"], result["reason"], result["signal"]) == (True, "canceled", signal.SIGTERM)
+    assert not alive(trial["pid"])
+
+
+def test_sigkill_after_the_grace_period(tmp_path: Path) -> None:
+    write_command(tmp_path, "trap '' TERM; sleep 600 & wait; wait", kill_grace=0.2)
+    keeper = launch(tmp_path)
+    wait_for(tmp_path / "keeper.json")
+    keeper.send_signal(signal.SIGTERM)
+    result = finish(keeper, tmp_path)
+    assert (result["canceled"], result["signal"]) == (True, signal.SIGKILL)
+
+
+def test_timeout_ends_the_tree(tmp_path: Path) -> None:
+    write_command(tmp_path, f"setsid sleep 600 & echo $! > {tmp_path}/bg; sleep 600", max_duration=0.3)
+    result = finish(launch(tmp_path), tmp_path)
+    assert (result["timed_out"], result["canceled"], result["reason"]) == (True, False, "timeout after 0.3s")
+    assert not alive(int((tmp_path / "bg").read_text()))
+
+
+def test_stragglers_are_ended_after_a_normal_exit(tmp_path: Path) -> None:
+    write_command(tmp_path, f"setsid sleep 600 & echo $! > {tmp_path}/bg; (sleep 600 &); exit 0")
+    result = finish(launch(tmp_path), tmp_path)
+    assert result["exit_code"] == 0
+    assert not alive(int((tmp_path / "bg").read_text()))
+
+
+def test_keeper_outlives_its_launcher(tmp_path: Path) -> None:
+    write_command(tmp_path, f"while [ ! -e {tmp_path}/release ]; do sleep 0.02; done; exit 0")
+    # the launcher (a shell) starts the keeper in the background and exits at once, as SSH sessions do
+    script = '"$0" -I -S "$1" "$2" </dev/null >/dev/null 2>&1 & echo $!'
+    launcher = subprocess.run(
+        ["/bin/bash", "-c", script, sys.executable, str(KEEPER_SCRIPT), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    keeper_pid = int(launcher.stdout)
+    wait_for(tmp_path / "keeper.json")
+    assert alive(keeper_pid)
+    (tmp_path / "release").touch()
+    assert wait_for(tmp_path / "result.json")["exit_code"] == 0
+
+
+def test_a_command_that_cannot_start(tmp_path: Path) -> None:
+    write_command(tmp_path, "true", cwd=str(tmp_path / "missing"))
+    result = finish(launch(tmp_path), tmp_path)
+    assert result["reason"].startswith("could not start:") and result["exit_code"] is None
+    assert not (tmp_path / "keeper.json").exists()
+    assert "could not start the trial command" in (tmp_path / "trial.stderr").read_text()
+
+
+def test_an_unknown_protocol_is_a_keeper_error(tmp_path: Path) -> None:
+    write_command(tmp_path, "true", protocol=99)
+    keeper = launch(tmp_path)
+    assert keeper.wait(HANG_GUARD) == 1
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["reason"].startswith("keeper error:") and "protocol 99" in result["reason"]
