@@ -1,0 +1,1 @@
+"""The ``trialfleet`` command line: nnictl's commands and options, over :mod:`trialfleet.client`."""

@@ -1,0 +1,98 @@
+"""``create/resume --foreground``: the manager runs in this process; a live panel shows the trials, and the
+best trials are listed when the experiment is done (or stopped with Ctrl-C)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trialfleet.cli.output import console, fmt_duration, print_table, short_json
+from trialfleet.status import TrialStatus
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from trialfleet.storage import ExperimentStore
+
+_BEST_SHOWN = 10
+
+
+def run(experiment_dir: Path, action: str, sock: socket.socket, debug: bool) -> int:
+    """Serve the experiment until it is DONE, ERROR or stopped; returns the manager's exit code."""
+    from trialfleet.manager.process import setup_logging
+
+    setup_logging(experiment_dir, debug, console=debug)
+    return asyncio.run(_serve_with_progress(experiment_dir, action, sock))
+
+
+async def _serve_with_progress(experiment_dir: Path, action: str, sock: socket.socket) -> int:
+    from rich.live import Live
+
+    from trialfleet.manager.process import serve
+    from trialfleet.storage import ExperimentStore
+
+    task = asyncio.create_task(serve(experiment_dir, action, sock, exit_when_finished=True))
+    store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
+    try:
+        maximize = optimize_mode(store.experiment().config) == "maximize"
+        with Live(_panel(store, maximize), console=console(), refresh_per_second=2) as live:
+            while not task.done():
+                await asyncio.wait({task}, timeout=0.5)
+                live.update(_panel(store, maximize))
+        console().line()
+        code = task.result()
+        _print_best(store, maximize)
+    finally:
+        store.close()
+    return code
+
+
+def optimize_mode(config: dict[str, Any]) -> str:
+    """The tuner's optimize_mode: from classArgs, else the built-in's default, else maximize."""
+    tuner = config.get("tuner") or {}
+    mode = (tuner.get("classArgs") or {}).get("optimize_mode")
+    if mode is None and tuner.get("name"):
+        from trialfleet.tuning.catalog import find_builtin
+
+        entry = find_builtin(str(tuner["name"]), "tuner")
+        mode = entry.default_args.get("optimize_mode") if entry is not None else None
+    return str(mode or "maximize")
+
+
+def _best(store: ExperimentStore, maximize: bool, limit: int) -> list[Any]:
+    return store.trials(
+        status=TrialStatus.SUCCEEDED, order="-final_value" if maximize else "final_value", limit=limit
+    )
+
+
+def _panel(store: ExperimentStore, maximize: bool) -> RenderableType:
+    from rich.panel import Panel
+
+    experiment = store.experiment()
+    counts = store.trial_counts()
+    parts = [f"{status.value.lower()} {n}" for status, n in counts.items() if n]
+    best = _best(store, maximize, 1)
+    best_text = (
+        f"best {best[0].final_value:.6g} ({best[0].id} {short_json(best[0].hyper_parameters)})"
+        if best
+        else ""
+    )
+    body = f"{experiment.status.value}  {fmt_duration(experiment.exec_duration)}  trials: {', '.join(parts) or '-'}"
+    return Panel(f"{body}\n{best_text}".rstrip(), title=f"experiment {experiment.id}", title_align="left")
+
+
+def _print_best(store: ExperimentStore, maximize: bool) -> None:
+    experiment = store.experiment()
+    rows = [
+        (t.id, t.sequence_id, f"{t.final_value:.6g}", short_json(t.hyper_parameters))
+        for t in _best(store, maximize, _BEST_SHOWN)
+        if t.final_value is not None
+    ]
+    console().print(f"experiment {experiment.id}: {experiment.status.value}")
+    if experiment.error:
+        console().print(f"[red]{experiment.error}[/red]", markup=True)
+    if rows:
+        title = f"best trials ({'max' if maximize else 'min'}imize)"
+        print_table(title, ["trial", "#", "default metric", "parameters"], rows)

@@ -1,0 +1,82 @@
+"""``trialfleet``: nnictl's commands. Start-up stays fast: each command imports what it needs when it runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+import typer
+
+from trialfleet.cli import algo, experiments, launch, logs, trials, update
+from trialfleet.cli.output import error_block
+
+app = typer.Typer(
+    name="trialfleet",
+    help="Run NNI-compatible AutoML experiments (nnictl's commands).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from trialfleet import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", "-v", is_eager=True, callback=_print_version, help="print the version and exit"
+    ),
+) -> None:
+    """Run NNI-compatible AutoML experiments (nnictl's commands)."""
+
+
+launch.register(app)
+app.command("top")(trials.top)
+app.add_typer(trials.app, name="trial")
+app.add_typer(experiments.app, name="experiment")
+app.add_typer(experiments.config_app, name="config")
+app.add_typer(update.app, name="update")
+app.add_typer(logs.app, name="log")
+app.add_typer(algo.app, name="algo")
+
+
+def _debug_requested(argv: list[str]) -> bool:
+    return "--debug" in argv or "-d" in argv or bool(os.environ.get("TRIALFLEET_DEBUG"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: a TrialfleetError is one block on stderr and its exit code (no traceback
+    unless --debug or TRIALFLEET_DEBUG=1)."""
+    from trialfleet.errors import TrialfleetError
+
+    args = sys.argv[1:] if argv is None else argv
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="trialfleet", standalone_mode=False)
+    except TrialfleetError as exc:
+        if _debug_requested(args):
+            import traceback
+
+            traceback.print_exc()
+        error_block(str(exc))
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        error_block("aborted")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

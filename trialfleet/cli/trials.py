@@ -1,0 +1,132 @@
+"""``trial ls``, ``trial kill`` and ``top``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import typer
+
+from trialfleet.cli.output import (
+    console,
+    fmt_duration,
+    fmt_time,
+    metric_value,
+    parameters_of,
+    print_json,
+    print_table,
+    short_json,
+    success,
+)
+
+app = typer.Typer(help="List and kill trials.", no_args_is_help=True)
+
+IdArgument = typer.Argument(None, help="experiment id (default: the running experiment)")
+JsonOption = typer.Option(False, "--json", help="NNI's JSON instead of a table")
+
+
+def _with_dates(job: dict[str, Any]) -> dict[str, Any]:
+    """nnictl prints startTime/endTime as dates."""
+    return {k: fmt_time(v) if k in ("startTime", "endTime") else v for k, v in job.items()}
+
+
+def select(jobs: list[dict[str, Any]], head: int | None, tail: int | None) -> list[dict[str, Any]]:
+    """nnictl's --head/--tail: only trials with a final metric, best (highest) first / lowest first."""
+    if not head and not tail:
+        return jobs
+    scored = [j for j in jobs if isinstance(metric_value(j), (int, float))]
+    scored.sort(key=lambda j: float(metric_value(j)), reverse=bool(head))
+    return scored[: head or tail]
+
+
+def trial_rows(jobs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    rows = []
+    for job in jobs:
+        start, end = job.get("startTime"), job.get("endTime")
+        duration = (end - start) / 1000 if start is not None and end is not None else None
+        value = metric_value(job)
+        rows.append(
+            (
+                job["trialJobId"],
+                job.get("sequenceId"),
+                job["status"],
+                fmt_time(start),
+                fmt_duration(duration),
+                "" if value is None else short_json(value),
+                short_json(parameters_of(job)),
+            )
+        )
+    return rows
+
+
+TRIAL_COLUMNS = ["trial", "#", "status", "start", "duration", "default metric", "parameters"]
+
+
+@app.command("ls")
+def list_trials(
+    experiment_id: str | None = IdArgument,
+    head: int | None = typer.Option(None, "--head", min=1, help="the N best trials (highest default metric)"),
+    tail: int | None = typer.Option(None, "--tail", min=1, help="the N worst trials (lowest default metric)"),
+    as_json: bool = JsonOption,
+) -> None:
+    """List the trials of an experiment."""
+    from trialfleet.client import open_experiment, resolve_experiment
+
+    client = open_experiment(resolve_experiment(experiment_id))
+    try:
+        jobs = select(client.trial_jobs(), head, tail)
+    finally:
+        client.close()
+    if as_json:
+        print_json([_with_dates(j) for j in jobs])
+    else:
+        print_table(f"experiment {client.experiment_id}: {len(jobs)} trials", TRIAL_COLUMNS, trial_rows(jobs))
+
+
+@app.command("kill")
+def kill_trial(
+    experiment_id: str | None = IdArgument,
+    trial_id: str = typer.Option(..., "--trial_id", "-T", help="the trial to cancel"),
+) -> None:
+    """Cancel a trial (USER_CANCELED): its whole process tree is stopped."""
+    from trialfleet.client import open_experiment, resolve_experiment
+
+    client = open_experiment(resolve_experiment(experiment_id))
+    try:
+        client.cancel_trial(trial_id)
+    finally:
+        client.close()
+    success(f"Cancel trial {trial_id} success.")
+
+
+def top(interval: int = typer.Option(3, "--time", "-t", min=1, help="seconds between refreshes")) -> None:
+    """Show the running experiments and their trials, refreshed until Ctrl-C."""
+    try:
+        while True:
+            _show_running()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
+
+
+def _show_running() -> None:
+    from trialfleet.client import RestClient, all_experiments
+    from trialfleet.errors import TrialfleetError
+
+    out = console()
+    out.clear()
+    running = [r for r in all_experiments() if r.running]
+    if not running:
+        out.print("There is no experiment running.")
+    for ref in running:
+        out.print(
+            f"Id: {ref.id}  Status: {ref.status}  Port: {ref.entry.get('port')}  "
+            f"Platform: {ref.entry.get('platform')}  StartTime: {fmt_time(ref.entry.get('startTime'))}"
+        )
+        client = RestClient(ref.url, ref.id)
+        try:
+            print_table(None, TRIAL_COLUMNS, trial_rows(client.trial_jobs()))
+        except TrialfleetError as exc:
+            out.print(f"[red]{exc}[/red]")
+        finally:
+            client.close()

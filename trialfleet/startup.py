@@ -1,0 +1,118 @@
+"""Checking, creating and (re)launching experiments: shared by ``trialfleet create/resume/view`` and by
+``Experiment.start/resume/view``, so both refuse the same things with the same messages, before anything
+is written or started.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from trialfleet.errors import ExperimentStateError
+from trialfleet.storage import manifest
+
+if TYPE_CHECKING:
+    from trialfleet.client import ExperimentRef
+    from trialfleet.config import ExperimentConfig
+    from trialfleet.manager.launcher import Launched
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+def platform_of(config: ExperimentConfig) -> str:
+    services = config.training_service
+    return "hybrid" if isinstance(services, list) else str(services.platform)
+
+
+def preflight(config: ExperimentConfig) -> None:
+    """Refuse a config whose tuner/assessor cannot be built or whose platform is not available."""
+    from trialfleet.training_services.registry import get_training_service_class
+    from trialfleet.tuning import check_algorithm
+
+    check_algorithm(config.tuner, "tuner", config.search_space)
+    if config.assessor is not None:
+        check_algorithm(config.assessor, "assessor")
+    get_training_service_class(platform_of(config))
+
+
+def create_checked(
+    config: ExperimentConfig, port: int, experiment_id: str | None = None, host: str = DEFAULT_HOST
+) -> tuple[str, Path]:
+    """Preflight, port check, then the experiment's directory and database: nothing is created on refusal."""
+    from trialfleet.manager.launcher import check_port_free, create_experiment
+
+    preflight(config)
+    check_port_free(port, host)
+    return create_experiment(config, experiment_id)
+
+
+def spawn(
+    experiment_dir: Path,
+    action: str,
+    port: int,
+    *,
+    debug: bool = False,
+    url_prefix: str | None = None,
+    host: str = DEFAULT_HOST,
+) -> Launched:
+    """Start the detached manager process and wait until it answers."""
+    from trialfleet.manager.launcher import spawn_manager
+
+    with _url_prefix_env(url_prefix):
+        launched = spawn_manager(experiment_dir, action, port, host, debug)
+    if url_prefix:
+        manifest.upsert(launched.experiment_id, prefixUrl=url_prefix.strip("/"))
+    return launched
+
+
+@contextmanager
+def _url_prefix_env(url_prefix: str | None) -> Iterator[None]:
+    """The manager process takes its URL prefix from the environment it inherits (see server.app)."""
+    from trialfleet.server.app import URL_PREFIX_ENV
+
+    previous = os.environ.get(URL_PREFIX_ENV)
+    if url_prefix:
+        os.environ[URL_PREFIX_ENV] = url_prefix
+    else:
+        os.environ.pop(URL_PREFIX_ENV, None)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(URL_PREFIX_ENV, None)
+        else:
+            os.environ[URL_PREFIX_ENV] = previous
+
+
+def check_relaunch(
+    ref: ExperimentRef, action: Literal["resume", "view"], port: int, host: str = DEFAULT_HOST
+) -> None:
+    """nnictl's rule: only a stopped experiment is resumed or viewed; a resumed one must still be runnable."""
+    from trialfleet.manager.launcher import check_port_free
+
+    if ref.running:
+        raise ExperimentStateError(
+            f"experiment {ref.id} is running (port {ref.entry.get('port')}); stop it before you {action} it"
+        )
+    if action == "resume":
+        if ref.status != "STOPPED":
+            raise ExperimentStateError(
+                f"only stopped experiments can be resumed; experiment {ref.id} is {ref.status} "
+                f"(`trialfleet view {ref.id}` shows it read-only)"
+            )
+        preflight(stored_config(ref))
+    check_port_free(port, host)
+
+
+def stored_config(ref: ExperimentRef) -> ExperimentConfig:
+    from trialfleet.config import ExperimentConfig
+    from trialfleet.storage import ExperimentStore
+
+    store = ExperimentStore.for_experiment_dir(ref.experiment_dir, readonly=True)
+    try:
+        return ExperimentConfig.from_json(store.experiment().config)
+    finally:
+        store.close()
