@@ -30,7 +30,7 @@ function paramNames() {
 // keep the axis order the user dragged to when redrawing
 function orderedParams(el) {
   const chosen = paramNames().filter((p) => !opts.hiddenParams.has(p));
-  const shown = el.data?.[0]?.dimensions?.map((d) => d.label) || [];
+  const shown = el.data?.[0]?.dimensions?.map((d) => d.label.replace(/ \(log\)$/, "")) || [];
   const rank = (p) => (shown.includes(p) ? shown.indexOf(p) : shown.length + chosen.indexOf(p));
   return chosen.sort((a, b) => rank(a) - rank(b));
 }
@@ -42,7 +42,9 @@ function renderAxes() {
 }
 
 function drawParallel() {
-  parallelPlot(els.parallel, trials, { params: orderedParams(els.parallel), topPercent: opts.topPercent, mode: opts.mode });
+  parallelPlot(els.parallel, trials, {
+    params: orderedParams(els.parallel), topPercent: opts.topPercent, mode: opts.mode, space: state.exp.searchSpace || {},
+  });
 }
 
 function drawFromCache() {

@@ -91,8 +91,14 @@ export function intermediatePlot(el, series, trialsById) {
   }));
 }
 
-function dimension(label, values) {
+function dimension(label, values, spec) {
   const numeric = values.every((v) => typeof v === "number");
+  if (numeric && /loguniform/.test(spec?._type || "") && values.every((v) => v > 0)) {
+    const logs = values.map(Math.log10);
+    const powers = [];
+    for (let p = Math.floor(Math.min(...logs)); p <= Math.ceil(Math.max(...logs)); p++) powers.push(p);
+    return { label: `${label} (log)`, values: logs, tickvals: powers, ticktext: powers.map((p) => `1e${p}`) };
+  }
   if (numeric) return { label, values };
   const categories = [...new Set(values.map((v) => JSON.stringify(v)))].sort();
   const index = new Map(categories.map((c, i) => [c, i]));
@@ -103,12 +109,12 @@ function dimension(label, values) {
 }
 
 // parallel coordinates of the chosen parameters and the final metric, for the top N % of trials
-export function parallelPlot(el, trials, { params, topPercent, mode }) {
+export function parallelPlot(el, trials, { params, topPercent, mode, space = {} }) {
   let done = trials.filter((t) => typeof t.final === "number");
   if (!done.length || !params.length) return empty(el, "No succeeded trial with a final metric yet.");
   done = [...done].sort((a, b) => (isBetter(a.final, b.final, mode) ? -1 : 1));
   done = done.slice(0, Math.max(1, Math.ceil((done.length * topPercent) / 100)));
-  const dims = params.map((p) => dimension(p, done.map((t) => (p in t.params ? t.params[p] : null))));
+  const dims = params.map((p) => dimension(p, done.map((t) => (p in t.params ? t.params[p] : null)), space[p]));
   const finals = done.map((t) => t.final);
   dims.push({ label: "metric", values: finals });
   draw(el, [{

@@ -1,0 +1,150 @@
+"""The web UI on a real running experiment: a manager process running real local trials (`import nni`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from webui_experiments import hold_trials, manager_process, new_experiment, screenshot, wait_for
+
+from trialfleet.status import TrialStatus
+from trialfleet.storage import ExperimentStore
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def reader(experiment_dir: Path) -> ExperimentStore:
+    return ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
+
+
+def running_trial(store: ExperimentStore) -> str | None:
+    running = store.trials(status=TrialStatus.RUNNING)
+    return running[0].id if running else None
+
+
+def trial_pid(store: ExperimentStore, trial_id: str) -> int:
+    """The trial command's pid, from the keeper's record in the trial directory."""
+    trial_dir = Path(store.trial(trial_id).handle["trial_dir"])  # type: ignore[index]
+    record = wait_for(
+        lambda: (trial_dir / "keeper.json").is_file() and (trial_dir / "keeper.json").read_text()
+    )
+    return int(json.loads(record)["pid"])
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
+
+
+def test_a_trial_appears_changes_state_and_shows_its_log_and_curve_live(tmp_path: Path, page: Any) -> None:
+    hold_trials(tmp_path, True)
+    _, experiment_dir = new_experiment(tmp_path, trial_concurrency=1, max_trial_number=2)
+    store = reader(experiment_dir)
+    with manager_process(experiment_dir, "create") as manager:
+        page.goto(f"{manager.url}/#/trials")
+        page.evaluate("window.__notReloaded = true")
+        first = wait_for(lambda: running_trial(store), what="the first trial to run")
+        row = page.locator(f"#trials-table tr[data-trial='{first}']")
+        row.and_(page.locator("[data-status=RUNNING]")).wait_for()
+
+        row.click()
+        page.locator("#trial-detail .tab[data-tab=logs]").click()
+        page.wait_for_function(
+            "id => document.querySelector('#trial-log')?.textContent.includes('hello from ' + id)", arg=first
+        )
+        page.locator("#trial-detail button[data-log=stderr]").click()
+        page.wait_for_function(
+            "() => document.querySelector('#trial-log')?.textContent.includes('to stderr')"
+        )
+        page.locator("#trial-detail .tab[data-tab=intermediate]").click()
+        # the curve grows while the trial runs: at least 10 points means reports after the first 8 arrived live
+        page.wait_for_function(
+            "() => (document.querySelector('#detail-plot')?.data?.[0]?.x.length || 0) >= 10", timeout=30_000
+        )
+        assert page.locator("#detail-plot .scatterlayer .trace .point").count() >= 10
+        screenshot(page, "trial-detail-running")
+        page.locator("#detail-close").click()
+
+        hold_trials(tmp_path, False)
+        started = time.monotonic()
+        row.and_(page.locator("[data-status=SUCCEEDED]")).wait_for(timeout=30_000)
+        print(f"SUCCEEDED shown {time.monotonic() - started:.1f} s after the hold was released")
+        second = wait_for(lambda: len(store.trials()) == 2 and store.trials()[-1].id, what="the second trial")
+        page.locator(f"#trials-table tr[data-trial='{second}']").wait_for()
+        assert page.evaluate("window.__notReloaded") is True
+        assert (
+            row.locator("td.num.strong").inner_text() != "\u2013"
+        )  # its final metric arrived with the change
+
+
+def test_killing_a_trial_from_the_page_ends_its_process(tmp_path: Path, page: Any) -> None:
+    hold_trials(tmp_path, True)
+    _, experiment_dir = new_experiment(tmp_path, trial_concurrency=1, max_trial_number=1)
+    store = reader(experiment_dir)
+    with manager_process(experiment_dir, "create") as manager:
+        trial_id = wait_for(lambda: running_trial(store), what="a running trial")
+        pid = trial_pid(store, trial_id)
+        assert not process_gone(pid)
+        page.goto(f"{manager.url}/#/trials")
+        page.locator(f"button[data-action=kill][data-trial='{trial_id}']").click()
+        page.locator("#confirm-kill").click()
+        page.locator(f"#trials-table tr[data-trial='{trial_id}'][data-status=USER_CANCELED]").wait_for()
+        wait_for(lambda: process_gone(pid), timeout=15, what=f"trial process {pid} to end")
+        assert store.trial(trial_id).status is TrialStatus.USER_CANCELED
+        hold_trials(tmp_path, False)
+
+
+def edit(page: Any, button: str, value: str) -> None:
+    page.locator(button).click()
+    page.locator(".dialog input").fill(value)
+    page.locator("#save-edit").click()
+    page.locator(".dialog").wait_for(state="detached")
+
+
+def test_editing_the_experiment_and_submitting_a_customized_trial_take_effect(
+    tmp_path: Path, page: Any
+) -> None:
+    hold_trials(tmp_path, True)
+    _, experiment_dir = new_experiment(tmp_path, trial_concurrency=1, max_trial_number=3)
+    store = reader(experiment_dir)
+    with manager_process(experiment_dir, "create") as manager:
+        wait_for(lambda: running_trial(store), what="a running trial")
+        page.goto(f"{manager.url}/#/overview")
+        page.locator("#status-counts .chip[data-status=RUNNING] .count").wait_for()
+
+        edit(page, "#edit-concurrency", "2")
+        wait_for(
+            lambda: store.experiment().config["trialConcurrency"] == 2, what="concurrency 2 in the manager"
+        )
+        wait_for(lambda: store.trial_counts().get(TrialStatus.RUNNING) == 2, what="a second running trial")
+        page.wait_for_function("() => document.querySelector('#concurrency').textContent === '2'")
+        page.wait_for_function("() => document.querySelector('#running').textContent === '2'")
+
+        edit(page, "#edit-max-trial-number", "5")
+        wait_for(lambda: store.experiment().config["maxTrialNumber"] == 5, what="maxTrialNumber 5")
+        edit(page, "#edit-max-duration", "2h")
+        wait_for(
+            lambda: store.experiment().config["maxExperimentDuration"] in (7200, "7200s", "2h"), what="2h"
+        )
+        page.wait_for_function("() => document.querySelector('#max-duration').textContent === '2h'")
+        screenshot(page, "overview-running")
+
+        page.goto(f"{manager.url}/#/trials")
+        page.locator("#custom-trial-btn").click()
+        page.locator("#customize-form input[name=lr]").fill("0.0123")
+        page.locator("#customize-form select[name=optimizer]").select_option('"adam"')
+        page.locator("#submit-custom").click()
+        custom = wait_for(
+            lambda: [t for t in store.trials() if t.parameter_source == "customized"],
+            what="the customized trial",
+        )
+        assert custom[0].hyper_parameters["lr"] == 0.0123
+        assert custom[0].hyper_parameters["optimizer"] == "adam"
+        page.locator(f"#trials-table tr[data-trial='{custom[0].id}']").wait_for()
+        hold_trials(tmp_path, False)
