@@ -87,14 +87,18 @@ class LocalTrainingService(TrainingService):
             raise PlatformError(f"local: trialGpuNumber is {wanted}, but {possible}")
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+        name = spec.trial_id if spec.attempt == 0 else f"{spec.trial_id}.{spec.attempt}"
+        trial_dir = (self.context.trials_dir / name).absolute()
+        earlier = self._earlier_launch(spec.trial_id, trial_dir)
+        if earlier is not None:
+            self._watch(spec.trial_id, earlier)
+            return Submitted(earlier, f"local:{trial_dir}")
         gpus: list[int] | None = None
         if spec.gpu_number:
             choice = await self._allocate(spec.gpu_number)
             if isinstance(choice, str):
                 return Deferred(f"waiting for {spec.gpu_number} free GPU(s): {choice}")
             gpus = choice
-        name = spec.trial_id if spec.attempt == 0 else f"{spec.trial_id}.{spec.attempt}"
-        trial_dir = (self.context.trials_dir / name).absolute()
         env = self._trial_env(spec, trial_dir, gpus)
         argv = ["/bin/bash", "-c", spec.command]
         write_trial_inputs(
@@ -113,6 +117,30 @@ class LocalTrainingService(TrainingService):
             self._gpu_assignments[spec.trial_id] = gpus
         self._watch(spec.trial_id, handle)
         return Submitted(handle, f"local:{trial_dir}")
+
+    def _earlier_launch(self, trial_id: str, trial_dir: Path) -> dict[str, Any] | None:
+        """The handle of this attempt's keeper if an earlier manager already started it.
+
+        A manager killed between spawning a keeper and recording its handle submits the trial again after
+        restart; the keeper's own record identifies that launch, which is adopted rather than run twice.
+        """
+        keeper = read_record(trial_dir / "keeper.json")
+        if keeper is None:
+            return None
+        handle: dict[str, Any] = {
+            "trial_dir": str(trial_dir),
+            "keeper_pid": keeper["keeper_pid"],
+            "keeper_start_ticks": keeper["keeper_start_ticks"],
+            "boot_id": keeper["boot_id"],
+            "host": "localhost",
+        }
+        command = read_record(trial_dir / "command.json") or {}
+        visible = command.get("env", {}).get("CUDA_VISIBLE_DEVICES")
+        if visible:
+            handle["gpus"] = [int(index) for index in visible.split(",")]
+            self._gpu_assignments[trial_id] = handle["gpus"]
+        log.info("local: trial %s was already launched in %s; adopting it", trial_id, trial_dir)
+        return handle
 
     async def _adopt(self, trial: LiveTrial) -> None:
         trial_dir = Path(trial.handle["trial_dir"])
@@ -157,22 +185,23 @@ class LocalTrainingService(TrainingService):
 
     def _collect_one(self, trial: LiveTrial) -> PollBatch:
         trial_dir = Path(trial.handle["trial_dir"])
-        reader = trial.state.setdefault("reader", MetricReader(trial.trial_id, trial_dir, trial.cursor))
-        alive = self._keeper_alive(
-            trial.handle
-        )  # before reading result.json: the keeper writes it, then exits
+        if "reader" not in trial.state:
+            trial.state["reader"] = MetricReader(trial.trial_id, trial_dir, trial.cursor)
+        # liveness first: the keeper writes result.json and only then exits
+        alive = self._keeper_alive(trial.handle)
         result = read_record(trial_dir / "result.json")
+        cleanup = trial.state.get("cleanup")
         ended = None
         if result is not None:
             ended = ended_from_result(trial.trial_id, result, trial.cancel_status)
-        elif not alive and "cleanup" not in trial.state:
-            if trial.cancel_status is not None:
-                self._start_cleanup(trial, canceled=True)  # the keeper died before it could cancel
-            else:
-                ended = lost(trial.trial_id)
+        elif not alive and cleanup is None and trial.cancel_status is not None:
+            self._start_cleanup(trial, canceled=True)  # the keeper died before it could cancel
+        elif not alive and (cleanup is None or cleanup.done()):
+            ended = lost(trial.trial_id)
+            if cleanup is None:
                 self._start_cleanup(trial, canceled=False)  # leave nothing of it running unwatched
         batch = PollBatch()
-        batch.metrics, batch.problems = reader.read(final=ended is not None)
+        batch.metrics, batch.problems = trial.state["reader"].read(final=ended is not None)
         if ended is not None:
             batch.ended.append(ended)
             self._forget(trial.trial_id)

@@ -1,0 +1,154 @@
+"""SIGKILL the manager at random moments of a busy experiment; every restart re-adopts the running trials.
+
+Checked afterwards: the database passes ``PRAGMA integrity_check``; every trial finished on its first
+attempt (re-adopted, never re-run); each trial's stored metrics are exactly the ones it logged as sent,
+once each and in order; stored parameters are the ones the trial received; sequence and parameter ids
+are unique; no trial process is left.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trialfleet.config import ExperimentConfig
+from trialfleet.manager.launcher import create_experiment
+from trialfleet.status import TrialStatus
+from trialfleet.storage import ExperimentStore
+
+TRIALS = 120
+CONCURRENCY = 8
+METRICS_PER_TRIAL = 25
+KILLS = 8
+
+TRIAL_SCRIPT = """
+import json, os, sys, time
+import nni
+
+params = nni.get_next_parameter()
+log = open(os.path.join(os.environ["NNI_OUTPUT_DIR"], "sent.log"), "a")
+log.write(json.dumps({"params": params}) + "\\n"); log.flush()
+for i in range(%(n)d):
+    value = params["x"] * 1000 + i
+    nni.report_intermediate_result(value)
+    log.write(json.dumps({"sent": value}) + "\\n"); log.flush()
+    time.sleep(params["pause"])
+nni.report_final_result(params["x"])
+log.write(json.dumps({"final": params["x"]}) + "\\n"); log.flush()
+""" % {"n": METRICS_PER_TRIAL}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_manager(experiment_dir: Path, action: str) -> subprocess.Popen[bytes]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "trialfleet.manager",
+        "--experiment-dir",
+        str(experiment_dir),
+        "--action",
+        action,
+        "--port",
+        str(free_port()),
+    ]
+    log = open(experiment_dir / "log" / f"crash-test-{action}.log", "ab")  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
+
+
+def wait_for_status(store: ExperimentStore, statuses: set[str], timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = store.experiment().status.value
+        if status in statuses:
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"experiment still {store.experiment().status} after {timeout} s")
+
+
+def trial_processes(experiment_dir: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(experiment_dir).encode() in cmdline and b"keeper.py" in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_manager_killed_at_random_moments_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "trial.py").write_text(TRIAL_SCRIPT)
+    config = ExperimentConfig.for_platform(
+        "local",
+        trial_command=f"{sys.executable} trial.py",
+        trial_code_directory=str(code),
+        trial_concurrency=CONCURRENCY,
+        max_trial_number=TRIALS,
+        search_space={
+            "x": {"_type": "randint", "_value": [0, 10**6]},
+            "pause": {"_type": "uniform", "_value": [0.001, 0.02]},
+        },
+        tuner={"name": "Random", "class_args": {"seed": 3}},
+        experiment_working_directory=str(tmp_path / "exps"),
+    )
+    _, experiment_dir = create_experiment(config)
+    store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
+    rng = random.Random(20261122)
+
+    manager = start_manager(experiment_dir, "create")
+    for _ in range(KILLS):
+        time.sleep(rng.uniform(0.3, 1.5))
+        manager.send_signal(signal.SIGKILL)
+        manager.wait()
+        manager = start_manager(experiment_dir, "resume")
+    wait_for_status(store, {"DONE", "ERROR"}, timeout=240)
+    manager.send_signal(signal.SIGTERM)
+    assert manager.wait(timeout=60) == 0
+
+    assert store.integrity_check() == "ok"
+    trials = store.trials()
+    assert len(trials) == TRIALS
+    assert sorted(t.sequence_id for t in trials) == list(range(TRIALS))
+    assert len({t.parameter_id for t in trials}) == TRIALS
+    for trial in trials:
+        assert trial.status is TrialStatus.SUCCEEDED, (trial.id, trial.status, trial.message)
+        assert trial.attempt == 0, f"trial {trial.id} was re-run instead of re-adopted"
+        lines = [
+            json.loads(line)
+            for line in (Path(trial.handle["trial_dir"]) / "sent.log").read_text().splitlines()
+        ]
+        assert lines[0]["params"] == trial.hyper_parameters
+        sent = [line["sent"] for line in lines if "sent" in line]
+        stored = [json.loads(m.data) for m in store.metrics(trial.id, type="PERIODICAL")]
+        assert stored == sent, f"trial {trial.id}: stored metrics differ from the ones it sent"
+        assert [m.sequence for m in store.metrics(trial.id, type="PERIODICAL")] == list(
+            range(METRICS_PER_TRIAL)
+        )
+        assert [json.loads(m.data) for m in store.metrics(trial.id, type="FINAL")] == [lines[-1]["final"]]
+    adopted = [e for e in store.events() if e.event == "ADOPTED"]
+    assert adopted, "no kill hit a running trial: the test proved nothing"
+    assert trial_processes(experiment_dir) == []
+    print(
+        f"\n{KILLS} kills, {len(adopted)} trial adoptions, {store.metric_count()} metrics stored exactly once"
+    )
