@@ -8,7 +8,7 @@ from trialfleet.config.base import (
     ConfigModel,
     ConfigPath,
     JsonMapping,
-    missing_directory,
+    path_problem,
     raise_problems,
     resolve_path,
 )
@@ -39,6 +39,6 @@ class AlgorithmConfig(ConfigModel):
             raise_problems([(("name",), "set either name (built-in) or className (custom), not both")])
         if self.code_directory is None:
             self.code_directory = resolve_path(".", info)
-        problem = missing_directory(self.code_directory, "code directory", info)
+        problem = path_problem(self.code_directory, "directory", "code directory", info)
         raise_problems([(("codeDirectory",), problem)] if problem else [])
         return self

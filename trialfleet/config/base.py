@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -47,7 +47,7 @@ class BuildSettings:
         return {_CONTEXT_KEY: self}
 
 
-def build_settings(info: ValidationInfo | SerializationInfo | None) -> BuildSettings:
+def build_settings(info: ValidationInfo | None) -> BuildSettings:
     context = info.context if info is not None else None
     if isinstance(context, dict) and isinstance(context.get(_CONTEXT_KEY), BuildSettings):
         return context[_CONTEXT_KEY]
@@ -105,45 +105,31 @@ def _is(check: str, path: Path) -> bool:
         return False
 
 
-def existing_directory(what: str) -> Callable[[Path | None, ValidationInfo], Path | None]:
-    """A field validator: the (resolved) path must name an existing directory."""
+def path_problem(
+    path: Path | None, kind: Literal["directory", "file"], what: str, info: ValidationInfo
+) -> str | None:
+    """Why ``path`` is not an existing directory (or regular file); None when it is, or checks are off."""
+    if path is None or not build_settings(info).check_paths:
+        return None
+    if _is("is_dir" if kind == "directory" else "is_file", path):
+        return None
+    if _is("exists", path):
+        return f"{what} {path} is not a {'directory' if kind == 'directory' else 'regular file'}"
+    return f"{what} {path} does not exist"
+
+
+def existing(
+    kind: Literal["directory", "file"], what: str
+) -> Callable[[Path | None, ValidationInfo], Path | None]:
+    """A field validator: the (resolved) path must name an existing directory or regular file."""
 
     def check(path: Path | None, info: ValidationInfo) -> Path | None:
-        problem = missing_directory(path, what, info)
+        problem = path_problem(path, kind, what, info)
         if problem:
             raise ValueError(problem)
         return path
 
     return check
-
-
-def existing_file(what: str) -> Callable[[Path | None, ValidationInfo], Path | None]:
-    """A field validator: the (resolved) path must name an existing regular file."""
-
-    def check(path: Path | None, info: ValidationInfo) -> Path | None:
-        problem = missing_file(path, what, info)
-        if problem:
-            raise ValueError(problem)
-        return path
-
-    return check
-
-
-def missing_directory(path: Path | None, what: str, info: ValidationInfo) -> str | None:
-    """The message for ``path`` not being an existing directory, or None when it is (or checks are off)."""
-    if path is None or not build_settings(info).check_paths or _is("is_dir", path):
-        return None
-    if _is("exists", path):
-        return f"{what} {path} is not a directory"
-    return f"{what} {path} does not exist"
-
-
-def missing_file(path: Path | None, what: str, info: ValidationInfo) -> str | None:
-    if path is None or not build_settings(info).check_paths or _is("is_file", path):
-        return None
-    if _is("exists", path):
-        return f"{what} {path} is not a regular file"
-    return f"{what} {path} does not exist"
 
 
 def _dump_secret(value: SecretStr, info: SerializationInfo) -> str:

@@ -14,8 +14,7 @@ from trialfleet.config.base import (
     KeyPath,
     Secret,
     SizeMB,
-    existing_directory,
-    existing_file,
+    existing,
     raise_problems,
 )
 from trialfleet.config.training_services import TrainingServiceBase
@@ -45,9 +44,9 @@ class OpenpaiConfig(TrainingServiceBase):
         return host if "://" in host else f"https://{host}"
 
     _check_mount = field_validator("local_storage_mount_point")(
-        existing_directory("local storage mount point")
+        existing("directory", "local storage mount point")
     )
-    _check_config_file = field_validator("openpai_config_file")(existing_file("OpenPAI config file"))
+    _check_config_file = field_validator("openpai_config_file")(existing("file", "OpenPAI config file"))
 
     @model_validator(mode="after")
     def _check_openpai(self) -> OpenpaiConfig:

@@ -26,7 +26,7 @@ from trialfleet.config.base import (
     JsonMapping,
     KeyPath,
     build_settings,
-    existing_file,
+    existing,
     raise_problems,
 )
 from trialfleet.config.cluster_services import (
@@ -118,7 +118,7 @@ class ExperimentConfig(ConfigModel):
     def _search_space_file_exists(cls, path: Path | None, info: ValidationInfo) -> Path | None:
         if build_settings(info).trust_stored:
             return path  # the stored search space is used; the file may have moved since
-        return existing_file("search space file")(path, info)
+        return existing("file", "search space file")(path, info)
 
     @field_validator("use_annotation")
     @classmethod

@@ -18,7 +18,7 @@ from trialfleet.config.base import (
     KeyPath,
     Secret,
     SizeMB,
-    existing_directory,
+    existing,
     raise_problems,
     resolve_path,
 )
@@ -34,7 +34,7 @@ class TrainingServiceBase(ConfigModel):
     nni_manager_ip: str | None = None
     debug: bool = False
 
-    _check_code_directory = field_validator("trial_code_directory")(existing_directory("code directory"))
+    _check_code_directory = field_validator("trial_code_directory")(existing("directory", "code directory"))
 
 
 def _per_gpu_problem(path: KeyPath, per_gpu: int, gpu_number: int | None) -> list[tuple[KeyPath, str]]:

@@ -71,7 +71,7 @@ def near_valid(draw: st.DrawFn) -> dict[str, Any]:
     """A valid config with some values replaced, some keys added and some removed."""
     config = _valid(draw(st.sampled_from(["local", "remote", "slurm"])))
     for _ in range(draw(st.integers(1, 4))):
-        target = config if draw(st.booleans()) else config.get("trainingService")
+        target: Any = config if draw(st.booleans()) else config.get("trainingService")
         if not isinstance(target, dict):
             break
         action = draw(st.sampled_from(["replace", "add", "remove"]))
