@@ -36,14 +36,14 @@ import nni
 params = nni.get_next_parameter()
 log = open(os.path.join(os.environ["NNI_OUTPUT_DIR"], "sent.log"), "a")
 log.write(json.dumps({"params": params}) + "\\n"); log.flush()
-for i in range(%(n)d):
+for i in range(int(os.environ["METRICS_PER_TRIAL"])):
     value = params["x"] * 1000 + i
     nni.report_intermediate_result(value)
     log.write(json.dumps({"sent": value}) + "\\n"); log.flush()
     time.sleep(params["pause"])
 nni.report_final_result(params["x"])
 log.write(json.dumps({"final": params["x"]}) + "\\n"); log.flush()
-""" % {"n": METRICS_PER_TRIAL}
+"""
 
 
 def free_port() -> int:
@@ -96,6 +96,7 @@ def test_manager_killed_at_random_moments_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("METRICS_PER_TRIAL", str(METRICS_PER_TRIAL))  # inherited by the manager and its trials
     code = tmp_path / "code"
     code.mkdir()
     (code / "trial.py").write_text(TRIAL_SCRIPT)
