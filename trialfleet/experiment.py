@@ -1,0 +1,280 @@
+"""The Python experiment API, with NNI's names (``nni.experiment.Experiment``).
+
+::
+
+    experiment = Experiment("local")                 # or Experiment(ExperimentConfig...)
+    experiment.config.trial_command = "python3 trial.py"
+    experiment.config.search_space = {...}
+    experiment.config.tuner.name = "TPE"
+    experiment.config.trial_concurrency = 2
+    experiment.run(8080)                             # True when the experiment is DONE
+
+The manager always runs in its own process (the one ``trialfleet create`` starts), so the experiment survives
+a crash of the calling script in ``RunMode.Detach``. ``run()`` returns when the experiment is DONE (True) or
+in ERROR (False) and leaves the manager serving the web UI and REST API; it is stopped by ``stop()``, by the
+``with`` block's end, or — in ``Background``/``Foreground`` run modes, NNI's default — when the interpreter exits.
+Queries go through :mod:`trialfleet.client`: REST while the manager runs, the database once it is stopped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from enum import Enum
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from trialfleet.experiment_data import TrialJob, TrialMetricData, TrialResult
+
+if TYPE_CHECKING:
+    from trialfleet.client import ExperimentClient
+    from trialfleet.config import ExperimentConfig
+
+__all__ = ["Experiment", "RunMode"]
+
+_logger = logging.getLogger("trialfleet.experiment")
+_POLL_SECONDS = 1.0
+
+
+class RunMode(str, Enum):
+    Background = "background"  # the manager is stopped when this interpreter exits
+    Foreground = "foreground"  # same, and the manager's log is copied to this process's stderr
+    Detach = "detach"  # the manager keeps running after this interpreter exits
+
+
+class Experiment:
+    def __init__(
+        self, config_or_platform: ExperimentConfig | str | list[str] | None = None, id: str | None = None
+    ) -> None:
+        from trialfleet.config_draft import ConfigDraft
+
+        self.config: ExperimentConfig | ConfigDraft | None
+        if isinstance(config_or_platform, (str, list)):
+            self.config = ConfigDraft(config_or_platform)
+        else:
+            self.config = config_or_platform
+        self.id = id
+        self.port: int | None = None
+        self.url_prefix: str | None = None
+        self.mode = RunMode.Background
+        self._action = "create"
+        self._pid: int | None = None
+        self._log_stop: threading.Event | None = None
+
+    # ---- life cycle ----------------------------------------------------------------------------------
+
+    def start(
+        self, port: int = 8080, debug: bool = False, run_mode: RunMode | str = RunMode.Background
+    ) -> None:
+        """Start the manager (detached process) and return once its REST API answers."""
+        from trialfleet import startup
+        from trialfleet.client import resolve_experiment
+
+        self.mode = RunMode(run_mode)
+        if self._action == "create":
+            _, experiment_dir = startup.create_checked(self._validated_config(), port, self.id)
+        else:
+            ref = resolve_experiment(self.id)
+            startup.check_relaunch(ref, "resume" if self._action == "resume" else "view", port)
+            experiment_dir = ref.experiment_dir
+        launched = startup.spawn(experiment_dir, self._action, port, debug=debug, url_prefix=self.url_prefix)
+        self.id, self.port, self._pid = launched.experiment_id, port, launched.pid
+        _logger.info("experiment %s: web UI and REST API at %s", self.id, launched.url)
+        if self.mode is not RunMode.Detach:
+            atexit.register(self.stop)
+        if self.mode is RunMode.Foreground:
+            self._log_stop = _follow_log(experiment_dir / "log" / "manager.log")
+
+    def _validated_config(self) -> ExperimentConfig:
+        from trialfleet.config import ExperimentConfig
+        from trialfleet.config_draft import ConfigDraft
+
+        if isinstance(self.config, ConfigDraft):
+            return self.config.build()
+        if self.config is None:
+            raise ValueError("this Experiment has no config; give one to Experiment(...)")
+        # attributes may have been changed since it was built: validate again
+        return ExperimentConfig.from_json(self.config.to_json(include_secrets=True))
+
+    def stop(self) -> None:
+        """Stop the manager this object started (its trials are stopped first)."""
+        from trialfleet.manager.launcher import stop_manager
+
+        atexit.unregister(self.stop)
+        if self._log_stop is not None:
+            self._log_stop.set()
+        if self._pid is not None and not stop_manager(self._pid):
+            _logger.warning("the manager of experiment %s (pid %d) did not stop in time", self.id, self._pid)
+        self._pid = None
+        self.port = None
+
+    def run(self, port: int = 8080, wait_completion: bool = True, debug: bool = False) -> bool | None:
+        """Start, then (with ``wait_completion``) wait until DONE (True) or ERROR (False)."""
+        self.start(port, debug)
+        if not wait_completion:
+            return None
+        try:
+            return self._wait_completion()
+        except KeyboardInterrupt:
+            _logger.warning("KeyboardInterrupt: stopping the experiment")
+            self.stop()
+            return None
+
+    def _wait_completion(self) -> bool:
+        while True:
+            status = self.get_status()
+            if status in ("DONE", "STOPPED"):
+                return True
+            if status == "ERROR":
+                return False
+            time.sleep(_POLL_SECONDS)
+
+    def run_or_resume(
+        self, port: int = 8080, wait_completion: bool = True, debug: bool = False
+    ) -> bool | None:
+        """Resume the experiment with this object's id if it exists, else create and run it."""
+        from trialfleet.client import all_experiments
+
+        if self.id and any(ref.id == self.id for ref in all_experiments()):
+            self._action = "resume"
+        return self.run(port, wait_completion, debug)
+
+    def __enter__(self) -> Experiment:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @classmethod
+    def resume(
+        cls, experiment_id: str, port: int = 8080, wait_completion: bool = True, debug: bool = False
+    ) -> Experiment:
+        """Resume a stopped experiment (``trialfleet resume``) and, by default, wait for it to finish."""
+        experiment = cls(None, experiment_id)
+        experiment._action = "resume"
+        experiment.run(port, wait_completion, debug)
+        return experiment
+
+    @classmethod
+    def view(cls, experiment_id: str, port: int = 8080, non_blocking: bool = False) -> Experiment:
+        """Serve a stopped experiment read-only; blocks until Ctrl-C unless ``non_blocking``."""
+        experiment = cls(None, experiment_id)
+        experiment._action = "view"
+        experiment.start(port)
+        if non_blocking:
+            return experiment
+        try:
+            while True:
+                time.sleep(10)
+        except KeyboardInterrupt:
+            _logger.warning("KeyboardInterrupt: stopping the viewer")
+        finally:
+            experiment.stop()
+        return experiment
+
+    @classmethod
+    def connect(cls, port: int) -> Experiment:
+        """Attach to a manager already running on this machine's ``port`` (stop() leaves it running)."""
+        from trialfleet.client import RestClient
+
+        client = RestClient(f"http://127.0.0.1:{port}")
+        try:
+            profile = client.profile()
+        finally:
+            client.close()
+        experiment = cls(None, str(profile["id"]))
+        experiment.port = port
+        return experiment
+
+    # ---- queries and commands ------------------------------------------------------------------------
+
+    def _client(self) -> ExperimentClient:
+        from trialfleet.client import RestClient, open_experiment, resolve_experiment
+
+        if self.port is not None:
+            prefix = f"/{self.url_prefix.strip('/')}" if self.url_prefix else ""
+            return RestClient(f"http://127.0.0.1:{self.port}{prefix}", self.id or "")
+        if not self.id:
+            raise ValueError("this Experiment has not been started and has no id")
+        return open_experiment(resolve_experiment(self.id))
+
+    def _ask(self, method: str, *args: Any) -> Any:
+        client = self._client()
+        try:
+            return getattr(client, method)(*args)
+        finally:
+            client.close()
+
+    def get_status(self) -> str:
+        return str(self._ask("check_status")["status"])
+
+    def get_trial_job(self, trial_job_id: str) -> TrialJob:
+        return TrialJob.from_payload(self._ask("trial_job", trial_job_id))
+
+    def list_trial_jobs(self) -> list[TrialJob]:
+        return [TrialJob.from_payload(job) for job in self._ask("trial_jobs")]
+
+    def get_job_statistics(self) -> list[dict[str, Any]]:
+        return list(self._ask("job_statistics"))
+
+    def get_job_metrics(self, trial_job_id: str | None = None) -> dict[str, list[TrialMetricData]]:
+        metrics: dict[str, list[TrialMetricData]] = {}
+        for record in self._ask("metric_data", trial_job_id):
+            metrics.setdefault(record["trialJobId"], []).append(TrialMetricData.from_payload(record))
+        return metrics
+
+    def get_experiment_profile(self) -> dict[str, Any]:
+        return dict(self._ask("profile"))
+
+    def get_experiment_metadata(self, exp_id: str) -> dict[str, Any]:
+        return next((m for m in self.get_all_experiments_metadata() if m.get("id") == exp_id), {})
+
+    def get_all_experiments_metadata(self) -> list[dict[str, Any]]:
+        from trialfleet.client import all_experiments
+
+        return [dict(ref.entry) for ref in all_experiments()]
+
+    def export_data(self) -> list[TrialResult]:
+        return [TrialResult.from_payload(record) for record in self._ask("export_data")]
+
+    def update_trial_concurrency(self, value: int) -> None:
+        self._ask("update_profile", "TRIAL_CONCURRENCY", "trialConcurrency", value)
+
+    def update_max_experiment_duration(self, value: str | int) -> None:
+        """``value`` like ``'30m'``, ``'2h'`` or a number of seconds."""
+        self._ask("update_profile", "MAX_EXEC_DURATION", "maxExperimentDuration", value)
+
+    def update_search_space(self, value: dict[str, Any]) -> None:
+        self._ask("update_profile", "SEARCH_SPACE", "searchSpace", value)
+
+    def update_max_trial_number(self, value: int) -> None:
+        self._ask("update_profile", "MAX_TRIAL_NUM", "maxTrialNumber", value)
+
+    def kill_trial_job(self, trial_job_id: str) -> None:
+        self._ask("cancel_trial", trial_job_id)
+
+
+def _follow_log(path: Any) -> threading.Event:
+    """Copy the manager's log to stderr as it grows (RunMode.Foreground), until the event is set."""
+    import sys
+
+    stop = threading.Event()
+
+    def follow() -> None:
+        offset = 0
+        while not stop.wait(0.5):
+            try:
+                with open(path, "rb") as log:
+                    log.seek(offset)
+                    chunk = log.read()
+            except FileNotFoundError:
+                continue
+            offset += len(chunk)
+            sys.stderr.write(chunk.decode("utf-8", errors="replace"))
+
+    threading.Thread(target=follow, name="manager-log", daemon=True).start()
+    return stop
