@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -38,12 +40,7 @@ def load_config(path: str | Path, *, on_converted: Callable[[str], None] | None 
         text = read_text(file, "config file")
     except ValueError as exc:
         raise ConfigError(str(exc), file=file) from exc
-    try:
-        data = parse_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(yaml_error_message(exc), file=file) from exc
-    except RecursionError as exc:
-        raise ConfigError("the YAML is nested too deeply to read", file=file) from exc
+    data = _parse(text, file)
     if data is None:
         raise ConfigError("the config file is empty", file=file)
     if not isinstance(data, dict):
@@ -62,3 +59,19 @@ def load_config(path: str | Path, *, on_converted: Callable[[str], None] | None 
     return LoadedConfig(
         config, file, converted_yaml is not None, converted_yaml, warnings + settings.warnings
     )
+
+
+def _parse(text: str, file: Path) -> Any:
+    """JSON for ``.json`` files (YAML would refuse their tab indentation), YAML otherwise, as NNI."""
+    try:
+        if file.suffix.lower() == ".json":
+            return json.loads(text)
+        return parse_yaml(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", file=file
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(yaml_error_message(exc), file=file) from exc
+    except RecursionError as exc:
+        raise ConfigError("the config is nested too deeply to read", file=file) from exc

@@ -320,6 +320,13 @@ def test_malformed_yaml_names_the_line(write_config: Write) -> None:
     assert "malformed YAML at line 4, column" in str(error)
 
 
+def test_json_config(write_config: Write) -> None:
+    text = '{\n\t"searchSpace": {},\n\t"trialCommand": "python3 trial.py",\n\t"trialConcurrency": 2,\n'
+    text += '\t"tuner": {"name": "TPE"},\n\t"trainingService": {"platform": "local"}\n}\n'
+    assert load_config(write_config(text, "config.json")).config.trial_concurrency == 2
+    assert "malformed JSON at line 3, column 1" in str(_error(write_config('{\n"a": 1\n', "broken.json")))
+
+
 def test_repeated_yaml_key_names_the_line(write_config: Write) -> None:
     path = write_config(MINIMAL + "trialCommand: python3 other.py\n")
     assert "malformed YAML at line 9, column 1: found duplicate key 'trialCommand'" in str(_error(path))
