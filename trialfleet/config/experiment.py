@@ -181,14 +181,12 @@ class ExperimentConfig(ConfigModel):
         if service_class is None:
             known = ", ".join(PLATFORM_CLASSES)
             raise ConfigError(f"unknown platform {platform!r}; expected one of {known}", key_path="platform")
-        top: dict[str, Any] = {}
-        service: dict[str, Any] = {"platform": platform}
+        if any(fold(name) == "trainingservice" for name in fields):
+            raise ConfigError("for_platform builds trainingService itself; pass its fields as keywords")
+        top: dict[str, Any] = {"trainingService": {"platform": platform}}
         for name, value in fields.items():
             in_top, in_service = fold(name) in fields_of(cls), fold(name) in fields_of(service_class)
-            (service if in_service and not in_top else top)[name] = value
-        if "trainingService" in top or "training_service" in top:
-            raise ConfigError("for_platform builds trainingService itself; pass its fields as keywords")
-        top["trainingService"] = service
+            (top["trainingService"] if in_service and not in_top else top)[name] = value
         return cls.from_dict(top)
 
     def to_json(self, *, include_secrets: bool = False) -> dict[str, Any]:
