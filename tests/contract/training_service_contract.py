@@ -485,6 +485,35 @@ class TrainingServiceContract:
         assert echoed["env"] == hostile_text
         assert [p for p in tmp_path.rglob("pwned*")] == []
 
+    async def test_submit_is_idempotent_per_attempt(
+        self, services, python_command, code_dir, control
+    ) -> None:
+        self.script(
+            code_dir,
+            "once.py",
+            """
+            while not os.path.exists(os.path.join(SYS_DIR, "keeper.json")):  # the launch is on record
+                time.sleep(0.02)
+            with open(control("runs.log"), "a") as f:
+                f.write("run\\n")
+            wait_for("release")
+            report("FINAL", 0, 1)
+            """,
+        )
+        spec = self.spec("once", self.run_command(python_command, "once.py", control), code_dir)
+        first = await services.start()
+        await self.submit(first, spec)
+        await wait_for_file(control / "runs.log")
+        # the manager died before it recorded the handle: after a restart it submits the attempt again
+        await services.close(first, kill_trials=False)
+        second = await services.start()
+        await self.submit(second, spec)
+        (control / "release").touch()
+        seen = await poll_until(second, lambda s: "once" in s.ended)
+        assert seen.ended["once"].status == TrialStatus.SUCCEEDED
+        assert [(m.type, m.data) for m in seen.metrics] == [("FINAL", "1")]
+        assert (control / "runs.log").read_text() == "run\n"
+
     async def test_readopt_a_running_trial_delivers_each_metric_once(
         self, services, python_command, code_dir, control
     ) -> None:

@@ -172,14 +172,3 @@ async def test_read_file_refuses_a_symlink_out_of_the_trial_dir(service, dirs, t
     (Path(handle["trial_dir"]) / "escape").symlink_to(tmp_path / "secret")
     with pytest.raises(ValueError):
         await service.read_trial_file("link", handle, "escape")
-
-
-async def test_rerun_of_a_trial_dir_starts_clean(service, dirs) -> None:
-    code, _ = dirs
-    for exit_code in (5, 0):
-        await service.submit(spec("again", f"echo run {exit_code}; exit {exit_code}", code))
-        ended: dict[str, TrialEnded] = {}
-        await poll_until_ended(service, {"again"}, ended)
-        assert ended["again"].exit_code == exit_code
-    handle = {"trial_dir": str(service.context.trials_dir.absolute() / "again")}
-    assert await service.read_trial_file("again", handle, "stdout") == b"run 0\n"
