@@ -27,6 +27,8 @@ from trialfleet.training_services.base import (
     ExperimentContext,
     PollBatch,
     TrainingService,
+    TrialMetric,
+    TrialProblem,
     TrialSpec,
 )
 from trialfleet.training_services.registry import get_training_service_class
@@ -97,6 +99,7 @@ class ExperimentManager:
         service_config = self.config.training_service
         platform = "hybrid" if isinstance(service_config, list) else service_config.platform
         cls = get_training_service_class(platform)
+        assert not isinstance(service_config, list)  # hybrid has no training service class yet
         context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, service_config)
         return cls(context)
 
@@ -236,10 +239,13 @@ class ExperimentManager:
                 NewMetric(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, final_value)
             )
         cursors: dict[str, dict[str, Any]] = {}
-        for item in [*batch.metrics, *batch.problems]:
-            if item.cursor:
-                cursors.setdefault(item.trial_id, {}).update(item.cursor)
-        self.store.add_metrics(rows, cursors)
+        items: list[TrialMetric | TrialProblem] = [*batch.metrics, *batch.problems]
+        for item in items:
+            cursor = cursors.setdefault(item.trial_id, {})
+            for channel, offset in (item.cursor or {}).items():
+                # metrics and problems interleave in a stream: the cursor is the furthest point read
+                cursor[channel] = max(offset, cursor.get(channel, offset))
+        self.store.add_metrics(rows, {tid: c for tid, c in cursors.items() if c})
 
     async def _feed_algorithms(self, trial_id: str, type_: str, sequence: int, data: str) -> None:
         value = decisions.decode_metric(data)
