@@ -89,7 +89,7 @@ class LocalTrainingService(TrainingService):
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
         name = spec.trial_id if spec.attempt == 0 else f"{spec.trial_id}.{spec.attempt}"
         trial_dir = (self.context.trials_dir / name).absolute()
-        earlier = self._earlier_launch(spec.trial_id, trial_dir)
+        earlier = self._earlier_launch(spec, trial_dir)
         if earlier is not None:
             self._watch(spec.trial_id, earlier)
             return Submitted(earlier, f"local:{trial_dir}")
@@ -118,7 +118,7 @@ class LocalTrainingService(TrainingService):
         self._watch(spec.trial_id, handle)
         return Submitted(handle, f"local:{trial_dir}")
 
-    def _earlier_launch(self, trial_id: str, trial_dir: Path) -> dict[str, Any] | None:
+    def _earlier_launch(self, spec: TrialSpec, trial_dir: Path) -> dict[str, Any] | None:
         """The handle of this attempt's keeper if an earlier manager already started it.
 
         A manager killed between spawning a keeper and recording its handle submits the trial again after
@@ -136,10 +136,10 @@ class LocalTrainingService(TrainingService):
         }
         command = read_record(trial_dir / "command.json") or {}
         visible = command.get("env", {}).get("CUDA_VISIBLE_DEVICES")
-        if visible:
+        if visible and spec.gpu_number:  # set by our allocation only then; otherwise inherited, not ours
             handle["gpus"] = [int(index) for index in visible.split(",")]
-            self._gpu_assignments[trial_id] = handle["gpus"]
-        log.info("local: trial %s was already launched in %s; adopting it", trial_id, trial_dir)
+            self._gpu_assignments[spec.trial_id] = handle["gpus"]
+        log.info("local: trial %s was already launched in %s; adopting it", spec.trial_id, trial_dir)
         return handle
 
     async def _adopt(self, trial: LiveTrial) -> None:
