@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
 
 from trialfleet.cli import algo, experiments, launch, logs, trials, update
@@ -67,10 +66,14 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         error_block(str(exc))
         return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
+    except typer.TyperException as exc:  # usage errors: typer prints them with the command's help hint
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            error_block(exc.format_message())
         return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         error_block("aborted")
         return 1
     except KeyboardInterrupt:

@@ -1,0 +1,122 @@
+"""The Python API (NNI's Experiment) driving real manager processes."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trialfleet import Experiment, RunMode
+from trialfleet.errors import ConfigError, ExperimentStateError, PortInUseError
+from trialfleet.storage import manifest
+
+TRIAL = """
+import nni
+params = nni.get_next_parameter()
+nni.report_intermediate_result(params["x"] / 2)
+nni.report_final_result({"default": params["x"], "half": params["x"] / 2})
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def code_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "trial.py").write_text(textwrap.dedent(TRIAL))
+    return code
+
+
+def nni_style_experiment(code: Path) -> Experiment:
+    """Written the way NNI's documentation writes it."""
+    experiment = Experiment("local")
+    experiment.config.trial_command = f"{sys.executable} trial.py"
+    experiment.config.trial_code_directory = code
+    experiment.config.search_space = {"x": {"_type": "uniform", "_value": [0, 1]}}
+    experiment.config.tuner.name = "Random"
+    experiment.config.tuner.class_args["optimize_mode"] = "maximize"
+    experiment.config.max_trial_number = 4
+    experiment.config.trial_concurrency = 2
+    experiment.config.experiment_working_directory = code.parent / "experiments"
+    return experiment
+
+
+def test_run_query_update_stop_resume_view(code_dir: Path) -> None:
+    experiment = nni_style_experiment(code_dir)
+    port = free_port()
+    assert experiment.run(port) is True
+    assert experiment.id is not None and experiment.get_status() == "DONE"
+
+    jobs = experiment.list_trial_jobs()
+    assert len(jobs) == 4 and {job.status for job in jobs} == {"SUCCEEDED"}
+    job = experiment.get_trial_job(jobs[0].trialJobId)
+    assert job.finalMetricData[0].data["default"] == job.hyperParameters[0].parameters["x"]
+    results = experiment.export_data()
+    assert {r.trialJobId for r in results} == {j.trialJobId for j in jobs}
+    assert all(r.value["half"] == pytest.approx(r.parameter["x"] / 2) for r in results)
+    metrics = experiment.get_job_metrics(job.trialJobId)
+    assert [m.type for m in metrics[job.trialJobId]] == ["PERIODICAL", "FINAL"]
+    assert experiment.get_job_statistics() == [{"trialJobStatus": "SUCCEEDED", "trialJobNumber": 4}]
+    assert experiment.get_experiment_metadata(experiment.id)["platform"] == "local"
+    assert experiment.get_experiment_profile()["params"]["maxTrialNumber"] == 4
+
+    attached = Experiment.connect(port)
+    assert attached.id == experiment.id
+    attached.update_max_trial_number(6)
+    assert experiment._wait_completion() is True
+    assert len(experiment.list_trial_jobs()) == 6
+
+    experiment.stop()
+    assert experiment.port is None
+    assert experiment.get_status() == "STOPPED"  # now read from the database
+    assert len(experiment.export_data()) == 6
+
+    resumed = Experiment.resume(experiment.id, free_port(), wait_completion=False)
+    assert resumed.get_status() in ("RUNNING", "DONE", "NO_MORE_TRIAL")
+    resumed.stop()
+
+    viewer = Experiment.view(experiment.id, free_port(), non_blocking=True)
+    assert viewer.get_status() == "VIEWED"
+    with pytest.raises(ExperimentStateError, match="read-only"):
+        viewer.kill_trial_job(jobs[0].trialJobId)
+    viewer.stop()
+    assert manifest.entries()[experiment.id]["status"] == "STOPPED"
+
+
+def test_context_manager_stops_the_manager(code_dir: Path) -> None:
+    with nni_style_experiment(code_dir) as experiment:
+        experiment.start(free_port(), run_mode=RunMode.Detach)
+        assert experiment.get_status() in ("INITIALIZED", "RUNNING", "NO_MORE_TRIAL", "DONE")
+    assert manifest.entries()[str(experiment.id)].get("port") is None
+
+
+def test_invalid_draft_names_every_problem_and_creates_nothing(code_dir: Path) -> None:
+    experiment = Experiment("local")
+    experiment.config.trial_concurrency = "two"
+    experiment.config.experiment_working_directory = code_dir.parent / "experiments"
+    with pytest.raises(ConfigError) as caught:
+        experiment.start(free_port())
+    message = str(caught.value)
+    # keys are named as the script wrote them
+    assert "trial_concurrency" in message and "trialCommand" in message and "tuner.name" in message
+    assert manifest.entries() == {}
+    assert not (code_dir.parent / "experiments").exists()
+
+
+def test_busy_port_creates_nothing(code_dir: Path) -> None:
+    experiment = nni_style_experiment(code_dir)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(PortInUseError):
+            experiment.start(taken.getsockname()[1])
+    assert manifest.entries() == {}
