@@ -14,11 +14,12 @@ if TYPE_CHECKING:
 
 BUILTIN_PLATFORMS: dict[str, str] = {
     "local": "trialfleet.training_services.local:LocalTrainingService",
+    "remote": "trialfleet.training_services.remote:RemoteTrainingService",
 }
 
 #: accepted by the config schema; refused at start until implemented
 PLANNED_PLATFORMS: frozenset[str] = frozenset(
-    {"remote", "slurm", "openpai", "aml", "dlc", "kubeflow", "frameworkcontroller", "adl", "dlts", "hybrid"}
+    {"slurm", "openpai", "aml", "dlc", "kubeflow", "frameworkcontroller", "adl", "dlts", "hybrid"}
 )
 
 
