@@ -217,6 +217,8 @@ class ExperimentManager:
             failure_kind = ended.failure_kind.value if ended.failure_kind else None
             if ended.trial_id in self._cancel_requested and status is TrialStatus.FAILED:
                 failure_kind = FailureKind.CANCELED.value
+            if self.status is ExperimentStatus.STOPPING and status is TrialStatus.SYS_CANCELED:
+                failure_kind = FailureKind.EXPERIMENT_STOPPED.value  # re-run by resume
             self._cancel_requested.discard(ended.trial_id)
             self._intermediate.pop(ended.trial_id, None)
             self.store.end_trial(

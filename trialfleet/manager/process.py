@@ -43,6 +43,7 @@ async def serve(
 ) -> int:
     """Run the manager and its server until stopped; returns a process exit code."""
     import uvicorn
+
     from trialfleet.server.app import create_app
 
     manager = ExperimentManager(experiment_dir, readonly=action == "view")
