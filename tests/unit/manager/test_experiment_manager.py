@@ -242,7 +242,7 @@ async def test_commands_cancel_customize_and_update(tmp_path: Path, stopper: lis
     await manager.update_config(trial_concurrency=2)
     seq = await manager.add_customized_trial({"x": 42})
     await drive(manager, lambda: manager.store.trial_counts().get(TrialStatus.RUNNING) == 2)
-    custom = [t for t in manager.store.trials() if t.sequence_id == seq][0]
+    custom = next(t for t in manager.store.trials() if t.sequence_id == seq)
     assert custom.parameter_source == "customized" and custom.hyper_parameters == {"x": 42}
     assert manager.store.experiment().config["trialConcurrency"] == 2
     await manager.cancel_trial(first.id)
