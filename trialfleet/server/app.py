@@ -1,5 +1,5 @@
-"""The manager's HTTP server: NNI's REST routes under ``[/<url prefix>]/api/v1/nni``, ``/logs/<file>`` and, when
-it is installed, the web UI. The manager process serves it with uvicorn on the manager's own event loop.
+"""The manager's HTTP server: NNI's REST routes under ``[/<url prefix>]/api/v1/nni``, ``/logs/<file>`` and the
+web UI (:mod:`trialfleet.webui`). The manager process serves it with uvicorn on the manager's own event loop.
 
 OpenAPI: ``/api/v1/nni/openapi.json`` and interactive docs at ``/api/v1/nni/docs``.
 """
@@ -7,22 +7,16 @@ OpenAPI: ``/api/v1/nni/openapi.json`` and interactive docs at ``/api/v1/nni/docs
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse, Response
 
 from trialfleet.server import routes_files, routes_read, routes_write
 from trialfleet.server.context import ServerContext
-from trialfleet.server.http_errors import (
-    MAX_BODY_BYTES,
-    BodyLimitMiddleware,
-    install_error_handlers,
-    not_found,
-)
+from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
+from trialfleet.webui import mount as mount_webui
 
 if TYPE_CHECKING:
     from trialfleet.manager.experiment_manager import ExperimentManager
@@ -30,7 +24,6 @@ if TYPE_CHECKING:
 API_PATH = "/api/v1/nni"
 #: the launcher passes ``--url_prefix`` to the manager process through this variable
 URL_PREFIX_ENV = "TRIALFLEET_URL_PREFIX"
-_WEBUI_DIR = Path(__file__).resolve().parent.parent / "webui" / "static"
 
 
 def normalise_prefix(prefix: str | None) -> str:
@@ -59,23 +52,5 @@ def create_app(manager: ExperimentManager, *, url_prefix: str | None = None) -> 
     for router in (routes_read.router, routes_write.router, routes_files.api_router):
         app.include_router(router, prefix=api)
     app.include_router(routes_files.logs_router, prefix=prefix)
-    from trialfleet.webui import mount as mount_webui
-
     mount_webui(app, manager, prefix=prefix)
-    if (_WEBUI_DIR / "index.html").is_file():
-        _serve_webui(app, prefix)
     return app
-
-
-def _serve_webui(app: FastAPI, prefix: str) -> None:
-    """Static files of the single-page web UI, with ``index.html`` for its client-side routes."""
-    root = _WEBUI_DIR.resolve()
-
-    @app.get(prefix + "/{path:path}", include_in_schema=False)
-    def webui(path: str) -> Response:
-        if path.startswith(API_PATH.lstrip("/") + "/"):
-            raise not_found(f"no API route /{path}")
-        candidate = (root / path).resolve()
-        if path and candidate.is_file() and candidate.is_relative_to(root):
-            return FileResponse(candidate)
-        return FileResponse(root / "index.html")

@@ -42,9 +42,13 @@ class ExperimentReader:
     ) -> list[dict[str, Any]]:
         order = ("-" if descending else "") + SORT_KEYS[sort]
         rows = self.store.trials(status=status, offset=offset, limit=limit, order=order)
+        succeeded = [r.id for r in rows if r.status is TrialStatus.SUCCEEDED]
         finals: dict[str, Any] = {}
-        if any(r.status is TrialStatus.SUCCEEDED for r in rows):
-            finals = payloads.first_final_metrics(self.store.metrics(type="FINAL"))
+        if succeeded:  # a page reads its trials' metrics by index; the whole list scans them once
+            found = (
+                self.store.final_metrics(succeeded) if limit is not None else self.store.metrics(type="FINAL")
+            )
+            finals = payloads.first_final_metrics(found)
         return [payloads.trial_job_info(r, finals.get(r.id)) for r in rows]
 
     def trial_count(self, status: TrialStatus | None = None) -> int:

@@ -477,6 +477,18 @@ class ExperimentStore:
             args.append(limit)
         return [_metric(r) for r in self._query(sql, args)]
 
+    def final_metrics(self, trial_ids: Sequence[str]) -> list[MetricRow]:
+        """The FINAL metrics of these trials, through the per-trial index (one page of a trial list)."""
+        rows: list[Any] = []
+        for start in range(0, len(trial_ids), 500):
+            chunk = list(trial_ids[start : start + 500])
+            rows += self._query(
+                "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics "
+                f"WHERE type = 'FINAL' AND trial_id IN ({', '.join('?' for _ in chunk)}) ORDER BY id",
+                chunk,
+            )
+        return [_metric(r) for r in rows]
+
     def metrics_for_sequence_range(self, low: int, high: int) -> list[MetricRow]:
         return [
             _metric(r)

@@ -7,6 +7,7 @@ import json
 from fastapi.testclient import TestClient
 
 from tests.unit.server.conftest import API, T0, Served
+from trialfleet.server.app import create_app
 
 
 def test_trial_jobs_have_nni_shape(populated: tuple[Served, TestClient]) -> None:
@@ -55,6 +56,8 @@ def test_status_filter_and_paging(populated: tuple[Served, TestClient]) -> None:
     assert page.headers["X-Total-Count"] == "4"
     best = client.get(f"{API}/trial-jobs?sort=finalMetric&order=desc&limit=1").json()
     assert best[0]["trialJobId"] == "fB"  # 0.5 > 0.25; trials without a final value sort last
+    (first,) = client.get(f"{API}/trial-jobs?limit=1").json()
+    assert json.loads(json.loads(first["finalMetricData"][0]["data"]))["default"] == 0.25  # paged: same payload
     newest = client.get(f"{API}/trial-jobs?sort=sequenceId&order=desc&limit=1").json()
     assert newest[0]["trialJobId"] == "wD"
     assert client.get(f"{API}/trial-jobs?status=BOGUS").status_code == 422
@@ -154,3 +157,11 @@ def test_unknown_route_and_openapi(populated: tuple[Served, TestClient]) -> None
     schema = client.get(f"{API}/openapi.json").json()
     assert f"{API}/trial-jobs" in schema["paths"]
     assert f"{API}/metric-data/{{trial_id}}" in schema["paths"]
+
+
+def test_url_prefix(populated: tuple[Served, TestClient]) -> None:
+    served, _ = populated
+    client = TestClient(create_app(served.manager, url_prefix="/team/"))
+    assert client.get(f"/team{API}/check-status").json()["status"] == "INITIALIZED"
+    assert client.get(f"{API}/check-status").status_code == 404
+    assert client.get(f"/team{API}/openapi.json").status_code == 200
