@@ -283,6 +283,15 @@ class RemoteTrainingService(TrainingService):
             env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         return env
 
+    async def _adopt(self, trial: LiveTrial) -> None:
+        trial.started = True  # the keeper was started when the handle was made
+        machine = self._by_name.get(trial.handle.get("machine", ""))
+        if machine is not None:
+            machine.launched.add(trial.handle["name"])
+        if trial.handle.get("gpus") is not None:
+            self._gpu_assignments[trial.trial_id] = (trial.handle["machine"], list(trial.handle["gpus"]))
+        self.wakeup.set()  # it may have ended while nobody watched
+
     # ---- polling -----------------------------------------------------------------------------------------
 
     async def _collect(self, trials: list[LiveTrial]) -> PollBatch:

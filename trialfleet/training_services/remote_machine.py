@@ -46,7 +46,7 @@ _INFO_SCRIPT = (
     "s = os.statvfs(p)\n"
     "print(json.dumps({'version': list(sys.version_info[:3]), 'root': root, 'free': s.f_bavail * s.f_frsize}))\n"
 )
-_UNPACK_SCRIPT = "import sys, tarfile\ntarfile.open(sys.argv[1]).extractall(sys.argv[2])\n"
+_UNPACK_SCRIPT = "import os, sys, tarfile\nos.makedirs(sys.argv[2], exist_ok=True)\ntarfile.open(sys.argv[1]).extractall(sys.argv[2])\n"
 _SMI_SEPARATOR = "--trialfleet-gpu-apps--"
 
 
