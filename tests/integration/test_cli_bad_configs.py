@@ -35,7 +35,16 @@ BAD_CONFIGS = [
         "trialCodeDirectory",
     ),
     ("unknown_tuner", lambda text: text.replace("name: Random", "name: NoSuchTuner"), "NoSuchTuner"),
+    (
+        "unavailable_platform",
+        lambda text: text.replace(
+            "platform: local", "platform: dlts\n  dashboard: http://dlts\n  image: img"
+        ),
+        "'dlts' is not available",
+    ),
 ]
+#: refused after the file was read: the message names what is refused, not the file
+_NOT_ABOUT_THE_FILE = {"unknown_tuner", "unavailable_platform"}
 
 
 def _assert_started_nothing(cli: Cli, root: Path) -> None:
@@ -55,7 +64,7 @@ def test_bad_config_exits_2_and_starts_nothing(tmp_path: Path, name: str, edit: 
     result = cli.run("create", "--config", str(bad), "--port", str(free_port()))
 
     assert result.returncode == 2, result.stderr
-    if name != "unknown_tuner":  # an algorithm error names the algorithm, not the file
+    if name not in _NOT_ABOUT_THE_FILE:
         assert str(bad) in result.stderr
     assert key in result.stderr
     assert "Traceback" not in result.stderr

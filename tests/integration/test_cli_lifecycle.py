@@ -1,5 +1,5 @@
 """The real ``trialfleet`` console script driving an NNI-style experiment: create (detached), trial ls, REST,
-trial kill, export, list, stop (no process left), resume, update, view."""
+trial kill, export, import, logs, list, stop (no process left), resume, update, view."""
 
 from __future__ import annotations
 
@@ -64,6 +64,12 @@ def test_experiment_lifecycle_through_the_cli(tmp_path: Path) -> None:
     assert {r["trialJobId"] for r in exported} == {r["trialJobId"] for r in rows}
     assert all(len(r["intermediate"]) == 3 for r in exported)
     assert json.loads(exported[0]["value"])["default"] == exported[0]["parameter"]["x"]
+
+    (tmp_path / "import.json").write_text(json.dumps([{"parameter": {"x": 0.5}, "value": 0.5}]))
+    assert "Import data success" in cli.ok("experiment", "import", experiment_id, "-f", "import.json")
+    imported = httpx.get(f"http://127.0.0.1:{port}/api/v1/nni/experiment/imported-data", timeout=20).json()
+    assert [json.loads(i) for i in imported] == [[{"parameter": {"x": 0.5}, "value": 0.5}]]
+    assert "DONE" in cli.ok("log", "stdout", experiment_id, "--tail", "50")  # the manager's log
 
     assert experiment_id in cli.ok("experiment", "list")
     assert "Stop experiment success." in cli.ok("stop", experiment_id[:4])  # an id prefix is enough
