@@ -12,11 +12,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "contract"))
 
-from fleet import Fleet, Host, missing_components  # noqa: E402
-from training_service_contract import make_context  # noqa: E402
+from fleet import Fleet, Host, missing_components
+from training_service_contract import make_context
 
-from trialfleet.config import RemoteMachineConfig  # noqa: E402
-from trialfleet.training_services.base import ExperimentContext  # noqa: E402
+from trialfleet.config import RemoteMachineConfig
+from trialfleet.training_services.base import ExperimentContext
 
 HOSTS = 3
 
