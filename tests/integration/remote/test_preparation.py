@@ -1,0 +1,222 @@
+"""Preparing a fleet: credentials, host keys, the remote layout, hostile code file names, GPUs, kept logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+from pathlib import Path
+
+import pytest
+from conftest import machines, remote_context
+from fleet import Fleet
+from training_service_contract import poll_until
+
+from trialfleet.errors import PlatformError
+from trialfleet.status import TrialStatus
+from trialfleet.training_services import remote_machine
+from trialfleet.training_services.base import Deferred, Submitted, TrialSpec
+from trialfleet.training_services.remote import RemoteTrainingService
+
+pytestmark = pytest.mark.ssh
+
+RECORD = json.dumps(
+    {"parameter_id": 1, "parameter_source": "algorithm", "parameters": {}, "parameter_index": 0}
+)
+HOSTILE_NAMES = ["with space.txt", "it's.txt", 'dq"uote.txt', "semi;colon.txt", "$(touch pwned).txt",
+                 "`touch pwned2`.txt", "ünïcødé ✓.txt", "-rf", "sub dir/$HOME *.txt"]  # fmt: skip
+LISTING = """
+import json, os
+files = sorted(os.path.relpath(os.path.join(d, f)) for d, _, names in os.walk(".") for f in names)
+env = {k: os.environ.get(k, "") for k in ("PYTHONPATH", "PATH", "NNI_PLATFORM", "CUDA_VISIBLE_DEVICES")}
+import nni
+out = {"files": files, "env": env, "nni": nni.__file__}
+json.dump(out, open(os.path.join(os.environ["NNI_OUTPUT_DIR"], "listing.json"), "w"))
+print("listed", len(files))
+"""
+
+
+def spec(
+    trial_id: str, code_dir: Path, command: str = "/usr/bin/python3 listing.py", **kw: object
+) -> TrialSpec:
+    return TrialSpec(trial_id, 0, command, code_dir, RECORD, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def code_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "code"
+    path.mkdir()
+    (path / "listing.py").write_text(LISTING)
+    return path
+
+
+async def run_to_end(service: RemoteTrainingService, trial: TrialSpec) -> tuple[dict, TrialStatus]:
+    submitted = await service.submit(trial)
+    assert isinstance(submitted, Submitted), submitted
+    seen = await poll_until(service, lambda s: trial.trial_id in s.ended)
+    return dict(submitted.handle), seen.ended[trial.trial_id].status
+
+
+async def test_wrong_credentials_name_the_host_and_stop_the_start(tmp_path: Path, fleet: Fleet) -> None:
+    bad = fleet.hosts[0].machine(sshKeyFile=str(fleet.wrong_key))
+    machine_list = machines(fleet.hosts[1:]) + machines([fleet.hosts[0]], sshKeyFile=str(fleet.wrong_key))
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts, machine_list=machine_list))
+    with pytest.raises(PlatformError) as error:
+        await service.start()
+    await service.close()
+    message = str(error.value)
+    assert "1 of 3 machine(s) cannot be used" in message
+    assert f"root@{bad['host']}:22: authentication failed" in message
+    assert fleet.hosts[1].address not in message
+
+
+async def test_partial_fleet_starts_without_the_broken_host(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    machine_list = machines([fleet.hosts[0]], sshKeyFile=str(fleet.wrong_key)) + machines(fleet.hosts[1:])
+    context = remote_context(tmp_path / "e", fleet.hosts, machine_list=machine_list, allow_partial_fleet=True)
+    service = RemoteTrainingService(context)
+    await service.start()
+    try:
+        placed = [await service.submit(spec(f"t{i}", code_dir, "sleep 30")) for i in range(4)]
+        hosts = sorted(p.handle["machine"] for p in placed if isinstance(p, Submitted))
+        assert hosts == sorted(2 * [f"root@{h.address}:22" for h in fleet.hosts[1:]])
+    finally:
+        await service.close(kill_trials=True)
+
+
+async def test_password_never_appears_in_errors_or_logs(
+    tmp_path: Path, fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "s3cret-Pa55word"
+    machine_list = machines(fleet.hosts[:1], password=secret)
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts, machine_list=machine_list))
+    with caplog.at_level(logging.DEBUG), pytest.raises(PlatformError) as error:
+        await service.start()
+    await service.close()
+    assert "authentication failed (password rejected)" in str(error.value)
+    assert secret not in str(error.value) and secret not in caplog.text
+    assert secret not in repr(service.machines[0].ssh.target)
+
+
+async def test_unknown_host_key_refused_unless_accepted_then_recorded(tmp_path: Path, fleet: Fleet) -> None:
+    known_hosts = tmp_path / "fresh_known_hosts"
+    host = fleet.hosts[0]
+    strict = machines([host], knownHosts=str(known_hosts))
+    service = RemoteTrainingService(remote_context(tmp_path / "a", [host], machine_list=strict))
+    with pytest.raises(PlatformError, match=r"unknown host key .*acceptNewHostKeys"):
+        await service.start()
+    await service.close()
+    assert not known_hosts.exists()
+
+    trusting = machines([host], knownHosts=str(known_hosts), acceptNewHostKeys=True)
+    service = RemoteTrainingService(remote_context(tmp_path / "b", [host], machine_list=trusting))
+    await service.start()
+    await service.close()
+    assert known_hosts.read_text().split()[:3] == [host.address, *host.host_key_line.split()]
+
+    service = RemoteTrainingService(remote_context(tmp_path / "c", [host], machine_list=strict))
+    await service.start()  # recorded: known from now on
+    await service.close()
+
+
+async def test_changed_host_key_is_refused_even_when_accepting_new_ones(tmp_path: Path, fleet: Fleet) -> None:
+    host, other = fleet.hosts[0], fleet.hosts[1]
+    known_hosts = tmp_path / "stale_known_hosts"
+    known_hosts.write_text(f"{host.address} {other.host_key_line}\n")
+    machine_list = machines([host], knownHosts=str(known_hosts), acceptNewHostKeys=True)
+    service = RemoteTrainingService(remote_context(tmp_path / "e", [host], machine_list=machine_list))
+    with pytest.raises(PlatformError, match="host key does not match"):
+        await service.start()
+    await service.close()
+
+
+async def test_layout_per_host_and_hostile_code_file_names(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    for name in HOSTILE_NAMES:
+        (code_dir / name).parent.mkdir(exist_ok=True)
+        (code_dir / name).write_text(name)
+    (code_dir / "ignored.bin").write_text("not shipped")
+    (code_dir / ".nniignore").write_text("*.bin\n")
+    context = remote_context(tmp_path / "e", fleet.hosts, trial_code_directory=code_dir)
+    service = RemoteTrainingService(context)
+    await service.start()
+    try:
+        handle, status = await run_to_end(service, spec("hostile", code_dir))
+    finally:
+        await service.close()
+    assert status is TrialStatus.SUCCEEDED
+    host = fleet.host_of(handle)
+    root = f"/root/trialfleet/{context.experiment_id}"
+    assert handle["trial_dir"] == f"{root}/trials/hostile"
+    listing = json.loads(host.local(posixpath.join(handle["trial_dir"], "listing.json")).read_text())
+    assert listing["files"] == sorted([*HOSTILE_NAMES, "listing.py", ".nniignore"])
+    assert listing["nni"] == f"{root}/nni-shim/nni/__init__.py"  # the uploaded shim, not the manager's
+    assert listing["env"]["NNI_PLATFORM"] == "remote"
+    for other in fleet.hosts:
+        layout = other.local(root)
+        assert (layout / "keeper" / "keeper.py").exists() and (layout / "code" / "listing.py").exists()
+        assert (layout / "trials" / "hostile").exists() == (other is host), "each host has its own root"
+    assert not list(tmp_path.rglob("pwned*"))
+    assert (tmp_path / "e" / "trials" / "hostile" / "trial.stdout").read_bytes() == b"listed 11\n"
+
+
+async def test_logs_stay_readable_when_the_host_goes_away(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts[:1]))
+    await service.start()
+    try:
+        handle, status = await run_to_end(service, spec("gone", code_dir))
+        assert status is TrialStatus.SUCCEEDED
+        assert await service.read_trial_file("gone", handle, "stdout") == b"listed 1\n"
+        await service.close(kill_trials=False)  # waits for the copy of the logs
+        fleet.hosts[0].kill_sshd()
+        assert await service.read_trial_file("gone", handle, "stdout") == b"listed 1\n"
+        assert json.loads(await service.read_trial_file("gone", handle, "result.json"))["exit_code"] == 0
+        with pytest.raises(PlatformError, match="unreachable"):
+            await service.read_trial_file("gone", handle, "listing.json")
+    finally:
+        await service.close()
+
+
+async def test_gpus_read_over_ssh_and_allocated_per_host(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    doubles = str(Path(__file__).resolve().parents[2] / "doubles")
+    gpu = {"uuid": "GPU-{}-{}", "name": "Fake", "memory_total": 16384, "memory_used": 0, "utilization": 0}
+    for host, count in zip(fleet.hosts, (2, 1, 0), strict=True):
+        host.set_gpus([{**gpu, "index": i, "uuid": f"GPU-{host.name}-{i}"} for i in range(count)])
+    context = remote_context(
+        tmp_path / "e",
+        fleet.hosts,
+        machine_list=machines(fleet.hosts, pythonPath=doubles),
+        trial_gpu_number=1,
+    )
+    service = RemoteTrainingService(context)
+    await service.start()
+    try:
+        command = "sleep 30"
+        placed = [await service.submit(spec(f"g{i}", code_dir, command, gpu_number=1)) for i in range(4)]
+        assert isinstance(placed[3], Deferred)
+        assert "waiting for 1 free GPU(s)" in placed[3].reason and "no GPU found" in placed[3].reason
+        chosen = sorted((p.handle["machine"], tuple(p.handle["gpus"])) for p in placed[:3])  # type: ignore[union-attr]
+        h1, h2 = (f"root@{h.address}:22" for h in fleet.hosts[:2])
+        assert chosen == sorted([(h1, (0,)), (h1, (1,)), (h2, (0,))])
+        await service.cancel("g0")
+        await poll_until(service, lambda s: "g0" in s.ended)
+        again = await service.submit(spec("g4", code_dir, command, gpu_number=1))
+        assert isinstance(again, Submitted) and again.handle["gpus"] == placed[0].handle["gpus"]  # type: ignore[union-attr]
+    finally:
+        await service.close(kill_trials=True)
+
+
+async def test_keeper_version_mismatch_is_a_clear_error(
+    tmp_path: Path, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote_machine, "KEEPER_VERSION", "trialfleet-keeper 9.9 protocol 9")
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts[:1]))
+    with pytest.raises(PlatformError, match=r"trial keeper version mismatch: .* says 'trialfleet-keeper 1"):
+        await service.start()
+    await service.close()
