@@ -2,19 +2,21 @@
 // results (downsampled on the server, filtered by step and value range) and trial durations.
 
 import { api } from "./api.js";
-import { card, h } from "./dom.js";
+import { adaptiveThrottle, card, h } from "./dom.js";
 import { durationPlot, finalMetricPlot, intermediatePlot, parallelPlot } from "./plots.js";
 import * as trialCache from "./trialcache.js";
 
-const TOP_PERCENTS = [100, 80, 50, 20, 5];
+const TOP_PERCENTS = [100, 80, 50, 20, 5, 1];
+const MAX_LINES = 2000; // parallel-coordinate lines drawn by default; more make the page sluggish
 const TRIAL_LIMITS = [20, 50, 100, 500];
 
 let root = null;
 let state = null;
 let els = {};
-const opts = { mode: null, topPercent: 100, hiddenParams: new Set(), key: "default", step: "", min: "", max: "", trials: 50 };
+const opts = { mode: null, topPercent: null, hiddenParams: new Set(), key: "default", step: "", min: "", max: "", trials: 50 };
 let trials = [];
 let intermediateBusy = false;
+let intermediateAgain = false; // asked again while busy: the newest filters must win
 
 function select(id, values, current, label, onChange) {
   return h("label", { className: "muted control" }, label, " ", h("select", { className: "select", id, onchange: (e) => onChange(e.target.value) },
@@ -53,15 +55,27 @@ function drawFromCache() {
   durationPlot(els.duration, trials);
 }
 
-async function refreshTrials() {
-  trials = await trialCache.all();
-  if (!root) return;
-  if (els.axes.childElementCount !== paramNames().length) renderAxes();
-  drawFromCache();
+// the largest top-N % that keeps the parallel coordinates under MAX_LINES lines
+function defaultTopPercent(count) {
+  return TOP_PERCENTS.find((p) => (count * p) / 100 <= MAX_LINES) || TOP_PERCENTS[TOP_PERCENTS.length - 1];
 }
 
+const refreshTrials = adaptiveThrottle(async () => {
+  trials = await trialCache.all();
+  if (!root) return;
+  if (opts.topPercent === null) {
+    opts.topPercent = defaultTopPercent(trials.filter((t) => typeof t.final === "number").length);
+    document.getElementById("top-percent").value = String(opts.topPercent);
+  }
+  if (els.axes.childElementCount !== paramNames().length) renderAxes();
+  drawFromCache();
+});
+
 async function refreshIntermediate() {
-  if (intermediateBusy) return;
+  if (intermediateBusy) {
+    intermediateAgain = true;
+    return;
+  }
   intermediateBusy = true;
   try {
     const answer = await api.intermediate({ key: opts.key, step: opts.step, min: opts.min, max: opts.max, trials: opts.trials, points: 200 });
@@ -73,6 +87,10 @@ async function refreshIntermediate() {
     els.intermediateNote.textContent = String(error.message || error);
   } finally {
     intermediateBusy = false;
+    if (intermediateAgain && root) {
+      intermediateAgain = false;
+      refreshIntermediate();
+    }
   }
 }
 
@@ -113,7 +131,7 @@ function mount(container, appState) {
     card("Hyper-parameters", h("div", {},
       h("div", { className: "controls" }, els.axes, h("span", { className: "muted small" }, "Drag an axis title to reorder; drag along an axis to filter.")),
       els.parallel),
-    select("top-percent", TOP_PERCENTS, opts.topPercent, "Show", (v) => { opts.topPercent = +v; drawParallel(); })),
+    select("top-percent", TOP_PERCENTS, opts.topPercent ?? 100, "Show", (v) => { opts.topPercent = +v; drawParallel(); })),
     h("div", { className: "grid grid-2" },
       card("Intermediate results", h("div", {}, intermediateControls(), els.intermediate)),
       card("Duration", els.duration)));
@@ -128,7 +146,7 @@ function update(delta, appState) {
     refreshTrials();
     refreshIntermediate();
   } else if (state.exp.counts.RUNNING) {
-    durationPlot(els.duration, trials); // running bars grow every second
+    refreshTrials(); // running trials' duration bars grow every second
   }
 }
 

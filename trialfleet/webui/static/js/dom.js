@@ -122,3 +122,27 @@ export function scalar(value) {
   if (value && typeof value === "object") value = value.default;
   return typeof value === "number" && Number.isFinite(value) ? value : null;
 }
+
+// Coalesce calls to an expensive redraw: it runs at once when idle, otherwise once more after a pause of
+// four times its last duration, so big charts never take more than a fifth of the page's time.
+export function adaptiveThrottle(fn) {
+  let cost = 0;
+  let last = 0;
+  let timer = null;
+  let running = false;
+  const run = async () => {
+    timer = null;
+    running = true;
+    const started = performance.now();
+    try { await fn(); } finally {
+      running = false;
+      last = performance.now();
+      cost = last - started;
+    }
+  };
+  return () => {
+    if (timer || running) { if (!timer) timer = setTimeout(run, 4 * cost); return; }
+    const wait = Math.max(0, last + 4 * cost - performance.now());
+    if (wait) timer = setTimeout(run, wait); else run();
+  };
+}

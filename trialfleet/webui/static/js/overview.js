@@ -2,7 +2,7 @@
 
 import { api, updateExperiment } from "./api.js";
 import {
-  badge, card, fmtDuration, fmtNumber, fmtParams, fmtTime, h, jsonBlock, modal, parseDuration, STATUS_COLORS,
+  adaptiveThrottle, badge, card, fmtDuration, fmtNumber, fmtParams, fmtTime, h, jsonBlock, modal, parseDuration, STATUS_COLORS,
   toast, TRIAL_STATUSES, trialDuration,
 } from "./dom.js";
 import { finalMetricPlot } from "./plots.js";
@@ -143,9 +143,10 @@ async function refreshBest() {
   slots.best.replaceChildren(bestTrialsTable(answer.trials.filter((t) => typeof t.final === "number")));
 }
 
-async function refreshChart() {
-  finalMetricPlot(slots.chart, await trialCache.all(), mode);
-}
+const refreshChart = adaptiveThrottle(async () => {
+  const trials = await trialCache.all();
+  if (root) finalMetricPlot(slots.chart, trials, mode);
+});
 
 function renderCards(exp) {
   slots.cards.replaceChildren(infoCard(exp), durationCard(exp), trialsCard(exp));

@@ -21,15 +21,26 @@ function layout(extra = {}) {
   };
 }
 
-export function plotlyReady(el) {
-  if (window.Plotly) return true;
-  el.replaceChildren(h("div", { className: "empty error" },
-    "plotly.js is not available: install the Python package with pip install 'plotly>=5'"));
-  return false;
+// plotly.js (4.8 MB) is loaded on first use, so pages without charts appear without waiting for it
+let plotlyLoading = null;
+
+function loadPlotly() {
+  if (window.Plotly) return Promise.resolve(true);
+  plotlyLoading ??= new Promise((resolve) => {
+    const script = h("script", { src: "webui/vendor/plotly.min.js" });
+    script.onload = () => resolve(true);
+    script.onerror = () => resolve(false);
+    document.head.append(script);
+  });
+  return plotlyLoading;
 }
 
-function draw(el, traces, lay) {
-  if (!plotlyReady(el)) return;
+async function draw(el, traces, lay) {
+  if (!(await loadPlotly())) {
+    el.replaceChildren(h("div", { className: "empty error" },
+      "plotly.js is not available: install the Python package with pip install 'plotly>=5'"));
+    return;
+  }
   el.querySelector(".empty")?.remove();
   window.Plotly.react(el, traces, lay, CONFIG);
 }

@@ -110,7 +110,9 @@ function headerCell(col) {
   return h("th", {
     className: `${col.sort ? "sortable" : ""} ${active ? "sorted" : ""} ${(col.cls || "").includes("num") ? "num" : ""}`,
     onclick: col.sort ? () => {
-      view.order = active && view.order === "desc" ? "asc" : active ? "desc" : "asc";
+      // decided at click time: a second click may come before the table is redrawn
+      const again = view.sort === col.sort;
+      view.order = again && view.order === "asc" ? "desc" : "asc";
       view.sort = col.sort;
       reload();
     } : null,

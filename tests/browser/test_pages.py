@@ -1,0 +1,233 @@
+"""Every page of the web UI on an experiment with known content, served by a real manager in view mode."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from webui_experiments import (
+    fill,
+    final_of,
+    manager_process,
+    new_experiment,
+    params_of,
+    screenshot,
+)
+
+from trialfleet.status import TrialStatus
+from trialfleet.storage import ExperimentStore
+
+pytestmark = pytest.mark.browser
+
+N = 60
+STEPS = 12
+
+
+def status_of(i: int) -> TrialStatus:
+    if i == N - 1:
+        return TrialStatus.RUNNING
+    if i == N - 2:
+        return TrialStatus.WAITING
+    if i % 11 == 3:
+        return TrialStatus.FAILED
+    if i % 13 == 5:
+        return TrialStatus.USER_CANCELED
+    if i % 17 == 7:
+        return TrialStatus.EARLY_STOPPED
+    return TrialStatus.SUCCEEDED
+
+
+STATUSES = [status_of(i) for i in range(N)]
+SUCCEEDED = [i for i in range(N) if STATUSES[i] is TrialStatus.SUCCEEDED]
+ERROR = "tuner failed in generate_parameters: out of memory"
+
+
+@dataclass(frozen=True)
+class Viewed:
+    url: str
+    experiment_id: str
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def viewed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Viewed]:
+    tmp_path = tmp_path_factory.mktemp("viewed")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
+        experiment_id, experiment_dir = new_experiment(tmp_path)
+        store = ExperimentStore.for_experiment_dir(experiment_dir)
+        fill(store, N, STEPS, STATUSES)
+        store.update_experiment(status="ERROR", error=ERROR)
+        store.close()
+        with manager_process(experiment_dir, "view") as manager:
+            yield Viewed(manager.url, experiment_id, tmp_path / "home")
+
+
+def texts(page: Any, selector: str) -> list[str]:
+    return [t.strip() for t in page.locator(selector).all_inner_texts()]
+
+
+def count_in(page: Any, selector: str) -> int:
+    return int(page.locator(selector).count())
+
+
+def test_overview_shows_counts_best_trials_search_space_and_the_error(viewed: Viewed, page: Any) -> None:
+    page.goto(f"{viewed.url}/#/overview")
+    page.locator("#best-trials tbody tr").first.wait_for()
+    for status, number in Counter(STATUSES).items():
+        assert texts(page, f"#status-counts .chip[data-status={status.value}] .count") == [str(number)]
+    assert page.locator("#trial-total").inner_text().startswith(str(N))
+    best = max(SUCCEEDED, key=final_of)
+    assert texts(page, "#best-trials tbody tr td:first-child")[0] == str(best)
+    assert count_in(page, "#best-trials tbody tr") == 10
+
+    page.locator("#best-mode").select_option("minimize")
+    worst = min(SUCCEEDED, key=final_of)
+    page.wait_for_function(
+        "n => document.querySelector('#best-trials tbody tr td')?.textContent === String(n)", arg=worst
+    )
+    assert count_in(page, "#search-space-table tbody tr") == 3
+    page.wait_for_function(
+        "n => document.querySelectorAll('#overview-metric-plot .scatterlayer .trace:first-child .point').length === n",
+        arg=len(SUCCEEDED),
+    )
+    assert ERROR in page.locator("#exp-error").inner_text()
+    log_link = page.locator("#exp-error a").get_attribute("href")
+    assert log_link == "logs/manager.log"
+    assert page.request.get(f"{viewed.url}/{log_link}").ok
+    assert page.locator("#edit-concurrency").is_disabled()  # a viewed experiment cannot be changed
+    screenshot(page, "overview-viewed")
+
+
+def range_text(page: Any) -> str:
+    return str(page.locator("#page-range").inner_text())
+
+
+def wait_range(page: Any, text: str) -> None:
+    page.wait_for_function("t => document.querySelector('#page-range')?.textContent === t", arg=text)
+
+
+def test_trials_table_searches_filters_sorts_pages_and_chooses_columns(viewed: Viewed, page: Any) -> None:
+    page.goto(f"{viewed.url}/#/trials")
+    wait_range(page, f"1\u201320 of {N}")
+    assert texts(page, "#trials-table tbody tr td.num")[0] == str(N - 1)  # newest first
+    page.locator("#next-page").click()
+    wait_range(page, f"21\u201340 of {N}")
+    assert page.locator("#trials-table tbody tr").first.get_attribute("data-trial") == f"t{N - 21:05d}"
+
+    page.locator("#trial-search").fill("t00042")
+    wait_range(page, "1\u20131 of 1")
+    page.locator("#trial-search").fill("rmsprop")
+    rmsprop = sum(1 for i in range(N) if params_of(i)["optimizer"] == "rmsprop")
+    wait_range(page, f"1\u2013{min(20, rmsprop)} of {rmsprop}")
+    page.locator("#trial-search").fill("")
+
+    failed = STATUSES.count(TrialStatus.FAILED)
+    page.locator("#status-filter .chip[data-status=FAILED]").click()
+    wait_range(page, f"1\u2013{failed} of {failed}")
+    assert set(
+        page.locator("#trials-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.status)")
+    ) == {"FAILED"}
+    page.locator("#status-filter .chip[data-status=FAILED]").click()
+    wait_range(page, f"1\u201320 of {N}")
+
+    page.locator("#trials-table th", has_text="Default metric").click()  # ascending, trials without one last
+    page.locator("#trials-table th", has_text="Default metric").click()  # descending
+    best = max(SUCCEEDED, key=final_of)
+    page.wait_for_function(
+        "id => document.querySelector('#trials-table tbody tr')?.dataset.trial === id", arg=f"t{best:05d}"
+    )
+    assert "loss" in texts(page, "#trials-table thead th")  # a dict metric key is a column
+
+    page.locator("#columns-btn").click()
+    page.locator(".dialog input[data-column='param.lr']").uncheck()
+    assert "lr" not in texts(page, "#trials-table thead th")
+    page.locator(".dialog input[data-column='param.lr']").check()
+    assert "lr" in texts(page, "#trials-table thead th")
+    page.locator(".dialog .icon-btn").click()
+    screenshot(page, "trials-viewed")
+
+
+def test_trial_detail_and_compare_show_parameters_and_curves(viewed: Viewed, page: Any) -> None:
+    page.goto(f"{viewed.url}/#/trials/t00010")
+    page.locator("#trial-detail pre.json").first.wait_for()
+    assert '"optimizer": "adam"' in page.locator("#trial-detail pre.json").first.inner_text()
+    page.locator("#trial-detail .tab[data-tab=intermediate]").click()
+    page.wait_for_function(
+        "n => document.querySelectorAll('#detail-plot .scatterlayer .trace .point').length === n", arg=STEPS
+    )
+    assert count_in(page, "#detail-metrics tbody tr") == STEPS + 1  # and the final result
+    page.locator("#detail-close").click()
+    page.locator("#trial-detail").wait_for(state="detached")
+
+    rows = page.locator("#trials-table tbody tr")
+    rows.nth(2).locator("input[type=checkbox]").check()
+    rows.nth(3).locator("input[type=checkbox]").check()
+    page.locator("#compare-btn").click()
+    assert count_in(page, "#compare-table thead th") == 3
+    page.wait_for_function(
+        "() => document.querySelectorAll('#compare-plot .scatterlayer .trace').length === 2"
+    )
+
+
+def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
+    page.goto(f"{viewed.url}/#/charts")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#chart-metric .scatterlayer .trace:first-child .point').length === n",
+        arg=len(SUCCEEDED),
+    )
+    assert count_in(page, "#chart-metric .scatterlayer .trace .js-line") >= 1  # the best-so-far curve
+    assert count_in(page, "#chart-parallel .y-axis") == 4  # lr, batch_size, optimizer, metric
+    started = sum(1 for s in STATUSES if s is not TrialStatus.WAITING)
+    assert count_in(page, "#chart-duration .barlayer .point") == started
+    page.wait_for_function(
+        "() => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === 50"
+    )
+    assert page.locator("#intermediate-note").inner_text() == f"showing the newest 50 of {started} trials"
+    screenshot(page, "charts-viewed")
+
+    page.locator("#top-percent").select_option("20")
+    top = math.ceil(len(SUCCEEDED) * 0.2)
+    page.wait_for_function(
+        "n => document.querySelector('#chart-parallel').data[0].dimensions[0].values.length === n", arg=top
+    )
+    page.locator("#chart-parallel").scroll_into_view_if_needed()
+    page.locator("input[data-axis=batch_size]").uncheck()
+    page.wait_for_function("() => document.querySelectorAll('#chart-parallel .y-axis').length === 3")
+
+    # the last intermediate result equals the final metric: filter on it at index 11
+    page.locator("#intermediate-step").fill(str(STEPS - 1))
+    page.locator("#intermediate-min").fill("0.7025")
+    page.locator("#intermediate-min").press("Enter")
+    page.locator("#intermediate-trials").select_option("500")
+    high = sum(1 for i in range(N) if STATUSES[i] is not TrialStatus.WAITING and final_of(i) >= 0.7025)
+    page.wait_for_function(
+        "n => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === n", arg=high
+    )
+
+
+def test_experiments_page_lists_every_experiment_of_the_manifest(
+    viewed: Viewed, page: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRIALFLEET_HOME", str(viewed.home))
+    other_id, _ = new_experiment(tmp_path, experiment_name="resnet-search")
+    page.goto(f"{viewed.url}/#/experiments")
+    page.locator(f"#experiments-table tr[data-experiment='{other_id}']").wait_for()
+    current = page.locator(f"#experiments-table tr[data-experiment='{viewed.experiment_id}']")
+    assert current.locator("a").get_attribute("href") == "#/overview"
+    assert "resnet-search" in page.locator(f"tr[data-experiment='{other_id}']").inner_text()
+    assert count_in(page, "#experiments-table tbody tr") == 2
+    screenshot(page, "experiments")
+
+
+def test_nni_web_ui_paths_open_the_matching_page(viewed: Viewed, page: Any) -> None:
+    page.goto(f"{viewed.url}/detail")
+    page.locator("#trials-table tbody tr").first.wait_for()
+    assert page.url.endswith("/#/trials")
+    page.goto(f"{viewed.url}/oview")
+    page.locator("#best-trials").wait_for()
