@@ -156,6 +156,7 @@ class RemoteTrainingService(TrainingService):
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
         name = spec.trial_id if spec.attempt == 0 else f"{spec.trial_id}.{spec.attempt}"
+        self._watch_links()
         placed = self._where_launched(name)
         if isinstance(placed, Deferred):
             return placed

@@ -159,3 +159,26 @@ async def test_blackholed_host_fails_its_trials_after_the_grace_period_others_fi
     for trial_id in "bcd":
         assert seen.ended[trial_id].status is TrialStatus.SUCCEEDED
     assert periodical(seen, "b") == list(range(0, 500, 10))
+
+
+async def test_submit_is_idempotent_for_a_manager_that_restarted(
+    tmp_path: Path, fleet: Fleet, control: Path, code_dir: Path
+) -> None:
+    """A manager killed between launching a trial and recording its handle submits it again: same trial."""
+    context = remote_context(tmp_path / "experiment", fleet.hosts)
+    first = RemoteTrainingService(context)
+    await first.start()
+    handle = dict((await submit(first, spec("again", code_dir, control))).handle)
+    await first.close(kill_trials=False)
+    second = RemoteTrainingService(context)
+    await second.start()
+    try:
+        for _ in range(2):  # the second offer, within the same service, is answered the same way
+            assert dict((await submit(second, spec("again", code_dir, control))).handle) == handle
+        for phase in (1, 2):
+            (control / f"again-go{phase}").touch()
+        seen = await poll_until(second, lambda s: "again" in s.ended)
+    finally:
+        await second.close(kill_trials=True)
+    assert seen.ended["again"].status is TrialStatus.SUCCEEDED
+    assert periodical(seen, "again") == sent_values(fleet.host_of(handle), handle)  # one run, not two
