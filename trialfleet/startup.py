@@ -5,9 +5,6 @@ is written or started.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -61,30 +58,10 @@ def spawn(
     """Start the detached manager process and wait until it answers."""
     from trialfleet.manager.launcher import spawn_manager
 
-    with _url_prefix_env(url_prefix):
-        launched = spawn_manager(experiment_dir, action, port, host, debug)
+    launched = spawn_manager(experiment_dir, action, port, host, debug, url_prefix or "")
     if url_prefix:
         manifest.upsert(launched.experiment_id, prefixUrl=url_prefix.strip("/"))
     return launched
-
-
-@contextmanager
-def _url_prefix_env(url_prefix: str | None) -> Iterator[None]:
-    """The manager process takes its URL prefix from the environment it inherits (see server.app)."""
-    from trialfleet.server.app import URL_PREFIX_ENV
-
-    previous = os.environ.get(URL_PREFIX_ENV)
-    if url_prefix:
-        os.environ[URL_PREFIX_ENV] = url_prefix
-    else:
-        os.environ.pop(URL_PREFIX_ENV, None)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(URL_PREFIX_ENV, None)
-        else:
-            os.environ[URL_PREFIX_ENV] = previous
 
 
 def check_relaunch(

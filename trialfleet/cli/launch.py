@@ -90,7 +90,7 @@ def _run_foreground(
     import os
 
     from trialfleet.cli import foreground
-    from trialfleet.server.app import URL_PREFIX_ENV
+    from trialfleet.manager.launcher import URL_PREFIX_ENV
     from trialfleet.storage import manifest
 
     if url_prefix:

@@ -24,6 +24,8 @@ from trialfleet.status import ExperimentStatus
 from trialfleet.storage import ExperimentStore, manifest
 
 DEFAULT_PORT = 8080
+#: the manager process's URL prefix (``--url_prefix``), read by ``trialfleet.server.app.create_app``
+URL_PREFIX_ENV = "TRIALFLEET_URL_PREFIX"
 READY_TIMEOUT = 60.0
 
 
@@ -122,11 +124,17 @@ def manager_command(experiment_dir: Path, action: str, port: int, host: str, deb
 
 
 def spawn_manager(
-    experiment_dir: Path, action: str, port: int, host: str = "127.0.0.1", debug: bool = False
+    experiment_dir: Path,
+    action: str,
+    port: int,
+    host: str = "127.0.0.1",
+    debug: bool = False,
+    url_prefix: str = "",
 ) -> Launched:
-    """Start a detached manager process and wait until its REST server answers."""
+    """Start a detached manager process and wait until its REST server answers (under ``url_prefix``)."""
     log_dir = experiment_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
+    prefix = url_prefix.strip("/")
     with open(log_dir / "nnictl_stdout.log", "ab") as out, open(log_dir / "nnictl_stderr.log", "ab") as err:
         proc = subprocess.Popen(
             manager_command(experiment_dir, action, port, host, debug),
@@ -134,10 +142,11 @@ def spawn_manager(
             stdout=out,
             stderr=err,
             start_new_session=True,
+            env={**os.environ, URL_PREFIX_ENV: prefix},
         )
     experiment_id = experiment_dir.name
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
-    wait_ready(proc, url, log_dir / "nnictl_stderr.log")
+    wait_ready(proc, f"{url}/{prefix}" if prefix else url, log_dir / "nnictl_stderr.log")
     return Launched(experiment_id, experiment_dir, url, proc.pid)
 
 

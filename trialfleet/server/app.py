@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
+from trialfleet.manager.launcher import URL_PREFIX_ENV
 from trialfleet.server import routes_files, routes_read, routes_write
 from trialfleet.server.context import ServerContext
 from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
     from trialfleet.manager.experiment_manager import ExperimentManager
 
 API_PATH = "/api/v1/nni"
-#: the launcher passes ``--url_prefix`` to the manager process through this variable
-URL_PREFIX_ENV = "TRIALFLEET_URL_PREFIX"
 
 
 def normalise_prefix(prefix: str | None) -> str:
