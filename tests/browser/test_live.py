@@ -148,3 +148,36 @@ def test_editing_the_experiment_and_submitting_a_customized_trial_take_effect(
         assert custom[0].hyper_parameters["optimizer"] == "adam"
         page.locator(f"#trials-table tr[data-trial='{custom[0].id}']").wait_for()
         hold_trials(tmp_path, False)
+
+
+def test_a_finished_experiment_renders_every_page_with_its_trials(tmp_path: Path, page: Any) -> None:
+    """24 real trials chosen by TPE, four at a time; the screenshots of this run illustrate the docs."""
+    tuner = {"name": "TPE", "classArgs": {"optimize_mode": "maximize", "seed": 3}}
+    _, experiment_dir = new_experiment(tmp_path, trial_concurrency=4, max_trial_number=24, tuner=tuner)
+    store = reader(experiment_dir)
+    with manager_process(experiment_dir, "create") as manager:
+        page.goto(f"{manager.url}/#/overview")
+        page.locator("#exp-title .badge[data-status=DONE]").wait_for(timeout=90_000)
+        assert store.trial_counts() == {TrialStatus.SUCCEEDED: 24}
+        page.wait_for_function("() => document.querySelectorAll('#best-trials tbody tr').length === 10")
+        assert page.locator("#status-counts .chip[data-status=SUCCEEDED] .count").inner_text() == "24"
+        page.wait_for_function(
+            "() => document.querySelectorAll('#overview-metric-plot .scatterlayer .trace:first-child .point').length === 24"
+        )
+        screenshot(page, "overview")
+
+        page.goto(f"{manager.url}/#/trials")
+        page.locator("#trials-table tbody tr[data-status=SUCCEEDED]").first.wait_for()
+        assert page.locator("#trials-table tbody tr").count() == 20
+        screenshot(page, "trials")
+
+        page.goto(f"{manager.url}/#/charts")
+        page.wait_for_function(
+            "() => document.querySelectorAll('#chart-metric .scatterlayer .trace:first-child .point').length === 24"
+        )
+        page.wait_for_function(
+            "() => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === 24"
+        )
+        assert page.locator("#chart-duration .barlayer .point").count() == 24
+        assert page.locator("#chart-parallel .y-axis").count() == 4
+        screenshot(page, "charts")

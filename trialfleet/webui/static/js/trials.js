@@ -52,7 +52,7 @@ function columns() {
     { key: "duration", label: "Duration", sort: "duration", render: (t) => fmtDuration(trialDuration(t)), cls: "num" },
     { key: "start", label: "Start", sort: "startTime", render: (t) => h("span", { title: fmtTime(t.start) }, fmtShortTime(t.start)) },
     { key: "end", label: "End", sort: "endTime", render: (t) => h("span", { title: fmtTime(t.end) }, fmtShortTime(t.end)) },
-    { key: "location", label: "Location", render: (t) => h("span", { className: "mono small ellipsis location", title: t.location || "" }, t.location || "–") },
+    { key: "location", label: "Location", render: (t) => h("span", { className: "mono small ellipsis location", title: t.location || "" }, t.location ? `\u200e${t.location}\u200e` : "–") },
     { key: "message", label: "Message", render: (t) => h("span", { className: "small ellipsis", title: t.message || "" }, t.message || "") },
   ];
   return cols.filter((c) => !view.hidden.has(c.key));

@@ -1,0 +1,138 @@
+"""The web UI's JSON routes and assets, through the real app over a real store (no browser needed)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from webui_experiments import fill, final_of, new_experiment
+
+from trialfleet.manager.experiment_manager import ExperimentManager
+from trialfleet.server.app import create_app
+from trialfleet.status import TrialStatus
+from trialfleet.storage import ExperimentStore, NewMetric
+from trialfleet.webui import plotly_js_path
+from trialfleet.webui.queries import Cursor, TrialQueries, downsample
+
+API = "/api/v1/trialfleet"
+N = 12
+STEPS = 5
+
+
+@pytest.fixture
+def experiment(tmp_path: Path) -> Path:
+    _, experiment_dir = new_experiment(tmp_path)
+    store = ExperimentStore.for_experiment_dir(experiment_dir)
+    statuses = [TrialStatus.SUCCEEDED] * (N - 2) + [TrialStatus.FAILED, TrialStatus.RUNNING]
+    fill(store, N, STEPS, statuses)
+    store.close()
+    return experiment_dir
+
+
+@pytest.fixture
+def client(experiment: Path) -> Iterator[TestClient]:
+    manager = ExperimentManager(experiment, readonly=True)
+    with TestClient(create_app(manager)) as test_client:
+        yield test_client
+
+
+def test_changes_sends_only_the_trials_changed_since_the_cursor(client: TestClient, experiment: Path) -> None:
+    first = client.get(f"{API}/changes").json()
+    assert first["reset"] is True and first["trials"] is None
+    assert first["experiment"]["counts"] == {"SUCCEEDED": N - 2, "FAILED": 1, "RUNNING": 1}
+    assert first["experiment"]["maxTrialNumber"] == 6 and first["experiment"]["optimizeMode"] == "maximize"
+    quiet = client.get(f"{API}/changes", params={"cursor": first["cursor"]}).json()
+    assert quiet["trials"] == [] and quiet["reset"] is False
+
+    writer = ExperimentStore.for_experiment_dir(experiment)
+    running = f"t{N - 1:05d}"
+    writer.add_metrics([NewMetric(running, N - 1, "PERIODICAL", STEPS, "0.5", 1.0)], {})
+    writer.end_trial(running, TrialStatus.SUCCEEDED, 2.0, exit_code=0)
+    changed = client.get(f"{API}/changes", params={"cursor": quiet["cursor"]}).json()
+    assert [(t["id"], t["status"]) for t in changed["trials"]] == [(running, "SUCCEEDED")]
+    assert client.get(f"{API}/changes", params={"cursor": changed["cursor"]}).json()["trials"] == []
+
+
+def test_too_many_changes_ask_the_client_to_reload(experiment: Path) -> None:
+    queries = TrialQueries(ExperimentStore.for_experiment_dir(experiment, readonly=True).path)
+    assert queries.changed_trial_ids(Cursor(0, 0), limit=N) is not None
+    assert queries.changed_trial_ids(Cursor(0, 0), limit=N - 1) is None
+    assert Cursor.decode(Cursor(7, 9).encode()) == Cursor(7, 9)
+    assert Cursor.decode("garbage") is None
+
+
+def test_trial_pages_are_filtered_searched_and_sorted_on_the_server(client: TestClient) -> None:
+    page = client.get(f"{API}/trials", params={"limit": 5, "offset": 5, "order": "desc"}).json()
+    assert page["total"] == N and [t["seq"] for t in page["trials"]] == [6, 5, 4, 3, 2]
+    assert page["metricKeys"] == ["loss"] and page["trials"][0]["intermediateCount"] == STEPS
+
+    failed = client.get(f"{API}/trials", params={"status": "FAILED,RUNNING"}).json()
+    assert {t["status"] for t in failed["trials"]} == {"FAILED", "RUNNING"} and failed["total"] == 2
+    assert client.get(f"{API}/trials", params={"q": "t00007"}).json()["total"] == 1
+    assert client.get(f"{API}/trials", params={"q": "rmsprop"}).json()["total"] == N // 3
+    assert client.get(f"{API}/trials", params={"q": "t0000_"}).json()["total"] == 0  # "_" is no wildcard
+
+    best = client.get(f"{API}/trials", params={"sort": "final", "order": "desc", "limit": 1}).json()
+    assert best["trials"][0]["final"] == max(final_of(i) for i in range(N - 2))
+    by_loss = client.get(f"{API}/trials", params={"sort": "metric.loss", "limit": 1}).json()
+    assert by_loss["trials"][0]["finalData"]["loss"] == round(1 - best["trials"][0]["final"], 4)
+    by_lr = client.get(f"{API}/trials", params={"sort": "param.lr", "order": "desc", "limit": 1}).json()
+    assert by_lr["trials"][0]["params"]["lr"] == max(0.001 + i / 1000 for i in range(N))
+    assert client.get(f"{API}/trials", params={"sort": "param.x'; DROP TABLE trials"}).status_code == 400
+
+
+def test_one_trial_and_its_metrics_after_an_id(client: TestClient) -> None:
+    trial = client.get(f"{API}/trials/t00003").json()
+    assert (
+        trial["status"] == "SUCCEEDED"
+        and trial["exitCode"] == 0
+        and trial["attempts"][0]["status"] == "SUCCEEDED"
+    )
+    metrics = client.get(f"{API}/trials/t00003/metrics").json()["metrics"]
+    assert [m["type"] for m in metrics] == ["PERIODICAL"] * STEPS + ["FINAL"]
+    assert metrics[-1]["value"] == {"default": final_of(3), "loss": round(1 - final_of(3), 4)}
+    after = client.get(f"{API}/trials/t00003/metrics", params={"after": metrics[2]["id"]}).json()["metrics"]
+    assert after == metrics[3:]
+    assert client.get(f"{API}/trials/nope").status_code == 404
+
+
+def test_intermediate_series_are_filtered_and_downsampled(client: TestClient) -> None:
+    answer = client.get(f"{API}/intermediate", params={"trials": 3}).json()
+    assert answer["total"] == N and list(answer["series"]) == ["t00011", "t00010", "t00009"]
+    last_step = {"step": STEPS - 1, "min": 0.52, "trials": 100}
+    high = client.get(f"{API}/intermediate", params=last_step).json()
+    assert high["total"] == sum(1 for i in range(N) if final_of(i) >= 0.52)
+    small = client.get(f"{API}/intermediate", params={"points": 2, "trials": 1}).json()["series"]
+    assert [p[0] for p in small["t00011"]] == [0, STEPS - 1]
+    assert client.get(f"{API}/intermediate", params={"key": "bad key!"}).status_code == 400
+
+
+def test_downsample_keeps_at_most_the_limit_and_always_the_last_point() -> None:
+    points = [[i, float(i)] for i in range(1000)]
+    for limit in (2, 3, 10, 199, 200, 999):
+        kept = downsample(points, limit)
+        assert len(kept) <= limit and kept[0] == points[0] and kept[-1] == points[-1]
+    assert downsample(points[:5], 10) == points[:5]
+
+
+def test_page_assets_and_nni_paths_are_served(client: TestClient) -> None:
+    index = client.get("/")
+    assert index.status_code == 200 and 'src="webui/js/app.js"' in index.text
+    assert client.get("/webui/js/app.js").headers["content-type"].startswith("text/javascript")
+    plotly = client.get("/webui/vendor/plotly.min.js")
+    assert plotly_js_path() is not None, "plotly is a dependency of the web UI: pip install 'plotly>=5'"
+    assert plotly.status_code == 200 and len(plotly.content) == plotly_js_path().stat().st_size  # type: ignore[union-attr]
+    redirect = client.get("/detail", follow_redirects=False)
+    assert redirect.status_code == 307 and redirect.headers["location"] == "./#/trials"
+    assert client.get("/api/v1/nni/check-status").status_code == 200  # NNI's routes are untouched
+
+
+def test_the_ui_works_under_a_url_prefix(experiment: Path) -> None:
+    manager = ExperimentManager(experiment, readonly=True)
+    with TestClient(create_app(manager, url_prefix="nni")) as prefixed:
+        assert prefixed.get("/nni/", follow_redirects=False).status_code == 200
+        assert prefixed.get("/nni/webui/css/app.css").status_code == 200
+        assert json.loads(prefixed.get(f"/nni{API}/experiment").text)["total"] == N
