@@ -61,11 +61,14 @@ def write_trial_inputs(
     parameter_record: str,
     argv: Sequence[str],
     cwd: str,
-    env: Mapping[str, str],
+    env: Mapping[str, str] | None,
     max_duration: float | None = None,
     kill_grace: float = 5.0,
 ) -> None:
-    """Prepare a fresh trial directory: parameter.cfg, command.json (private: it holds the environment), .nni/."""
+    """Prepare a fresh trial directory: parameter.cfg, command.json (private: it holds the environment), .nni/.
+
+    ``env=None`` lets the trial inherit the keeper's environment (a Slurm job's, known only on the node).
+    """
     trial_dir.mkdir(parents=True, exist_ok=True)
     # a directory reused for the same attempt must not show the previous run's records
     for stale in ("keeper.json", "result.json", METRICS_FILE, STDOUT_FILE, STDERR_FILE):
@@ -75,7 +78,7 @@ def write_trial_inputs(
     command = {
         "argv": list(argv),
         "cwd": cwd,
-        "env": dict(env),
+        "env": None if env is None else dict(env),
         "max_duration": max_duration,
         "kill_grace": kill_grace,
         "protocol": KEEPER_PROTOCOL,
