@@ -1,0 +1,33 @@
+"""Helpers shared by the Slurm platform tests (the fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from training_service_contract import make_context
+
+from trialfleet.training_services.base import ExperimentContext
+
+#: every option of SlurmConfig that the service reads, unset
+SLURM_OPTIONS: dict[str, Any] = {
+    "partition": None,
+    "account": None,
+    "qos": None,
+    "time_limit": None,
+    "cpus_per_trial": None,
+    "memory": None,
+    "gpu_request_style": "gres",
+    "sbatch_options": [],
+    "setup_script": None,
+    "login_node": None,
+    "use_sacct": None,
+    "python_path": None,
+}
+
+
+def slurm_context(experiment_dir: Path, shared_directory: Path, **options: Any) -> ExperimentContext:
+    """A context for SlurmTrainingService with a fresh experiment id (job names never collide)."""
+    settings = {**SLURM_OPTIONS, "shared_directory": shared_directory, **options}
+    return make_context(experiment_dir, f"t{uuid.uuid4().hex[:10]}", **settings)

@@ -1,0 +1,135 @@
+"""What is submitted for one trial: the ``sbatch`` command line and the batch script (both golden-file tested).
+
+Every Slurm option travels as its own ``sbatch`` argument, never as an ``#SBATCH`` line: sbatch parses those
+lines with rules of its own (``#`` starts a comment, no newline can be written), while an argument reaches it
+unchanged. The job's working directory is the trial directory, so the output file is given relative to it:
+Slurm expands ``%`` patterns in file names, and a path of the user's may contain ``%``. The script holds only
+bash; each value in it is quoted with :func:`shlex.quote`.
+
+The script runs the setup script (module load, conda activate) in the job's own shell, then replaces itself
+with the trial keeper. The keeper is thus the batch step's main process: ``scancel --batch`` reaches it
+alone, and it ends the trial's process tree and writes result.json before the job ends.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from trialfleet.compat import REAL_NNI_PROBE
+
+JOB_OUTPUT = "slurm.out"  # Slurm's own messages for the job ("CANCELLED DUE TO TIME LIMIT"), in the trial dir
+JOB_ID_FILE = "slurm_job_id"  # written by the job when it starts: finds the job again after MinJobAge
+SCRIPT_NAME = "sbatch.sh"
+#: options trialfleet sets itself; taking them from sbatchOptions would break how trials are found and read
+RESERVED_OPTIONS = frozenset(
+    {"--job-name", "-J", "--output", "-o", "--error", "-e", "--chdir", "-D", "--parsable", "--wrap"}
+    | {"--array", "-a", "--comment", "--requeue", "--no-requeue", "--input", "-i", "--export"}
+)
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.-]+")
+#: inherited variables that would switch a real ``nni`` in the trial to another channel or mode
+CHANNEL_VARIABLES = ("NNI_TRIAL_COMMAND_CHANNEL", "REUSE_MODE", "MULTI_PHASE", "SDK_PROCESS")
+
+
+@dataclass(frozen=True)
+class JobResources:
+    """Per-trial Slurm options from the config (``None``: the partition's default)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit: int | None = None  # seconds; Slurm counts whole minutes, so it is rounded up
+    cpus: int | None = None
+    memory_mb: int | None = None
+    gpus: int | None = None
+    gpu_request_style: str = "gres"  # "gres": --gres=gpu:N, "gpus": --gpus=N
+    extra: Sequence[str] = ()  # sbatchOptions, one argument each
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One trial attempt as a Slurm job; paths are as the cluster nodes see them."""
+
+    experiment_id: str
+    trial_id: str
+    attempt: int
+    trial_dir: str
+    keeper: str  # the keeper script on the shared directory
+    shim_dir: str  # holds the ``nni`` shim; put on PYTHONPATH unless the node's python3 has a real nni
+    env: Mapping[str, str] = field(default_factory=dict)  # added to the job's environment for the trial
+    setup_script: str | None = None
+    python_path: str | None = None  # a directory put first on PATH (a conda environment's bin)
+
+    @property
+    def name(self) -> str:
+        return job_name(self.experiment_id, self.trial_id)
+
+    @property
+    def comment(self) -> str:
+        return job_comment(self.attempt)
+
+
+def job_name(experiment_id: str, trial_id: str) -> str:
+    for what, value in (("experiment id", experiment_id), ("trial id", trial_id)):
+        if not _SAFE_ID.fullmatch(value):
+            raise ValueError(f"{what} {value!r} cannot be part of a Slurm job name (letters, digits, _ . -)")
+    return f"nni_exp_{experiment_id}_trial_{trial_id}"
+
+
+def job_comment(attempt: int) -> str:
+    """Told apart by the comment: every attempt of a trial has the same job name."""
+    return f"trialfleet attempt {attempt}"
+
+
+def reserved_options(options: Sequence[str]) -> list[str]:
+    """The sbatchOptions entries that name an option trialfleet sets itself."""
+    return [option for option in options if option.split("=", 1)[0].strip() in RESERVED_OPTIONS]
+
+
+def sbatch_argv(job: TrialJob, resources: JobResources, script_path: str) -> list[str]:
+    argv = ["sbatch", "--parsable", f"--job-name={job.name}", f"--comment={job.comment}"]
+    argv += [f"--chdir={job.trial_dir}", f"--output={JOB_OUTPUT}", "--no-requeue"]
+    for option, value in (
+        ("--partition", resources.partition),
+        ("--account", resources.account),
+        ("--qos", resources.qos),
+    ):
+        if value is not None:
+            argv.append(f"{option}={value}")
+    if resources.time_limit is not None:
+        argv.append(f"--time={math.ceil(resources.time_limit / 60)}")
+    if resources.cpus is not None:
+        argv.append(f"--cpus-per-task={resources.cpus}")
+    if resources.memory_mb is not None:
+        argv.append(f"--mem={resources.memory_mb}M")
+    if resources.gpus:
+        style = resources.gpu_request_style
+        argv.append(f"--gpus={resources.gpus}" if style == "gpus" else f"--gres=gpu:{resources.gpus}")
+    return [*argv, *resources.extra, script_path]
+
+
+def sbatch_script(job: TrialJob) -> str:
+    q = shlex.quote
+    lines = [
+        "#!/bin/bash",
+        f"# trialfleet: trial {job.trial_id}, attempt {job.attempt}, of experiment {job.experiment_id}.",
+        "# Submitted with sbatch by the trialfleet manager; the options are on its command line.",
+        f'printf "%s\\n" "$SLURM_JOB_ID" > {q(job.trial_dir + "/" + JOB_ID_FILE)}',
+    ]
+    if job.setup_script:
+        lines += ["# --- setupScript ---", job.setup_script.rstrip("\n"), "# --- end of setupScript ---"]
+    if job.python_path:
+        lines.append(f'export PATH={q(job.python_path)}:"$PATH"')
+    lines += [
+        f"unset {' '.join(CHANNEL_VARIABLES)}",
+        "# the nni shim only for a python3 that has no real nni installed",
+        f'if [ "$(python3 -c {q(REAL_NNI_PROBE)} 2>/dev/null)" != yes ]; then',
+        f'    export PYTHONPATH={q(job.shim_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+        "fi",
+    ]
+    assignments = " ".join(q(f"{name}={value}") for name, value in job.env.items())
+    lines.append(f"exec env -- {assignments} python3 -I -S {q(job.keeper)} {q(job.trial_dir)}")
+    return "\n".join(lines) + "\n"

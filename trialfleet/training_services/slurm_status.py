@@ -1,0 +1,341 @@
+"""Slurm's view of trial jobs: the state table, squeue/sacct parsing, how a trial ended, and the job watcher.
+
+The keeper's ``result.json`` decides how a trial ended whenever it exists; Slurm's state only fills in what the
+keeper could not say (node failure, time limit, preemption, a job cancelled before it started). Everything
+here but :class:`JobWatcher` is a pure function of its arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trialfleet.errors import PlatformError
+from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.base import TrialEnded
+from trialfleet.training_services.slurm_runner import CommandRunner
+from trialfleet.training_services.trial_files import ended_from_result, lost
+
+log = logging.getLogger(__name__)
+
+SQUEUE_FORMAT = "JobID:|,State:|,exit_code:|,Reason:|"  # the reason last: it is free text
+SACCT_FORMAT = "JobIDRaw,State,ExitCode,Reason"
+#: how long an ended job may go without result.json showing up on the shared directory (NFS caches) …
+RESULT_GRACE = 3.0
+#: … and when the keeper exited by itself, so it must have written result.json before
+RESULT_GRACE_AFTER_KEEPER_EXIT = 60.0
+_MISSING_QUERIES_BEFORE_GONE = 2
+
+
+@dataclass(frozen=True)
+class StateMeaning:
+    status: TrialStatus
+    failure_kind: FailureKind | None
+    reason: str
+
+
+def _waiting(reason: str) -> StateMeaning:
+    return StateMeaning(TrialStatus.WAITING, None, reason)
+
+
+def _running(reason: str) -> StateMeaning:
+    return StateMeaning(TrialStatus.RUNNING, None, reason)
+
+
+def _failed(kind: FailureKind, reason: str) -> StateMeaning:
+    return StateMeaning(TrialStatus.FAILED, kind, reason)
+
+
+INFRA, USER = FailureKind.INFRASTRUCTURE, FailureKind.USER_CODE
+SLURM_STATES: Mapping[str, StateMeaning] = {
+    "PENDING": _waiting("waiting in the Slurm queue"),
+    "CONFIGURING": _waiting("nodes allocated, getting ready"),
+    "REQUEUED": _waiting("requeued by Slurm"),
+    "REQUEUE_HOLD": _waiting("requeued and held"),
+    "REQUEUE_FED": _waiting("requeued by the federation"),
+    "RESV_DEL_HOLD": _waiting("held: its reservation was deleted"),
+    "RUNNING": _running("running"),
+    "COMPLETING": _running("completing"),
+    "SIGNALING": _running("being signalled"),
+    "STAGE_OUT": _running("staging out files"),
+    "RESIZING": _running("changing size"),
+    "SUSPENDED": _running("suspended"),
+    "STOPPED": _running("stopped with SIGSTOP"),
+    "COMPLETED": StateMeaning(TrialStatus.SUCCEEDED, None, "the job completed"),
+    "FAILED": _failed(USER, "the job failed"),
+    "CANCELLED": StateMeaning(
+        TrialStatus.USER_CANCELED, FailureKind.CANCELED, "cancelled with scancel outside trialfleet"
+    ),
+    "TIMEOUT": StateMeaning(TrialStatus.EARLY_STOPPED, FailureKind.TIMEOUT, "reached its Slurm time limit"),
+    "DEADLINE": StateMeaning(TrialStatus.EARLY_STOPPED, FailureKind.TIMEOUT, "reached its Slurm deadline"),
+    "NODE_FAIL": _failed(INFRA, "a node of the job failed"),
+    "PREEMPTED": _failed(INFRA, "preempted by Slurm"),
+    "BOOT_FAIL": _failed(INFRA, "its node failed to boot"),
+    "REVOKED": _failed(INFRA, "revoked: a sibling job started on another cluster"),
+    # the trial used more memory than it asked for: running it again the same way fails the same way
+    "OUT_OF_MEMORY": _failed(USER, "out of memory: the trial used more than the memory it requested"),
+    "SPECIAL_EXIT": _failed(USER, "held by Slurm in SPECIAL_EXIT after its exit code"),
+}
+
+
+def slurm_state_meaning(state: str) -> StateMeaning:
+    """A Slurm job state (squeue's ``RUNNING``, sacct's ``CANCELLED by 1000`` or ``CANCELLED+``) → ours."""
+    base = normalise_state(state)
+    meaning = SLURM_STATES.get(base)
+    return meaning or StateMeaning(TrialStatus.UNKNOWN, None, f"unknown Slurm job state {state!r}")
+
+
+def normalise_state(state: str) -> str:
+    words = state.split()
+    return words[0].rstrip("+").upper() if words else ""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    job_id: str
+    state: str  # normalised: "CANCELLED", never "CANCELLED by 0"
+    reason: str | None = None  # "Resources", "Priority", "TimeLimit"; None for Slurm's "None"
+    exit_code: int | None = None  # set when the batch script exited by itself
+    signal: int | None = None  # set when it was killed by a signal
+
+    @property
+    def meaning(self) -> StateMeaning:
+        return slurm_state_meaning(self.state)
+
+    @property
+    def ended(self) -> bool:
+        return self.meaning.status.is_terminal
+
+    @property
+    def waiting(self) -> bool:
+        return self.meaning.status is TrialStatus.WAITING
+
+    @property
+    def running(self) -> bool:
+        return self.meaning.status is TrialStatus.RUNNING
+
+    def describe(self) -> str:
+        """``Slurm job 12 FAILED, signal 9`` for messages."""
+        parts = [f"Slurm job {self.job_id} {self.state}"]
+        if self.signal:
+            parts.append(f"signal {self.signal}")
+        elif self.exit_code:
+            parts.append(f"exit code {self.exit_code}")
+        if self.reason:
+            parts.append(f"reason {self.reason}")
+        return ", ".join(parts)
+
+
+def parse_squeue(out: str) -> dict[str, SlurmJob]:
+    """Lines of ``squeue --noheader --Format=<SQUEUE_FORMAT>``; ``exit_code`` is a raw wait status there."""
+    jobs: dict[str, SlurmJob] = {}
+    for line in out.splitlines():
+        fields = line.removesuffix("|").split("|", 3)
+        if len(fields) != 4 or not fields[0].strip():
+            continue
+        job_id, state, status, reason = (field.strip() for field in fields)
+        raw = int(status) if status.isdigit() else 0
+        signal, code = raw & 0x7F, (raw >> 8) & 0xFF
+        jobs[job_id] = SlurmJob(
+            job_id, normalise_state(state), _reason(reason), None if signal else code, signal or None
+        )
+    return jobs
+
+
+def parse_sacct(out: str) -> dict[str, SlurmJob]:
+    """Lines of ``sacct --noheader --parsable2 --allocations --format=<SACCT_FORMAT>``; ExitCode is ``code:signal``."""
+    jobs: dict[str, SlurmJob] = {}
+    for line in out.splitlines():
+        fields = line.split("|", 3)
+        if len(fields) != 4 or not fields[0].strip().isdigit():
+            continue  # job steps (12.batch) are left out by --allocations; anything else is not ours
+        job_id, state, exit_status, reason = (field.strip() for field in fields)
+        code, _, signal = exit_status.partition(":")
+        number = int(signal) if signal.isdigit() else 0
+        exit_code = None if number else (int(code) if code.isdigit() else None)
+        jobs[job_id] = SlurmJob(job_id, normalise_state(state), _reason(reason), exit_code, number or None)
+    return jobs
+
+
+def _reason(text: str) -> str | None:
+    return None if text in ("", "None", "(null)") else text
+
+
+def accounting_enabled(scontrol_config: str) -> bool:
+    """From ``scontrol show config``: whether a job accounting database answers sacct."""
+    for line in scontrol_config.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "AccountingStorageType":
+            return value.strip() not in ("", "accounting_storage/none")
+    return False
+
+
+def result_grace(job: SlurmJob, keeper_started: bool) -> float:
+    """How long to wait for result.json after Slurm says the job ended (see the constants)."""
+    if keeper_started and job.signal is None and job.exit_code in (0, 1):
+        return RESULT_GRACE_AFTER_KEEPER_EXIT
+    return RESULT_GRACE
+
+
+def trial_outcome(
+    trial_id: str,
+    result: Mapping[str, Any] | None,
+    job: SlurmJob | None,
+    *,
+    keeper_started: bool,
+    cancel_status: TrialStatus | None,
+    gone: bool,
+    settled: bool,
+) -> TrialEnded | None:
+    """How the trial ended, or None while that is not known yet.
+
+    ``result`` is the keeper's result.json; ``job`` the last state Slurm reported; ``gone`` means Slurm no
+    longer knows the job; ``settled`` that the job ended long enough ago for result.json to be visible.
+    """
+    if result is not None:
+        return _outcome_from_result(trial_id, result, job, cancel_status)
+    if gone:
+        if cancel_status is not None:
+            return TrialEnded(trial_id, cancel_status, time.time(), None, "canceled", FailureKind.CANCELED)
+        return lost(trial_id, "lost: the Slurm job is gone and the trial keeper left no final record")
+    if job is None or not job.ended:
+        return None
+    if cancel_status is not None:
+        message = f"canceled ({job.describe()})"
+        return TrialEnded(trial_id, cancel_status, time.time(), None, message, FailureKind.CANCELED)
+    if not settled:
+        return None
+    if job.state in ("COMPLETED", "FAILED"):
+        if keeper_started:
+            return lost(trial_id, f"lost: the trial keeper ended without a final record ({job.describe()})")
+        message = f"the job ended before the trial keeper started ({job.describe()}); see slurm.out"
+        return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), job.exit_code, message, USER)
+    return _slurm_ended(trial_id, job, exit_code=job.exit_code)
+
+
+def _outcome_from_result(
+    trial_id: str, result: Mapping[str, Any], job: SlurmJob | None, cancel_status: TrialStatus | None
+) -> TrialEnded | None:
+    if not result.get("canceled") or cancel_status is not None or job is None:
+        return ended_from_result(trial_id, result, cancel_status)
+    # the keeper was signalled, not by us: by Slurm (time limit, preemption, scancel) or by hand
+    if not job.ended:
+        return None  # Slurm will say why soon
+    if job.state in ("COMPLETED", "FAILED"):
+        return ended_from_result(trial_id, result)  # someone signalled the keeper itself
+    return _slurm_ended(trial_id, job, exit_code=result.get("exit_code"))
+
+
+def _slurm_ended(trial_id: str, job: SlurmJob, *, exit_code: int | None) -> TrialEnded:
+    meaning = job.meaning
+    return TrialEnded(
+        trial_id,
+        meaning.status,
+        time.time(),
+        exit_code,
+        f"{meaning.reason} ({job.describe()})",
+        meaning.failure_kind,
+    )
+
+
+class JobWatcher:
+    """The one place that asks Slurm about jobs: one batched squeue for every live job when a query is due.
+
+    Queries start 2 s apart and back off towards ``max_interval`` while nothing changes; a change, a new job
+    or :meth:`hurry` brings them back to 2 s. Ended jobs are kept and never asked about again. A failed
+    query is logged and retried later; it never raises.
+    """
+
+    def __init__(
+        self,
+        runner: CommandRunner,
+        *,
+        use_sacct: bool,
+        min_interval: float = 2.0,
+        max_interval: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.runner = runner
+        self.use_sacct = use_sacct
+        self.min_interval, self.max_interval = min_interval, max_interval
+        self.clock = clock
+        self.jobs: dict[str, SlurmJob] = {}
+        self.ended_at: dict[str, float] = {}  # the cache of finished jobs: when each was first seen ended
+        self._missing: dict[str, int] = {}
+        self._interval = min_interval
+        self._next_query = 0.0
+
+    def watch(self, job_id: str) -> None:
+        self._missing.setdefault(job_id, 0)
+        self.hurry()
+
+    def forget(self, job_id: str) -> None:
+        for table in (self.jobs, self.ended_at, self._missing):
+            table.pop(job_id, None)
+
+    def hurry(self) -> None:
+        self._interval = self.min_interval
+        self._next_query = 0.0
+
+    def gone(self, job_id: str) -> bool:
+        """Slurm no longer knows the job (purged after MinJobAge, and no accounting to ask)."""
+        return self._missing.get(job_id, 0) >= _MISSING_QUERIES_BEFORE_GONE
+
+    def ended_for(self, job_id: str) -> float | None:
+        """Seconds since the job was first seen ended, None while it is live."""
+        since = self.ended_at.get(job_id)
+        return None if since is None else self.clock() - since
+
+    async def refresh(self) -> None:
+        now = self.clock()
+        live = [job for job in self._missing if job not in self.ended_at and not self.gone(job)]
+        if now < self._next_query or not live:
+            return
+        try:
+            found = await self.query(live)
+        except PlatformError as exc:
+            log.warning("slurm: job status query failed (retried later): %s", exc)
+            found = None
+        changed = found is not None and self._update(live, found, now)
+        self._interval = self.min_interval if changed else min(self._interval * 1.5, self.max_interval)
+        self._next_query = now + self._interval
+
+    async def query(self, job_ids: Iterable[str]) -> dict[str, SlurmJob]:
+        """One squeue for all ``job_ids`` (finished ones too, until MinJobAge), then sacct for the rest."""
+        ids = sorted(set(job_ids), key=int)
+        result = await self.runner.run(
+            ["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}", f"--Format={SQUEUE_FORMAT}"]
+        )
+        # asked about jobs that are all purged already, squeue fails instead of printing nothing
+        if result.code != 0 and "Invalid job id" not in result.err:
+            raise PlatformError(f"squeue failed (exit {result.code}): {result.err.strip()}")
+        found = parse_squeue(result.out) if result.code == 0 else {}
+        missing = [job for job in ids if job not in found]
+        if missing and self.use_sacct:
+            found.update(await self._sacct(missing))
+        return found
+
+    async def _sacct(self, job_ids: list[str]) -> dict[str, SlurmJob]:
+        jobs, fields = f"--jobs={','.join(job_ids)}", f"--format={SACCT_FORMAT}"
+        result = await self.runner.run(["sacct", "--noheader", "--parsable2", "--allocations", jobs, fields])
+        if result.code != 0:
+            raise PlatformError(f"sacct failed (exit {result.code}): {result.err.strip()}")
+        return parse_sacct(result.out)
+
+    def _update(self, asked: list[str], found: dict[str, SlurmJob], now: float) -> bool:
+        changed = False
+        for job_id in asked:
+            job = found.get(job_id)
+            if job is None:
+                self._missing[job_id] += 1
+                changed |= self.gone(job_id)
+                continue
+            self._missing[job_id] = 0
+            changed |= self.jobs.get(job_id) != job
+            self.jobs[job_id] = job
+            if job.ended:
+                self.ended_at[job_id] = now
+        return changed
