@@ -59,12 +59,15 @@ class SshTarget:
 
     @classmethod
     def from_machine(cls, machine: RemoteMachineConfig) -> SshTarget:
+        key_file = machine.ssh_key_file
+        if key_file is not None and "ssh_key_file" not in machine.model_fields_set and not key_file.exists():
+            key_file = None  # NNI's default ~/.ssh/id_rsa is absent: let the agent and the usual keys try
         return cls(
             host=machine.host,
             port=machine.port,
             user=machine.user,
             password=machine.password,
-            key_file=machine.ssh_key_file,
+            key_file=key_file,
             passphrase=machine.ssh_passphrase,
             known_hosts=machine.known_hosts,
             accept_new_host_keys=machine.accept_new_host_keys,

@@ -220,3 +220,29 @@ async def test_keeper_version_mismatch_is_a_clear_error(
     with pytest.raises(PlatformError, match=r"trial keeper version mismatch: .* says 'trialfleet-keeper 1"):
         await service.start()
     await service.close()
+
+
+async def test_every_failing_host_is_listed_with_its_reason(tmp_path: Path, fleet: Fleet) -> None:
+    """One error for the whole fleet: a rejected key on one host, an old python and a full disk on others."""
+    old_python, full_disk = tmp_path / "old-python", tmp_path / "full-disk"
+    for directory, version, free in ((old_python, "[3, 6, 9]", 10**12), (full_disk, "[3, 11, 2]", 4096)):
+        directory.mkdir()
+        script = directory / "python3"  # the host's python3 as the checks see it: what it reports
+        report = f'{{"version": {version}, "root": "/root/x", "free": {free}}}'
+        script.write_text(f"#!/bin/sh\necho '{report}'\n")
+        script.chmod(0o755)
+    machine_list = (
+        machines([fleet.hosts[0]], sshKeyFile=str(fleet.wrong_key))
+        + machines([fleet.hosts[1]], pythonPath=str(old_python))
+        + machines([fleet.hosts[2]], pythonPath=str(full_disk))
+    )
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts, machine_list=machine_list))
+    with pytest.raises(PlatformError) as error:
+        await service.start()
+    await service.close()
+    lines = str(error.value).splitlines()
+    assert lines[0] == "remote: 3 of 3 machine(s) cannot be used:"
+    h1, h2, h3 = (f"  - root@{h.address}:22: " for h in fleet.hosts)
+    assert lines[1].startswith(h1 + "authentication failed")
+    assert lines[2] == h2 + "python3 is 3.6.9; trials need Python >= 3.8 (set pythonPath)"
+    assert lines[3].startswith(h3 + "only 0 MB free under /root/x, need at least ")
