@@ -15,11 +15,12 @@ if TYPE_CHECKING:
 BUILTIN_PLATFORMS: dict[str, str] = {
     "local": "trialfleet.training_services.local:LocalTrainingService",
     "remote": "trialfleet.training_services.remote:RemoteTrainingService",
+    "slurm": "trialfleet.training_services.slurm:SlurmTrainingService",
 }
 
 #: accepted by the config schema; refused at start until implemented
 PLANNED_PLATFORMS: frozenset[str] = frozenset(
-    {"slurm", "openpai", "aml", "dlc", "kubeflow", "frameworkcontroller", "adl", "dlts", "hybrid"}
+    {"openpai", "aml", "dlc", "kubeflow", "frameworkcontroller", "adl", "dlts", "hybrid"}
 )
 
 
