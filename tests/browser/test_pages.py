@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -231,3 +232,15 @@ def test_nni_web_ui_paths_open_the_matching_page(viewed: Viewed, page: Any) -> N
     assert page.url.endswith("/#/trials")
     page.goto(f"{viewed.url}/oview")
     page.locator("#best-trials").wait_for()
+
+
+def test_the_experiment_summary_downloads_profile_trials_and_metrics(viewed: Viewed, page: Any) -> None:
+    page.goto(f"{viewed.url}/#/overview")
+    page.locator("#best-trials").wait_for()
+    with page.expect_download() as download:
+        page.locator("#download-summary").click()
+    summary = json.loads(Path(download.value.path()).read_text())
+    assert summary["experimentParameters"]["id"] == viewed.experiment_id
+    assert len(summary["trialMessage"]) == N
+    started = sum(1 for s in STATUSES if s is not TrialStatus.WAITING)
+    assert len(summary["intermediateResult"]) == started * STEPS + len(SUCCEEDED)

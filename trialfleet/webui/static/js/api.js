@@ -35,6 +35,8 @@ export const api = {
 
   profile: () => request("GET", `${NNI}/experiment`),
   updateProfile: (profile, updateType) => request("PUT", `${NNI}/experiment${query({ update_type: updateType })}`, profile),
+  nniTrials: () => request("GET", `${NNI}/trial-jobs`),
+  nniMetrics: () => request("GET", `${NNI}/metric-data`),
   experimentsInfo: () => request("GET", `${NNI}/experiments-info`),
   killTrial: (id) => request("DELETE", `${NNI}/trial-jobs/${encodeURIComponent(id)}`),
   customizedTrial: (parameters) => request("POST", `${NNI}/trial-jobs`, parameters),

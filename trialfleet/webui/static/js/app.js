@@ -76,7 +76,21 @@ async function poll() {
   setTimeout(poll, POLL_MS);
 }
 
+// NNI's "experiment summary": the profile, every trial and every intermediate result, as one JSON file
+async function downloadSummary(event) {
+  event.preventDefault();
+  const [profile, trials, metrics] = await Promise.all([
+    api.profile(), api.nniTrials(), api.nniMetrics(),
+  ]);
+  const blob = new Blob([JSON.stringify({ experimentParameters: profile, trialMessage: trials, intermediateResult: metrics }, null, 2)],
+    { type: "application/json" });
+  const link = h("a", { href: URL.createObjectURL(blob), download: `experiment-${state.exp.id}.json` });
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+}
+
 function start() {
+  document.getElementById("download-summary").addEventListener("click", downloadSummary);
   document.getElementById("live-toggle").addEventListener("click", () => {
     state.live = !state.live;
     renderHeader();

@@ -82,11 +82,13 @@ async function refreshLog() {
 }
 
 async function fetchMetrics() {
-  const answer = await api.trialMetrics(open_.id, open_.lastMetric);
-  if (!open_ || !answer.metrics.length) return false;
-  open_.metrics.push(...answer.metrics);
-  open_.lastMetric = answer.metrics[answer.metrics.length - 1].id;
-  return true;
+  const current = open_;
+  const answer = await api.trialMetrics(current.id, current.lastMetric);
+  if (open_ !== current || !answer.metrics.length) return false; // closed or another trial opened meanwhile
+  const fresh = answer.metrics.filter((m) => m.id > current.lastMetric); // two updates may overlap
+  current.metrics.push(...fresh);
+  if (fresh.length) current.lastMetric = fresh[fresh.length - 1].id;
+  return fresh.length > 0;
 }
 
 export async function open(id, state, onClose) {
