@@ -68,6 +68,7 @@ const refreshTrials = adaptiveThrottle(async () => {
     document.getElementById("top-percent").value = String(opts.topPercent);
   }
   if (els.axes.childElementCount !== paramNames().length) renderAxes();
+  renderKeyOptions();
   drawFromCache();
 });
 
@@ -100,12 +101,16 @@ function metricKeyOptions() {
   return [...keys];
 }
 
+function renderKeyOptions() {
+  const keys = metricKeyOptions();
+  if (keys.length === els.key.options.length) return;
+  els.key.replaceChildren(...keys.map((k) => h("option", { value: k, selected: k === opts.key }, k)));
+}
+
 function intermediateControls() {
   const input = (id, key, placeholder) => h("input", { className: "input narrow", id, placeholder, value: opts[key], onchange: (e) => { opts[key] = e.target.value.trim(); refreshIntermediate(); } });
   return h("div", { className: "controls" },
-    h("label", { className: "muted control" }, "Metric ", h("select", { className: "select", id: "intermediate-key", onfocus: (e) => {
-      e.target.replaceChildren(...metricKeyOptions().map((k) => h("option", { value: k, selected: k === opts.key }, k)));
-    }, onchange: (e) => { opts.key = e.target.value; refreshIntermediate(); } }, h("option", { value: "default" }, "default"))),
+    h("label", { className: "muted control" }, "Metric ", els.key),
     h("label", { className: "muted control" }, "At index ", input("intermediate-step", "step", "any")),
     h("label", { className: "muted control" }, "value from ", input("intermediate-min", "min", "min"), " to ", input("intermediate-max", "max", "max")),
     select("intermediate-trials", TRIAL_LIMITS, opts.trials, "Trials", (v) => { opts.trials = +v; refreshIntermediate(); }),
@@ -123,6 +128,7 @@ function mount(container, appState) {
     duration: h("div", { className: "plot", id: "chart-duration" }),
     axes: h("div", { className: "chips axes" }),
     intermediateNote: h("span", { className: "muted small", id: "intermediate-note" }),
+    key: h("select", { className: "select", id: "intermediate-key", onchange: (e) => { opts.key = e.target.value; refreshIntermediate(); } }),
   };
   const modeSelect = select("metric-mode", ["maximize", "minimize"], opts.mode, "Optimize", (v) => { opts.mode = v; drawFromCache(); });
   root.append(
