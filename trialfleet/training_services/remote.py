@@ -40,7 +40,6 @@ from trialfleet.training_services.base import (
     TrialSpec,
 )
 from trialfleet.training_services.code_packing import pack_code_dir
-from trialfleet.training_services.gpu import allocate_gpus
 from trialfleet.training_services.remote_machine import RemoteMachine, support_archive
 from trialfleet.training_services.ssh import SshLinkError
 from trialfleet.training_services.trial_files import (
@@ -144,7 +143,7 @@ class RemoteTrainingService(TrainingService):
             return
         reasons = []
         for machine in (m for m in self.machines if m.ready):
-            choice = self._allocate(machine, await machine.read_gpus(), wanted, assigned={})
+            choice = machine.allocate(await machine.read_gpus(), wanted, assigned={})
             if not isinstance(choice, str):
                 return
             reasons.append(f"  - {machine.name}: {choice}")
@@ -206,25 +205,11 @@ class RemoteTrainingService(TrainingService):
             assigned = Counter(
                 i for host, ids in self._gpu_assignments.values() if host == machine.name for i in ids
             )
-            choice = self._allocate(machine, gpus, spec.gpu_number, assigned)
+            choice = machine.allocate(gpus, spec.gpu_number, assigned)
             if not isinstance(choice, str):
                 return machine, choice
             reasons.append(f"{machine.name}: {choice}")
         return Deferred(f"waiting for {spec.gpu_number} free GPU(s): " + "; ".join(reasons))
-
-    @staticmethod
-    def _allocate(
-        machine: RemoteMachine, gpus: Any, count: int, assigned: Mapping[int, int]
-    ) -> list[int] | str:
-        indices = machine.config.gpu_indices
-        return allocate_gpus(
-            gpus,
-            count,
-            assigned=assigned,
-            max_trials_per_gpu=machine.config.max_trial_number_per_gpu,
-            use_active_gpu=machine.config.use_active_gpu,
-            only_indices=set(indices) if indices is not None else None,
-        )
 
     async def _start_on(
         self, machine: RemoteMachine, spec: TrialSpec, name: str, gpus: list[int] | None
@@ -383,7 +368,11 @@ class RemoteTrainingService(TrainingService):
         if self._gpu_assignments.pop(trial.trial_id, None) is not None and machine is not None:
             machine.forget_gpu_reading()  # its processes are gone: the next allocation sees the GPU free
         if machine is not None and machine.ready:
-            self._spawn(self._copy_logs(machine, trial.handle))
+            self._spawn(
+                machine.copy_trial_files(
+                    trial.handle["trial_dir"], LOG_FILES, self.context.trials_dir / trial.handle["name"]
+                )
+            )
 
     # ---- faults ------------------------------------------------------------------------------------------
 
@@ -469,37 +458,13 @@ class RemoteTrainingService(TrainingService):
         machine = self._by_name.get(handle.get("machine", ""))
         if machine is not None and machine.ready:
             try:
-                return await self._read_remote(machine, handle["trial_dir"], relative)
+                return await machine.read_trial_file(handle["trial_dir"], relative)
             except SshLinkError as exc:
                 self._lost_link(machine, exc)
         local = self.context.trials_dir / handle["name"] / relative
         if local.is_file():
             return await asyncio.to_thread(local.read_bytes)
         raise PlatformError(f"{name}: host {handle.get('machine')} is unreachable and no copy was kept here")
-
-    @staticmethod
-    async def _read_remote(machine: RemoteMachine, trial_dir: str, relative: str) -> bytes:
-        base = await machine.ssh.realpath(trial_dir)
-        path = await machine.ssh.realpath(posixpath.join(trial_dir, relative))
-        if path != base and not path.startswith(base.rstrip("/") + "/"):
-            raise ValueError(f"{relative!r} leads outside the trial directory {trial_dir}")
-        return await machine.ssh.read(path)
-
-    async def _copy_logs(self, machine: RemoteMachine, handle: Mapping[str, Any]) -> None:
-        """Keep the ended trial's logs in the experiment directory, readable when the host is gone."""
-        local_dir = self.context.trials_dir / handle["name"]
-        local_dir.mkdir(parents=True, exist_ok=True)
-        for name in LOG_FILES:
-            try:
-                data = await machine.ssh.read(posixpath.join(handle["trial_dir"], name))
-            except FileNotFoundError:
-                continue
-            except PlatformError as exc:
-                log.info(
-                    "remote: could not copy %s of %s from %s: %s", name, handle["name"], machine.name, exc
-                )
-                return
-            await asyncio.to_thread((local_dir / name).write_bytes, data)
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)

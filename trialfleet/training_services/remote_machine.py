@@ -10,6 +10,7 @@ Remote layout, under ``~/trialfleet/<experiment id>/`` (or the service's root)::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import json
@@ -18,13 +19,19 @@ import posixpath
 import shlex
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.compat import REAL_NNI_PROBE, SHIM_PATH
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.gpu import SMI_APPS_QUERY, SMI_GPU_QUERY, GpuInfo, parse_nvidia_smi
+from trialfleet.training_services.gpu import (
+    SMI_APPS_QUERY,
+    SMI_GPU_QUERY,
+    GpuInfo,
+    allocate_gpus,
+    parse_nvidia_smi,
+)
 from trialfleet.training_services.ssh import COMMAND_TIMEOUT, SshHost, SshTarget
 from trialfleet.training_services.trial_files import KEEPER_SCRIPT, KEEPER_VERSION
 
@@ -231,3 +238,37 @@ class RemoteMachine:
 
     def forget_gpu_reading(self) -> None:
         self._gpus = None
+
+    def allocate(self, gpus: list[GpuInfo], count: int, assigned: Mapping[int, int]) -> list[int] | str:
+        indices = self.config.gpu_indices
+        return allocate_gpus(
+            gpus,
+            count,
+            assigned=assigned,
+            max_trials_per_gpu=self.config.max_trial_number_per_gpu,
+            use_active_gpu=self.config.use_active_gpu,
+            only_indices=set(indices) if indices is not None else None,
+        )
+
+    # ---- trial files -------------------------------------------------------------------------------------
+
+    async def read_trial_file(self, trial_dir: str, relative: str) -> bytes:
+        """A file of a trial directory; ValueError when it leads outside (a symbolic link the trial made)."""
+        base = await self.ssh.realpath(trial_dir)
+        path = await self.ssh.realpath(posixpath.join(trial_dir, relative))
+        if path != base and not path.startswith(base.rstrip("/") + "/"):
+            raise ValueError(f"{relative!r} leads outside the trial directory {trial_dir}")
+        return await self.ssh.read(path)
+
+    async def copy_trial_files(self, trial_dir: str, names: Sequence[str], local_dir: Path) -> None:
+        """Copy what exists of ``names`` to ``local_dir`` (an ended trial's logs, kept on the manager)."""
+        local_dir.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            try:
+                data = await self.ssh.read(posixpath.join(trial_dir, name))
+            except FileNotFoundError:
+                continue
+            except PlatformError as exc:
+                log.info("remote: could not copy %s/%s from %s: %s", trial_dir, name, self.name, exc)
+                return
+            await asyncio.to_thread((local_dir / name).write_bytes, data)

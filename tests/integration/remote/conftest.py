@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "contract"))
 
-from fleet import Fleet, Host, missing_components
-from training_service_contract import make_context
-
-from trialfleet.config import RemoteMachineConfig
-from trialfleet.training_services.base import ExperimentContext
+from fleet import Fleet, missing_components
 
 HOSTS = 3
 
@@ -39,17 +33,3 @@ def fleet(fleet_session: Fleet) -> Iterator[Fleet]:
     """The fleet, every fault a test injected undone afterwards."""
     yield fleet_session
     fleet_session.heal()
-
-
-def machines(hosts: list[Host], **overrides: Any) -> list[RemoteMachineConfig]:
-    return [RemoteMachineConfig.model_validate(host.machine(**overrides)) for host in hosts]
-
-
-def remote_context(
-    experiment_dir: Path, hosts: list[Host], *, grace: int = 60, **options: Any
-) -> ExperimentContext:
-    """A context for RemoteTrainingService with a fresh experiment id (so remote roots never collide)."""
-    options.setdefault("machine_list", machines(hosts))
-    options.setdefault("allow_partial_fleet", False)
-    experiment_id = f"t{uuid.uuid4().hex[:10]}"
-    return make_context(experiment_dir, experiment_id, unreachable_grace_period=grace, **options)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import remote_context
 from fleet import Fleet
+from remote_helpers import remote_context
 from training_service_contract import (
     HOSTILE,
     TrainingServiceContract,

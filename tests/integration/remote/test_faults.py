@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from conftest import remote_context
 from fleet import Fleet, Host
+from remote_helpers import remote_context
 from training_service_contract import TRIAL_PRELUDE, Seen, poll_until, wait_for_file
 
 from trialfleet.status import FailureKind, TrialStatus

@@ -8,8 +8,8 @@ import posixpath
 from pathlib import Path
 
 import pytest
-from conftest import machines, remote_context
 from fleet import Fleet
+from remote_helpers import machines, remote_context
 from training_service_contract import poll_until
 
 from trialfleet.errors import PlatformError
