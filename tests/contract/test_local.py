@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from training_service_contract import TrainingServiceContract, wait_until_gone
+from training_service_contract import TrainingServiceContract, wait_for_file, wait_until_gone
 
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 from trialfleet.training_services.local import LocalTrainingService
@@ -24,7 +24,9 @@ class TestLocalContract(TrainingServiceContract):
     @pytest.fixture
     def hard_kill(self) -> Callable[[Mapping[str, Any]], Awaitable[None]]:
         async def kill(handle: Mapping[str, Any]) -> None:
-            keeper = json.loads((Path(handle["trial_dir"]) / "keeper.json").read_text())
+            keeper_json = Path(handle["trial_dir"]) / "keeper.json"
+            await wait_for_file(keeper_json)  # the command may run before its keeper renamed this into place
+            keeper = json.loads(keeper_json.read_text())
             os.kill(handle["keeper_pid"], signal.SIGKILL)
             os.killpg(keeper["pgid"], signal.SIGKILL)
             await wait_until_gone([handle["keeper_pid"], keeper["pid"]])

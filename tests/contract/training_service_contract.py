@@ -592,5 +592,6 @@ __all__ = [
     "TrainingServiceContract",
     "make_context",
     "poll_until",
+    "wait_for_file",
     "wait_until_gone",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -138,12 +139,19 @@ def test_cancel_signals(tmp_path: Path, sig: signal.Signals) -> None:
 
 
 def test_sigkill_after_the_grace_period(tmp_path: Path) -> None:
-    write_command(tmp_path, "trap '' TERM; sleep 600 & wait; wait", kill_grace=0.2)
+    ignore_term = (
+        "import pathlib, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "pathlib.Path('ready').touch(); time.sleep(600)"
+    )
+    write_command(tmp_path, f"{shlex.quote(sys.executable)} -c {shlex.quote(ignore_term)}", kill_grace=0.2)
     keeper = launch(tmp_path)
-    wait_for(tmp_path / "keeper.json")
+    deadline = time.monotonic() + HANG_GUARD
+    while not (tmp_path / "ready").exists():
+        assert time.monotonic() < deadline, "stuck: the trial never got ready"
+        time.sleep(0.02)
     keeper.send_signal(signal.SIGTERM)
     result = finish(keeper, tmp_path)
-    assert (result["canceled"], result["signal"]) == (True, signal.SIGKILL)
+    assert (result["canceled"], result["signal"]) == (True, signal.SIGKILL), result
 
 
 def test_timeout_ends_the_tree(tmp_path: Path) -> None:

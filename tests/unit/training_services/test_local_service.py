@@ -123,7 +123,8 @@ async def test_keeper_killed_alone_is_lost_and_its_trial_stopped(service, dirs) 
     code, control = dirs
     handle = (await service.submit(spec("orphan", held_command(control, "orphan"), code))).handle
     await wait_for_file(control / "orphan.out")
-    trial_pid = json.loads((Path(handle["trial_dir"]) / "keeper.json").read_text())["pid"]
+    # the command may run before its keeper has renamed keeper.json into place
+    trial_pid = json.loads(await wait_for_file(Path(handle["trial_dir"]) / "keeper.json"))["pid"]
     os.kill(handle["keeper_pid"], signal.SIGKILL)
     ended: dict[str, TrialEnded] = {}
     await poll_until_ended(service, {"orphan"}, ended)
@@ -140,7 +141,7 @@ async def test_cancel_after_the_keeper_died_still_cancels(service, dirs) -> None
     handle = (await service.submit(spec("dead", held_command(control, "dead"), code))).handle
     await wait_for_file(control / "dead.out")
     trial_dir = Path(handle["trial_dir"])
-    trial_pid = json.loads((trial_dir / "keeper.json").read_text())["pid"]
+    trial_pid = json.loads(await wait_for_file(trial_dir / "keeper.json"))["pid"]
     os.kill(handle["keeper_pid"], signal.SIGKILL)
     await wait_until_dead(handle["keeper_pid"])
     await service.cancel("dead")
