@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from trialfleet.storage import ExperimentStore
 from trialfleet.webui.api import build_router
 from trialfleet.webui.queries import TrialQueries
 
@@ -43,9 +44,10 @@ def plotly_js_path() -> Path | None:
 
 def mount(app: FastAPI, manager: ExperimentManager, *, prefix: str = "") -> None:
     """Serve the web UI of ``manager``'s experiment from ``app`` (under ``prefix``, e.g. ``/nni``)."""
+    reader = ExperimentStore(manager.store.path, readonly=True)
     queries = TrialQueries(manager.store.path)
     before = len(app.router.routes)
-    app.include_router(build_router(manager, queries), prefix=prefix)
+    app.include_router(build_router(manager, reader, queries), prefix=prefix)
 
     def plotly_js() -> Response:
         path = plotly_js_path()

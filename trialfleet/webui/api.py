@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
+from trialfleet.storage import ExperimentStore
 from trialfleet.webui.queries import Cursor, SeriesSelection, TrialQueries
 
 if TYPE_CHECKING:
@@ -27,11 +28,12 @@ MAX_CHANGED_TRIALS = 2000
 MAX_PAGE = 500
 
 
-def experiment_summary(manager: ExperimentManager) -> dict[str, Any]:
-    """What the header, the overview and the charts need about the experiment, in one small payload."""
-    row = manager.store.experiment()
+def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> dict[str, Any]:
+    """What the header, the overview and the charts need about the experiment, in one small payload.
+    Live values (status, duration, config) come from the manager, stored ones from ``reader``."""
+    row = reader.experiment()
     config: dict[str, Any] = manager.config.to_json()
-    counts = {status.value: n for status, n in manager.store.trial_counts().items()}
+    counts = {status.value: n for status, n in reader.trial_counts().items()}
     return {
         "id": manager.experiment_id,
         "name": config.get("experimentName") or "",
@@ -75,7 +77,9 @@ def _optimize_mode(config: dict[str, Any]) -> str:
     return "maximize"
 
 
-def build_router(manager: ExperimentManager, queries: TrialQueries) -> APIRouter:
+def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: TrialQueries) -> APIRouter:
+    """The routes; ``reader`` and ``queries`` are read-only connections, so polls never take the
+    manager's write lock."""
     router = APIRouter(prefix=PREFIX)
 
     @router.get("/changes")
@@ -86,14 +90,14 @@ def build_router(manager: ExperimentManager, queries: TrialQueries) -> APIRouter
         ids = queries.changed_trial_ids(since, MAX_CHANGED_TRIALS) if since else None
         return {
             "cursor": now.encode(),
-            "experiment": experiment_summary(manager),
+            "experiment": experiment_summary(manager, reader),
             "trials": queries.trial_summaries(ids) if ids is not None else None,
             "reset": ids is None,
         }
 
     @router.get("/experiment")
     def experiment() -> dict[str, Any]:
-        return experiment_summary(manager)
+        return experiment_summary(manager, reader)
 
     @router.get("/trials")
     def trials(
@@ -124,7 +128,7 @@ def build_router(manager: ExperimentManager, queries: TrialQueries) -> APIRouter
 
     @router.get("/trials/{trial_id}")
     def trial(trial_id: str) -> dict[str, Any]:
-        row = manager.store.find_trial(trial_id)
+        row = reader.find_trial(trial_id)
         if row is None:
             raise HTTPException(404, f"no trial {trial_id}")
         (summary,) = queries.trial_summaries([trial_id])
@@ -133,7 +137,7 @@ def build_router(manager: ExperimentManager, queries: TrialQueries) -> APIRouter
             "exitCode": row.exit_code,
             "attempt": row.attempt,
             "failureKind": row.failure_kind,
-            "attempts": manager.store.attempts(trial_id),
+            "attempts": reader.attempts(trial_id),
             "parameterRecord": row.parameters,
         }
 
