@@ -124,7 +124,7 @@ class LocalTrainingService(TrainingService):
         A manager killed between spawning a keeper and recording its handle submits the trial again after
         restart; the keeper's own record identifies that launch, which is adopted rather than run twice.
         """
-        keeper = read_record(trial_dir / "keeper.json")
+        keeper = read_record(trial_dir / "launch.json")
         if keeper is None:
             return None
         handle: dict[str, Any] = {

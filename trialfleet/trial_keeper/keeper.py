@@ -229,6 +229,15 @@ def run(trial_dir: str) -> None:
         write_json_atomically(result_path, result_record("canceled", canceled=True))
         return
     become_subreaper()
+    # written before the command exists: whoever finds this attempt already launched adopts this keeper
+    me = os.getpid()
+    launch = {
+        "protocol": PROTOCOL,
+        "keeper_pid": me,
+        "keeper_start_ticks": start_ticks(me),
+        "boot_id": boot_id(),
+    }
+    write_json_atomically(os.path.join(trial_dir, "launch.json"), launch)
     try:
         process = start(command, trial_dir)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
