@@ -2,7 +2,7 @@
 
 ``from trialfleet import Experiment, ExperimentConfig``. Names are loaded on first use, so ``import trialfleet``
 (and the CLI's start-up) stays cheap; NNI's config class names (``LocalConfig`` …) are found here too, which is
-how the ``nni.experiment`` shim offers them.
+how the ``nni.experiment`` shim offers them. ``from trialfleet import <submodule>`` loads only that submodule.
 """
 
 from __future__ import annotations
@@ -37,10 +37,8 @@ def __getattr__(name: str) -> Any:
         value: Any = _version()
     elif name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
-    elif (
-        not name.startswith("_") and name in (config := importlib.import_module("trialfleet.config")).__all__
-    ):
-        value = getattr(config, name)
+    elif name.endswith("Config") and name in (config := importlib.import_module("trialfleet.config")).__all__:
+        value = getattr(config, name)  # NNI's config class names; only they load the config package
     else:
         raise AttributeError(f"module 'trialfleet' has no attribute {name!r}")
     globals()[name] = value

@@ -119,9 +119,8 @@ def resolve_running(
         if experiment_id:
             chosen = [r for r in chosen if r in match_experiments(experiment_id, chosen)]
         if not chosen:
-            raise ExperimentNotFoundError(
-                f"no running experiment {experiment_id or ''} on port {port}".replace("  ", " ")
-            )
+            wanted = f"{experiment_id} " if experiment_id else ""
+            raise ExperimentNotFoundError(f"no running experiment {wanted}on port {port}")
         return chosen
     if experiment_id and "*" in experiment_id:
         chosen = match_experiments(experiment_id, running)

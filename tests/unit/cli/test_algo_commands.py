@@ -1,14 +1,18 @@
-"""``algo register|list|show|unregister`` against a real registry file and a real custom tuner module."""
+"""``algo register|list|show|unregister`` against a real registry file and a real custom tuner module.
+
+Run as subprocesses: registering imports the custom tuner, which puts the ``nni`` shim into the process.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
-from trialfleet.cli.main import main
 
 TUNER = """
 from nni.tuner import Tuner
@@ -28,6 +32,7 @@ class MyTuner(Tuner):
 @pytest.fixture
 def meta_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TRIALFLEET_CONFIG_DIR", str(tmp_path / "cfg"))
+    monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
     (tmp_path / "algos").mkdir()
     (tmp_path / "algos" / "my_tuner.py").write_text(textwrap.dedent(TUNER))
     meta = tmp_path / "meta.yml"
@@ -37,12 +42,18 @@ def meta_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return meta
 
 
-def test_register_list_show_unregister(meta_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["algo", "register", "--meta_path", str(meta_file)]) == 0
-    assert "Registered MyTuner." in capsys.readouterr().out
+def algo(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "trialfleet.cli.main", "algo", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=dict(os.environ), timeout=60)
 
-    assert main(["algo", "list", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+
+def test_register_list_show_unregister(meta_file: Path) -> None:
+    registered = algo("register", "--meta_path", str(meta_file))
+    assert registered.returncode == 0 and "Registered MyTuner." in registered.stdout
+
+    listed = algo("list", "--json")
+    assert listed.returncode == 0
+    rows = json.loads(listed.stdout)
     assert {
         "name": "MyTuner",
         "kind": "tuner",
@@ -52,20 +63,20 @@ def test_register_list_show_unregister(meta_file: Path, capsys: pytest.CaptureFi
     } in rows
     assert any(r["name"] == "TPE" and r["source"] == "builtin" for r in rows)
 
-    assert main(["algo", "show", "mytuner"]) == 0  # names match case-insensitively, as in NNI
-    shown = json.loads(capsys.readouterr().out)
-    assert shown["className"] == "my_tuner.MyTuner" and shown["source"] == "user"
+    shown = algo("show", "mytuner")  # names match case-insensitively, as in NNI
+    assert shown.returncode == 0
+    assert json.loads(shown.stdout)["className"] == "my_tuner.MyTuner"
+    assert json.loads(shown.stdout)["source"] == "user"
 
-    assert main(["algo", "register", "-m", str(meta_file)]) == 2
-    assert "already registered" in capsys.readouterr().err
+    again = algo("register", "-m", str(meta_file))
+    assert again.returncode == 2 and "already registered" in again.stderr
 
-    assert main(["algo", "unregister", "MyTuner"]) == 0
-    capsys.readouterr()
-    assert main(["algo", "show", "MyTuner"]) == 2
-    assert "no algorithm named 'MyTuner'" in capsys.readouterr().err
+    assert algo("unregister", "MyTuner").returncode == 0
+    gone = algo("show", "MyTuner")
+    assert gone.returncode == 2 and "no algorithm named 'MyTuner'" in gone.stderr
 
 
-def test_builtins_cannot_be_unregistered(meta_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["algo", "unregister", "TPE"]) == 2
-    err = capsys.readouterr().err
-    assert "built-in" in err and "Traceback" not in err
+def test_builtins_cannot_be_unregistered(meta_file: Path) -> None:
+    refused = algo("unregister", "TPE")
+    assert refused.returncode == 2
+    assert "built-in" in refused.stderr and "Traceback" not in refused.stderr

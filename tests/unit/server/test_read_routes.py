@@ -56,8 +56,8 @@ def test_status_filter_and_paging(populated: tuple[Served, TestClient]) -> None:
     assert page.headers["X-Total-Count"] == "4"
     best = client.get(f"{API}/trial-jobs?sort=finalMetric&order=desc&limit=1").json()
     assert best[0]["trialJobId"] == "fB"  # 0.5 > 0.25; trials without a final value sort last
-    (first,) = client.get(f"{API}/trial-jobs?limit=1").json()
-    assert json.loads(json.loads(first["finalMetricData"][0]["data"]))["default"] == 0.25  # paged: same payload
+    (first,) = client.get(f"{API}/trial-jobs?limit=1").json()  # a page builds the same payload
+    assert json.loads(json.loads(first["finalMetricData"][0]["data"]))["default"] == 0.25
     newest = client.get(f"{API}/trial-jobs?sort=sequenceId&order=desc&limit=1").json()
     assert newest[0]["trialJobId"] == "wD"
     assert client.get(f"{API}/trial-jobs?status=BOGUS").status_code == 422
