@@ -113,6 +113,7 @@ class SshHost:
         self.connect_timeout = connect_timeout
         self._conn: asyncssh.SSHClientConnection | None = None
         self._sftp: asyncssh.SFTPClient | None = None
+        self._sftp_lock = asyncio.Lock()
 
     @property
     def connected(self) -> bool:
@@ -235,9 +236,10 @@ class SshHost:
         return CommandResult(status, _as_bytes(done.stdout), _as_bytes(done.stderr))
 
     async def _sftp_client(self) -> asyncssh.SFTPClient:
-        if self._sftp is None:
-            self._sftp = await self._require().start_sftp_client()
-        return self._sftp
+        async with self._sftp_lock:  # concurrent callers share one SFTP session
+            if self._sftp is None:
+                self._sftp = await self._require().start_sftp_client()
+            return self._sftp
 
     async def put(self, local: Path, remote: str, *, timeout: float = 300.0) -> None:
         """Upload a file atomically (written beside, then renamed into place)."""
@@ -270,8 +272,11 @@ class SshHost:
     async def _sftp_call(self, call: Any, what: str, timeout: float) -> Any:
         import asyncssh
 
+        async def call_with_client() -> Any:
+            return await call(await self._sftp_client())
+
         try:
-            return await asyncio.wait_for(call(await self._sftp_client()), timeout)
+            return await asyncio.wait_for(call_with_client(), timeout)
         except asyncssh.SFTPNoSuchFile as exc:
             raise FileNotFoundError(f"{self.target.name}: {what}: no such file") from exc
         except asyncssh.SFTPError as exc:
