@@ -33,7 +33,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the 
 import keeper
 
 MIN_SHARE = 1_100_000  # every stream may move past one metric record of NNI's maximum size per poll
-LAUNCH_WAIT = 10.0
+LAUNCH_WAIT = 60.0  # a concurrent launch of the same directory may still be copying a large code directory
+LAUNCH_LOCK = "launch.lock"  # created first: this host was asked to launch the directory
+LAUNCH_RECORD = (
+    "remote-launch.json"  # the launch as the manager's handle needs it (launch.json is the keeper's)
+)
 
 
 def answer(data: dict) -> None:
@@ -72,7 +76,7 @@ def prepare(request: dict) -> dict:
         unpack(request["code_archive"], os.path.join(root, "code"))
     trials = os.path.join(root, "trials")
     launched = [
-        name for name in sorted_names(trials) if os.path.exists(os.path.join(trials, name, "launch.json"))
+        name for name in sorted_names(trials) if os.path.exists(os.path.join(trials, name, LAUNCH_LOCK))
     ]
     return {
         "free_bytes": disk_free(root),
@@ -124,9 +128,9 @@ def has_real_nni(probe: str, shim_dir: str) -> bool:
 def launch(request: dict) -> dict:
     trial_dir = request["trial_dir"]
     os.makedirs(trial_dir, exist_ok=True)
-    record_path = os.path.join(trial_dir, "launch.json")
+    record_path = os.path.join(trial_dir, LAUNCH_RECORD)
     try:
-        os.close(os.open(os.path.join(trial_dir, "launch.lock"), os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        os.close(os.open(os.path.join(trial_dir, LAUNCH_LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     except FileExistsError:
         return dict(wait_for_launch(record_path), existing=True)
     code = os.path.join(trial_dir, "code")
