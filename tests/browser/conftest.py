@@ -37,8 +37,10 @@ def trialfleet_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # module scope: Playwright's sync API keeps an event loop running in this thread while it is open,
+    # which would break every asyncio test collected after the browser tests
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
