@@ -2,9 +2,11 @@
 
 Every Slurm option travels as its own ``sbatch`` argument, never as an ``#SBATCH`` line: sbatch parses those
 lines with rules of its own (``#`` starts a comment, no newline can be written), while an argument reaches it
-unchanged. The job's working directory is the trial directory, so the output file is given relative to it:
-Slurm expands ``%`` patterns in file names, and a path of the user's may contain ``%``. The script holds only
-bash; each value in it is quoted with :func:`shlex.quote`.
+unchanged. The job's working directory is the trial directory and its output file is named relative to it.
+Slurm joins the two and expands ``%`` patterns in the result, unless it contains a backslash, which turns the
+expansion off (the backslashes are dropped): so the name is given as ``\\slurm.out``, and a trial directory
+that has a backslash of its own, which Slurm would mangle, gets no output file. The script holds only bash;
+each value in it is quoted with :func:`shlex.quote`.
 
 The script runs the setup script (module load, conda activate) in the job's own shell, then replaces itself
 with the trial keeper. The keeper is thus the batch step's main process: ``scancel --batch`` reaches it
@@ -91,7 +93,8 @@ def reserved_options(options: Sequence[str]) -> list[str]:
 
 def sbatch_argv(job: TrialJob, resources: JobResources, script_path: str) -> list[str]:
     argv = ["sbatch", "--parsable", f"--job-name={job.name}", f"--comment={job.comment}"]
-    argv += [f"--chdir={job.trial_dir}", f"--output={JOB_OUTPUT}", "--no-requeue"]
+    output = "/dev/null" if "\\" in job.trial_dir else f"\\{JOB_OUTPUT}"
+    argv += [f"--chdir={job.trial_dir}", f"--output={output}", "--no-requeue"]
     for option, value in (
         ("--partition", resources.partition),
         ("--account", resources.account),

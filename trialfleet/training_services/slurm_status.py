@@ -211,6 +211,9 @@ def trial_outcome(
     if job.state in ("COMPLETED", "FAILED"):
         if keeper_started:
             return lost(trial_id, f"lost: the trial keeper ended without a final record ({job.describe()})")
+        if job.reason == "JobLaunchFailure":  # Slurm could not start the batch script at all
+            message = f"Slurm could not launch the job ({job.describe()}); see the slurmd log"
+            return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, INFRA)
         message = f"the job ended before the trial keeper started ({job.describe()}); see slurm.out"
         return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), job.exit_code, message, USER)
     return _slurm_ended(trial_id, job, exit_code=job.exit_code)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
 
 from training_service_contract import make_context
 
-from trialfleet.training_services.base import ExperimentContext
+from trialfleet.training_services.base import ExperimentContext, Submitted, TrainingService, TrialSpec
 
 #: every option of SlurmConfig that the service reads, unset
 SLURM_OPTIONS: dict[str, Any] = {
@@ -31,3 +32,19 @@ def slurm_context(experiment_dir: Path, shared_directory: Path, **options: Any) 
     """A context for SlurmTrainingService with a fresh experiment id (job names never collide)."""
     settings = {**SLURM_OPTIONS, "shared_directory": shared_directory, **options}
     return make_context(experiment_dir, f"t{uuid.uuid4().hex[:10]}", **settings)
+
+
+def trial_spec(trial_id: str, command: str, code_dir: Path, **fields: Any) -> TrialSpec:
+    record = {
+        "parameter_id": 1,
+        "parameter_source": "algorithm",
+        "parameters": {"x": 1},
+        "parameter_index": 0,
+    }
+    return TrialSpec(trial_id, 0, command, code_dir, json.dumps(record), **fields)
+
+
+async def submitted(service: TrainingService, spec: TrialSpec) -> Submitted:
+    result = await service.submit(spec)
+    assert isinstance(result, Submitted), result
+    return result

@@ -32,7 +32,7 @@ from trialfleet.training_services.slurm_script import job_name, reserved_options
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGENERATE = os.environ.get("TRIALFLEET_REGEN_GOLDEN") == "1"
-HOSTILE = "sp ace 'q' \"dq\" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓\nnew line"
+HOSTILE = "sp ace 'q' \"dq\" $(touch pwned) `touch pwned` ;|&<> %j \\n ünï ✓\nnew line"
 SCONTROL_CONFIG = "AccountingStorageType   = accounting_storage/none\nClusterName = golden\n"
 
 CASES: dict[str, dict[str, Any]] = {

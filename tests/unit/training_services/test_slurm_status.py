@@ -222,6 +222,12 @@ def test_a_job_script_that_failed_before_the_keeper_points_at_slurm_out() -> Non
     assert "before the trial keeper started" in message and "slurm.out" in message
 
 
+def test_a_job_slurm_could_not_launch_is_an_infrastructure_failure() -> None:
+    job = SlurmJob("7", "FAILED", "JobLaunchFailure", signal=53)
+    status, kind, _, message = outcome(None, job, keeper_started=False)
+    assert (status, kind) == (TrialStatus.FAILED, INFRA) and "could not launch" in message
+
+
 @pytest.mark.parametrize(
     ("state", "status", "kind"),
     [

@@ -1,14 +1,14 @@
 #!/bin/bash
 # trialfleet: trial Tr1al, attempt 0, of experiment golden.
 # Submitted with sbatch by the trialfleet manager; the options are on its command line.
-printf "%s\n" "$SLURM_JOB_ID" > '<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
+printf "%s\n" "$SLURM_JOB_ID" > '<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
 new line/golden/trials/Tr1al/slurm_job_id'
 # --- setupScript ---
-export FROM_SETUP='sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
+export FROM_SETUP='sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
 new line'
 echo 'setup: $(not run)'
 # --- end of setupScript ---
-export PATH='/opt/sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
+export PATH='/opt/sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
 new line/bin':"$PATH"
 unset NNI_TRIAL_COMMAND_CHANNEL REUSE_MODE MULTI_PHASE SDK_PROCESS
 # the nni shim only for a python3 that has no real nni installed
@@ -17,13 +17,13 @@ s = importlib.util.find_spec('"'"'nni'"'"')
 o = s.origin if s is not None else None
 print('"'"'yes'"'"' if o and not os.path.exists(os.path.join(os.path.dirname(o), '"'"'_trialfleet.py'"'"')) else '"'"'no'"'"')
 ' 2>/dev/null)" != yes ]; then
-    export PYTHONPATH='<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
+    export PYTHONPATH='<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
 new line/golden/.trialfleet/<version>/shim'"${PYTHONPATH:+:$PYTHONPATH}"
 fi
-exec env -- NNI_PLATFORM=slurm NNI_EXP_ID=golden NNI_TRIAL_JOB_ID=Tr1al 'NNI_SYS_DIR=<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
-new line/golden/trials/Tr1al' 'NNI_OUTPUT_DIR=<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
-new line/golden/trials/Tr1al' NNI_TRIAL_SEQ_ID=5 'NNI_CODE_DIR=<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
-new line/code' 'HOSTILE_VALUE=sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
-new line' CUDA_VISIBLE_DEVICES= python3 -I -S '<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
-new line/golden/.trialfleet/<version>/keeper.py' '<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j ünï ✓
+exec env -- NNI_PLATFORM=slurm NNI_EXP_ID=golden NNI_TRIAL_JOB_ID=Tr1al 'NNI_SYS_DIR=<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
+new line/golden/trials/Tr1al' 'NNI_OUTPUT_DIR=<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
+new line/golden/trials/Tr1al' NNI_TRIAL_SEQ_ID=5 'NNI_CODE_DIR=<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
+new line/code' 'HOSTILE_VALUE=sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
+new line' CUDA_VISIBLE_DEVICES= python3 -I -S '<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
+new line/golden/.trialfleet/<version>/keeper.py' '<tmp>/shared sp ace '"'"'q'"'"' "dq" $(touch pwned) `touch pwned` ;|&<> %j \n ünï ✓
 new line/golden/trials/Tr1al'

@@ -1,0 +1,165 @@
+"""The Slurm platform on a real Slurm, beyond the contract: GPUs through GRES, jobs waiting in the queue,
+scancel from outside, sbatch refusing a job, a hostile shared directory with the code copied onto it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from slurm_cluster import SlurmCluster
+from slurm_helpers import slurm_context, submitted, trial_spec
+from training_service_contract import poll_until, wait_for_file
+
+from trialfleet.errors import PlatformError
+from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.slurm import SlurmTrainingService
+
+pytestmark = pytest.mark.slurm
+
+PYTHON = shlex.quote(sys.executable)
+HOLD = """
+import json, os, sys, time
+control, name = sys.argv[1], os.environ["NNI_TRIAL_JOB_ID"]
+seen = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "cwd": os.getcwd(), "code_dir": os.environ["NNI_CODE_DIR"],
+        "from_setup": os.environ.get("FROM_SETUP")}
+with open(os.path.join(control, name + ".tmp"), "w") as f:
+    json.dump(seen, f)
+os.rename(os.path.join(control, name + ".tmp"), os.path.join(control, name + ".json"))
+while not os.path.exists(os.path.join(control, "release")):
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def code_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "code"
+    path.mkdir()
+    (path / "hold.py").write_text(HOLD)
+    return path
+
+
+@pytest.fixture
+def control(tmp_path: Path) -> Path:
+    path = tmp_path / "control"
+    path.mkdir()
+    return path
+
+
+def hold_command(control: Path) -> str:
+    return f"{PYTHON} hold.py {shlex.quote(str(control))}"
+
+
+def seen_by(control: Path, trial_id: str) -> dict[str, str | None]:
+    return json.loads((control / f"{trial_id}.json").read_text())
+
+
+async def test_gpu_trials_get_the_devices_slurm_hands_out(
+    tmp_path: Path, slurm_cluster: SlurmCluster, code_dir: Path, control: Path
+) -> None:
+    gres = SlurmTrainingService(slurm_context(tmp_path / "exp", tmp_path))
+    gpus = SlurmTrainingService(slurm_context(tmp_path / "exp", tmp_path, gpu_request_style="gpus"))
+    try:
+        await gres.start()
+        await gpus.start()
+        for trial_id in ("gpuA", "gpuB"):
+            await submitted(gres, trial_spec(trial_id, hold_command(control), code_dir, gpu_number=1))
+        await wait_for_file(control / "gpuA.json")
+        await wait_for_file(control / "gpuB.json")
+        both = await submitted(gpus, trial_spec("gpuBoth", hold_command(control), code_dir, gpu_number=2))
+        await submitted(gpus, trial_spec("gpuNone", hold_command(control), code_dir, gpu_number=0))
+        assert not both.started
+        waiting = await poll_until(gpus, lambda s: gpus.waiting_reason("gpuBoth") == "Resources")
+        assert "gpuBoth" not in waiting.started
+        assert {seen_by(control, "gpuA")["cuda"], seen_by(control, "gpuB")["cuda"]} == {"0", "1"}
+        (control / "release").touch()
+        first = await poll_until(gres, lambda s: {"gpuA", "gpuB"} <= s.ended.keys())
+        second = await poll_until(gpus, lambda s: {"gpuBoth", "gpuNone"} <= s.ended.keys(), waiting)
+        ended = {**first.ended, **second.ended}
+        assert {t: e.status for t, e in ended.items()} == dict.fromkeys(ended, TrialStatus.SUCCEEDED)
+        assert "gpuBoth" in second.started
+        assert seen_by(control, "gpuBoth")["cuda"] == "0,1"
+        assert seen_by(control, "gpuNone")["cuda"] == ""
+    finally:
+        await gres.close()
+        await gpus.close()
+
+
+async def test_scancel_from_outside_is_seen_as_a_user_cancel(
+    tmp_path: Path, slurm_cluster: SlurmCluster, code_dir: Path, control: Path
+) -> None:
+    service = SlurmTrainingService(slurm_context(tmp_path / "exp", tmp_path))
+    await service.start()
+    try:
+        job = await submitted(service, trial_spec("outside", hold_command(control), code_dir))
+        await wait_for_file(control / "outside.json")
+        slurm_cluster.run("scancel", job.handle["job_id"])
+        ended = (await poll_until(service, lambda s: "outside" in s.ended)).ended["outside"]
+        assert (ended.status, ended.failure_kind) == (TrialStatus.USER_CANCELED, FailureKind.CANCELED)
+        assert ended.message is not None and "outside trialfleet" in ended.message
+    finally:
+        await service.close()
+
+
+async def test_a_job_waiting_in_the_queue_shows_why_and_can_be_cancelled(
+    tmp_path: Path, slurm_cluster: SlurmCluster, code_dir: Path, control: Path
+) -> None:
+    context = slurm_context(tmp_path / "exp", tmp_path, sbatch_options=["--begin=now+1hour"])
+    service = SlurmTrainingService(context)
+    await service.start()
+    try:
+        job = await submitted(service, trial_spec("later", hold_command(control), code_dir))
+        await poll_until(service, lambda s: service.waiting_reason("later") == "BeginTime")
+        await service.cancel("later")
+        seen = await poll_until(service, lambda s: "later" in s.ended)
+        ended = seen.ended["later"]
+        assert (ended.status, ended.failure_kind) == (TrialStatus.USER_CANCELED, FailureKind.CANCELED)
+        assert seen.started == [] and not (control / "later.json").exists()
+        state = slurm_cluster.run("squeue", "-h", "-t", "all", "-j", job.handle["job_id"], "-o", "%T")
+        assert state.stdout.strip() == "CANCELLED"
+    finally:
+        await service.close()
+
+
+async def test_a_job_sbatch_refuses_is_a_platform_error(
+    tmp_path: Path, slurm_cluster: SlurmCluster, code_dir: Path, control: Path
+) -> None:
+    service = SlurmTrainingService(slurm_context(tmp_path / "exp", tmp_path, partition="nowhere"))
+    await service.start()
+    try:
+        with pytest.raises(PlatformError, match="invalid partition"):
+            await service.submit(trial_spec("refused", hold_command(control), code_dir))
+    finally:
+        await service.close()
+
+
+async def test_hostile_shared_directory_with_the_code_copied_onto_it(
+    tmp_path: Path, slurm_cluster: SlurmCluster, code_dir: Path, control: Path
+) -> None:
+    shared = tmp_path / "shared 'q' \"dq\" $(touch pwned) `touch pwned` %j ünï ✓\nnew line"
+    (code_dir / ".nniignore").write_text("data/\n")
+    (code_dir / "data").mkdir()
+    (code_dir / "data" / "big.bin").write_bytes(b"x" * 1000)
+    setup = "export FROM_SETUP=\"$(echo set up) 'ok'\""
+    service = SlurmTrainingService(slurm_context(tmp_path / "exp", shared, setup_script=setup))
+    await service.start()
+    try:
+        job = await submitted(service, trial_spec("copied", hold_command(control), code_dir))
+        (control / "release").touch()
+        ended = (await poll_until(service, lambda s: "copied" in s.ended)).ended["copied"]
+        assert ended.status is TrialStatus.SUCCEEDED, ended
+        seen = seen_by(control, "copied")
+        copy = Path(str(seen["cwd"]))
+        assert copy.parent == service.root / "code" and seen["code_dir"] == str(copy)
+        assert (copy / "hold.py").read_text() == HOLD and not (copy / "data").exists()
+        assert seen["from_setup"] == "set up 'ok'"
+        trial_dir = Path(job.handle["trial_dir"])
+        assert trial_dir.parent == shared / service.context.experiment_id / "trials"
+        assert (trial_dir / "slurm.out").exists() and (trial_dir / "slurm_job_id").read_text().strip() == (
+            job.handle["job_id"]
+        )
+        assert list(tmp_path.rglob("pwned")) == []
+    finally:
+        await service.close()
