@@ -107,19 +107,11 @@ class ExperimentManager:
         """Resume: every unfinished trial is re-adopted, re-queued or re-run (never silently dropped)."""
         from trialfleet.tuning import HistoryRecord
 
-        assert self.service is not None
         history = []
+        outcome: dict[str, int] = {"adopted": 0, "rerun": 0, "queued": 0, "finished": 0}
         for trial in self.store.trials():
-            if (
-                trial.status is TrialStatus.SYS_CANCELED
-                and trial.failure_kind == FailureKind.EXPERIMENT_STOPPED
-            ):
-                trial = self.store.retry_trial(trial.id, self.clock.time(), "re-run after resume")
-            if trial.status in (TrialStatus.WAITING, TrialStatus.RUNNING) and trial.handle is not None:
-                await self.service.adopt(trial.id, trial.handle, trial.cursor)
-                self.store.add_event("ADOPTED", self.clock.time(), trial.id)
-            elif trial.status is TrialStatus.WAITING:
-                self._pending.append(trial.id)
+            trial, what = await self._reconcile_trial(trial)
+            outcome[what] += 1
             if not trial.status.is_terminal and not getattr(self.tuner, "restores_live_trials", False):
                 self._unknown_to_tuner.add(trial.id)
             value = decisions.decode_metric(trial.final_data) if trial.final_data else None
@@ -127,7 +119,25 @@ class ExperimentManager:
                 HistoryRecord(trial.parameter_id, trial.hyper_parameters, value, trial.status.value)
             )
         await self._in_tuner_thread(self.tuner.restore, history)
-        log.info("resumed: %d live trials adopted, %d queued", len(self.service.live), len(self._pending))
+        self.store.add_event("EXPERIMENT_RESUMED", self.clock.time(), data=outcome)
+        log.info(
+            "resumed: %(adopted)d running trials re-adopted, %(rerun)d re-run, %(queued)d queued", outcome
+        )
+
+    async def _reconcile_trial(self, trial: TrialRow) -> tuple[TrialRow, str]:
+        assert self.service is not None
+        if trial.status is TrialStatus.SYS_CANCELED and trial.failure_kind == FailureKind.EXPERIMENT_STOPPED:
+            trial = self.store.retry_trial(trial.id, self.clock.time(), "re-run after resume")
+            self._pending.append(trial.id)
+            return trial, "rerun"
+        if trial.status.is_terminal:
+            return trial, "finished"
+        if trial.handle is not None:
+            await self.service.adopt(trial.id, trial.handle, trial.cursor)
+            self.store.add_event("ADOPTED", self.clock.time(), trial.id)
+            return trial, "adopted"
+        self._pending.append(trial.id)
+        return trial, "queued"
 
     async def run(self) -> ExperimentStatus:
         """The main loop; returns when ``request_stop`` is called (the experiment is then STOPPED)."""
