@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +49,11 @@ async def submitted(service: TrainingService, spec: TrialSpec) -> Submitted:
     result = await service.submit(spec)
     assert isinstance(result, Submitted), result
     return result
+
+
+@dataclass(frozen=True)
+class OverTimeLimit:
+    """A trial submitted with a one-minute time limit that it overruns."""
+
+    context: ExperimentContext
+    handle: dict[str, Any]
