@@ -13,7 +13,8 @@ Contract (every implementation passes ``tests/contract``):
   launched (``keeper.json`` in its directory, a Slurm job of that name) returns that trial's handle
   instead of starting a second copy.
 * ``poll()`` reports, for *all* live trials in one batched call, what happened since the previous call:
-  trials that started, metrics in the order the trial reported them, trials that ended. Each metric
+  trials that started, metrics in the order the trial reported them, trials that ended (and, where the
+  platform queues jobs, why a queued trial still waits, when that changed). Each metric
   carries the channel cursor *after* it; the manager stores metrics and cursor in one transaction, and
   gives the cursor back to ``adopt`` after a restart, so every metric is delivered exactly once.
 * ``cancel(trial_id, status)`` ends the trial's whole process tree; the end is then reported by ``poll``
@@ -124,21 +125,32 @@ class TrialProblem:
     cursor: Mapping[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class TrialWaiting:
+    """A submitted trial that the platform still queues, and why ("Resources" from Slurm), when that changed."""
+
+    trial_id: str
+    reason: str
+    timestamp: float
+
+
 @dataclass
 class PollBatch:
     started: list[TrialStarted] = field(default_factory=list)
     metrics: list[TrialMetric] = field(default_factory=list)
     problems: list[TrialProblem] = field(default_factory=list)
     ended: list[TrialEnded] = field(default_factory=list)
+    waiting: list[TrialWaiting] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.started or self.metrics or self.problems or self.ended)
+        return bool(self.started or self.metrics or self.problems or self.ended or self.waiting)
 
     def extend(self, other: PollBatch) -> None:
         self.started += other.started
         self.metrics += other.metrics
         self.problems += other.problems
         self.ended += other.ended
+        self.waiting += other.waiting
 
 
 @dataclass
