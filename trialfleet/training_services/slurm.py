@@ -32,6 +32,7 @@ from trialfleet.training_services.base import (
     TrainingService,
     TrialSpec,
     TrialStarted,
+    TrialWaiting,
 )
 from trialfleet.training_services.code_packing import check_code_dir
 from trialfleet.training_services.slurm_runner import CommandRunner, LocalCommandRunner
@@ -271,7 +272,7 @@ class SlurmTrainingService(TrainingService):
         batch = PollBatch()
         if not trial.started and (keeper_started or (job is not None and job.running)):
             batch.started.append(TrialStarted(trial.trial_id, time.time()))
-        self._note_waiting(trial, job)
+        batch.waiting = self._waiting(trial, job)
         since = self.watcher.ended_for(job_id)
         ended = trial_outcome(
             trial.trial_id,
@@ -292,18 +293,14 @@ class SlurmTrainingService(TrainingService):
             self._cancel_sent.pop(trial.trial_id, None)
         return batch
 
-    def _note_waiting(self, trial: LiveTrial, job: SlurmJob | None) -> None:
-        """Log why Slurm keeps a job pending ("Resources", "Priority"), once per change."""
+    @staticmethod
+    def _waiting(trial: LiveTrial, job: SlurmJob | None) -> list[TrialWaiting]:
+        """Why Slurm keeps the job pending ("Resources", "Priority"), reported once per change."""
         reason = job.reason if job is not None and job.waiting else None
-        if reason != trial.state.get("waiting_reason"):
-            trial.state["waiting_reason"] = reason
-            if reason:
-                log.info("slurm: trial %s waits in the queue: %s", trial.trial_id, reason)
-
-    def waiting_reason(self, trial_id: str) -> str | None:
-        """Why Slurm keeps this trial's job pending, as of the last poll (None when it is not pending)."""
-        live = self.live.get(trial_id)
-        return None if live is None else live.state.get("waiting_reason")
+        if reason == trial.state.get("waiting_reason"):
+            return []
+        trial.state["waiting_reason"] = reason
+        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_service_contract import make_context
+from training_service_contract import Seen, make_context
 
-from trialfleet.training_services.base import ExperimentContext, Submitted, TrainingService, TrialSpec
+from trialfleet.training_services.base import (
+    ExperimentContext,
+    PollBatch,
+    Submitted,
+    TrainingService,
+    TrialSpec,
+)
 
 #: every option of SlurmConfig that the service reads, unset
 SLURM_OPTIONS: dict[str, Any] = {
@@ -57,3 +63,14 @@ class OverTimeLimit:
 
     context: ExperimentContext
     handle: dict[str, Any]
+
+
+@dataclass
+class SeenQueued(Seen):
+    """What was polled, with the last reason reported for each trial waiting in Slurm's queue."""
+
+    waiting: dict[str, str] = field(default_factory=dict)
+
+    def add(self, batch: PollBatch) -> None:
+        super().add(batch)
+        self.waiting.update({entry.trial_id: entry.reason for entry in batch.waiting})

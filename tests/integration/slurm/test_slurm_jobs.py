@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from slurm_cluster import SlurmCluster
-from slurm_helpers import slurm_context, submitted, trial_spec
+from slurm_helpers import SeenQueued, slurm_context, submitted, trial_spec
 from training_service_contract import poll_until, wait_for_file
 
 from trialfleet.errors import PlatformError
@@ -71,7 +71,8 @@ async def test_gpu_trials_get_the_devices_slurm_hands_out(
         both = await submitted(gpus, trial_spec("gpuBoth", hold_command(control), code_dir, gpu_number=2))
         await submitted(gpus, trial_spec("gpuNone", hold_command(control), code_dir, gpu_number=0))
         assert not both.started
-        waiting = await poll_until(gpus, lambda s: gpus.waiting_reason("gpuBoth") == "Resources")
+        queued = SeenQueued()
+        waiting = await poll_until(gpus, lambda s: queued.waiting.get("gpuBoth") == "Resources", queued)
         assert "gpuBoth" not in waiting.started
         assert {seen_by(control, "gpuA")["cuda"], seen_by(control, "gpuB")["cuda"]} == {"0", "1"}
         (control / "release").touch()
@@ -111,9 +112,10 @@ async def test_a_job_waiting_in_the_queue_shows_why_and_can_be_cancelled(
     await service.start()
     try:
         job = await submitted(service, trial_spec("later", hold_command(control), code_dir))
-        await poll_until(service, lambda s: service.waiting_reason("later") == "BeginTime")
+        queued = SeenQueued()
+        await poll_until(service, lambda s: queued.waiting.get("later") == "BeginTime", queued)
         await service.cancel("later")
-        seen = await poll_until(service, lambda s: "later" in s.ended)
+        seen = await poll_until(service, lambda s: "later" in s.ended, queued)
         ended = seen.ended["later"]
         assert (ended.status, ended.failure_kind) == (TrialStatus.USER_CANCELED, FailureKind.CANCELED)
         assert seen.started == [] and not (control / "later.json").exists()
