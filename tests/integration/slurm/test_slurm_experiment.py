@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from slurm_cluster import SlurmCluster
 
 from trialfleet.config import ExperimentConfig
@@ -106,4 +107,32 @@ async def test_ten_trials_two_at_a_time_through_the_manager(
         jobs = slurm_cluster.run("squeue", "-h", "-t", "all", f"--name={name}", "-o", "%i %T").stdout.split()
         assert jobs == [trial.handle["job_id"], "COMPLETED"]
     assert most_at_once([(r["start"], r["end"]) for r in ran.values()]) <= CONCURRENCY
+    manager.store.close()
+
+
+async def test_the_example_config_runs_as_written(
+    tmp_path: Path, slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/slurm/config.yml, with only where things go and how many trials changed."""
+    monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
+    example = Path(__file__).resolve().parents[3] / "examples" / "slurm"
+    data = yaml.safe_load((example / "config.yml").read_text())
+    data.update(
+        maxTrialNumber=3, trialConcurrency=3, experimentWorkingDirectory=str(tmp_path / "experiments")
+    )
+    data["trainingService"]["sharedDirectory"] = str(tmp_path / "shared")
+    config = ExperimentConfig.from_dict(data, base_dir=example)
+    _, experiment_dir = create_experiment(config)
+    manager = ExperimentManager(experiment_dir)
+    await manager.start()
+    loop = asyncio.create_task(manager.run())
+    try:
+        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=300)
+    finally:
+        manager.request_stop()
+        await asyncio.wait_for(loop, 120)
+    trials = manager.store.trials()
+    assert [trial.status for trial in trials] == [TrialStatus.SUCCEEDED] * 3
+    assert all(trial.final_value is not None for trial in trials)
+    assert all(len(manager.store.metrics(trial.id, type="PERIODICAL")) == 5 for trial in trials)
     manager.store.close()
