@@ -1,0 +1,104 @@
+"""Markdown tables of the results, and ``RESULTS.md`` (whose hand-written notes block is kept)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.stats import Figure
+
+NOTES_START = "<!-- notes: kept when the file is rewritten -->"
+NOTES_END = "<!-- /notes -->"
+
+
+def number(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "∞"
+    size = abs(value)
+    if size >= 1000:
+        return f"{value:,.0f}"
+    if size >= 100:
+        return f"{value:.0f}"
+    if size >= 10:
+        return f"{value:.1f}"
+    if size >= 1 or size == 0:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def cell(figure: Figure | None) -> str:
+    if figure is None or not figure:
+        return "-"
+    if figure.reps == 1 or figure.low == figure.high:
+        return number(figure.median)
+    return f"{number(figure.median)} ({number(figure.low)}..{number(figure.high)})"
+
+
+def ratio(nni: Figure | None, ours: Figure | None) -> str:
+    if not nni or not ours or ours.median == 0 or math.isnan(nni.median / ours.median):
+        return "-"
+    return f"{nni.median / ours.median:.3g}x"
+
+
+@dataclass
+class Row:
+    label: str
+    ours: Figure | None
+    nni: Figure | None = None
+    floor: str = ""
+    target: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    nni_label: str = ""  # empty: no NNI column
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    load: str = ""
+
+    def add(
+        self, label: str, ours: Figure | None, nni: Figure | None = None, floor: str = "", target: str = ""
+    ) -> None:
+        self.rows.append(Row(label, ours, nni, floor, target))
+
+    def markdown(self) -> str:
+        head = ["metric", "trialfleet"]
+        if self.nni_label:
+            head += [self.nni_label, "ratio NNI / trialfleet"]
+        head += ["bare floor", "target"]
+        lines = [f"### {self.title}", ""]
+        if self.load:
+            lines += [f"Load average before: {self.load}", ""]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for row in self.rows:
+            values = [row.label, cell(row.ours)]
+            if self.nni_label:
+                values += [cell(row.nni), ratio(row.nni, row.ours)]
+            values += [row.floor, row.target]
+            lines.append("| " + " | ".join(values) + " |")
+        lines += [""] + [f"- {note}" for note in self.notes] + ([""] if self.notes else [])
+        return "\n".join(lines)
+
+
+def target(met: bool | None, text: str) -> str:
+    if met is None:
+        return f"{text}: not measured"
+    return f"{text}: **{'met' if met else 'MISSED'}**"
+
+
+def document(header: list[str], sections: list[Section], notes: str) -> str:
+    body = "\n".join(section.markdown() for section in sections)
+    return "\n".join([*header, "", body, "## Notes", "", NOTES_START, notes.strip(), NOTES_END, ""])
+
+
+def kept_notes(path: Path) -> str:
+    """The hand-written notes of an existing RESULTS.md (what the profiles showed, what was fixed)."""
+    if not path.exists():
+        return ""
+    found = re.search(re.escape(NOTES_START) + r"(.*?)" + re.escape(NOTES_END), path.read_text(), re.S)
+    return found.group(1) if found else ""

@@ -1,0 +1,218 @@
+"""Workloads 1 (launch overhead), 4 (the same on SSH hosts) and 6 (the same under REST load) as report sections."""
+
+from __future__ import annotations
+
+import math
+
+from bench import baseline, machine
+from bench.launch import SCRIPTS, LaunchSpec
+from bench.remote import run_remote
+from bench.report import Section, target
+from bench.stats import Figure, figures
+from bench.suite import Context, repeat
+
+
+def launch(ctx: Context) -> list[Section]:
+    sections = []
+    for kind in ("nni", "sdk"):
+        bare_tf = machine.bare_trial(ctx.tf, SCRIPTS[("trialfleet", kind)], 5)
+        bare_nni = machine.bare_trial(ctx.nni, SCRIPTS[("nni", kind)], 5) if ctx.nni else None
+        for concurrency in (2, 8):
+            spec = LaunchSpec(kind, ctx.plan.launch_trials, concurrency)
+            ours = repeat(ctx, ctx.tf, spec, bare_tf.median, ctx.plan.reps)
+            ctx.launch_runs[("trialfleet", kind, concurrency)] = ours
+            if ctx.nni and bare_nni:
+                theirs = figures(repeat(ctx, ctx.nni, spec, bare_nni.median, ctx.plan.nni_reps))
+                ctx.launch_runs[("nni", kind, concurrency)] = [{k: f.median for k, f in theirs.items()}]
+            else:
+                theirs = baseline.LAUNCH.get((kind, concurrency), {})
+            title = (
+                f"1. Launch overhead: {spec.trials} trials, concurrency {concurrency}, {_kind_title(kind)}"
+            )
+            sections.append(launch_section(ctx, title, figures(ours), theirs, concurrency))
+    return sections
+
+
+def _kind_title(kind: str) -> str:
+    if kind == "nni":
+        return "trial does `import nni` (trialfleet: its shim; NNI: the real package)"
+    return "trial on trialfleet's plain SDK (NNI: its stdlib-HTTP light trial, no `import nni`)"
+
+
+def launch_section(
+    ctx: Context,
+    title: str,
+    ours: dict[str, Figure],
+    theirs: dict[str, Figure],
+    concurrency: int,
+    nni: bool = True,
+) -> Section:
+    section = ctx.section(title, nni=nni)
+    nni_overhead = theirs.get("overhead_per_trial_s")
+    overhead = ours.get("overhead_per_trial_s")
+    overhead_target = None
+    if overhead and nni_overhead:
+        overhead_target = overhead.median * 20 <= nni_overhead.median and overhead.median <= 0.05
+    first = ours.get("first_running_s")
+    add = section.add
+    add("wall, `create` → last trial's end (s)", ours.get("wall_s"), theirs.get("wall_s"))
+    add("`create` command itself (s)", ours.get("create_cmd_s"), theirs.get("create_cmd_s"))
+    add(
+        "`create` → first trial RUNNING (s)",
+        first,
+        theirs.get("first_running_s"),
+        "",
+        target(first.median < 1 if first else None, "< 1 s"),
+    )
+    add(
+        "gap: a trial's end → the next start, median (s)",
+        ours.get("gap_median_s"),
+        theirs.get("gap_median_s"),
+    )
+    add("gap p90 (s)", ours.get("gap_p90_s"), theirs.get("gap_p90_s"))
+    add(
+        "trial duration in the manager, median (s)",
+        ours.get("trial_duration_median_s"),
+        theirs.get("trial_duration_median_s"),
+    )
+    add(
+        "bare trial runtime, run alone (s)",
+        ours.get("bare_trial_s"),
+        theirs.get("bare_trial_s"),
+        ctx.floor("python -c pass"),
+    )
+    add(
+        f"**per-trial overhead** = wall x {concurrency} / N - bare (s)",
+        overhead,
+        nni_overhead,
+        "0 (trial alone)",
+        target(overhead_target, "≤ NNI / 20 and ≤ 0.05 s") if nni else "",
+    )
+    if concurrency > 2:
+        add(
+            "per-trial overhead per core = wall x 2 / N - bare (s)",
+            ours.get("overhead_per_trial_per_core_s"),
+            theirs.get("overhead_per_trial_per_core_s"),
+        )
+    add(
+        "throughput, first start → last end (trials/s)",
+        ours.get("throughput_per_s"),
+        theirs.get("throughput_per_s"),
+    )
+    add(
+        "manager CPU per trial (ms)",
+        ours.get("manager_cpu_ms_per_trial"),
+        theirs.get("manager_cpu_ms_per_trial"),
+    )
+    add("manager RSS, max (MiB)", ours.get("manager_rss_max_mib"), theirs.get("manager_rss_max_mib"))
+    add("machine CPU busy (%)", ours.get("machine_busy_pct"), theirs.get("machine_busy_pct"))
+    add(
+        "in trial: spawn → first Python line (s)",
+        ours.get("in_trial_spawn_to_python_s"),
+        theirs.get("in_trial_spawn_to_python_s"),
+        ctx.floor("fork/exec of /bin/true"),
+    )
+    add(
+        "in trial: `get_next_parameter()` (s)",
+        ours.get("in_trial_get_parameter_s"),
+        theirs.get("in_trial_get_parameter_s"),
+    )
+    add(
+        "in trial: last report → trial end (s)",
+        ours.get("in_trial_report_to_end_s"),
+        theirs.get("in_trial_report_to_end_s"),
+    )
+    add("trials SUCCEEDED", ours.get("succeeded"), theirs.get("succeeded"))
+    add(
+        "trials whose recorded parameters ≠ the ones they ran with",
+        ours.get("param_metric_mismatch"),
+        theirs.get("param_metric_mismatch"),
+    )
+    return section
+
+
+def load(ctx: Context) -> list[Section]:
+    """Workload 6: workload 1 at concurrency 8 (plain SDK trial) while 50 clients poll the list routes."""
+    spec = LaunchSpec("sdk", ctx.plan.launch_trials, 8, ctx.plan.load_clients, ctx.plan.load_interval)
+    section = ctx.section(
+        f"6. Launching under REST load: {spec.trials} trials, concurrency 8, {spec.load_clients} clients"
+    )
+    section.notes.append(
+        f"Each client polls `/trial-jobs` then `/metric-data` on its own keep-alive connection every "
+        f"{spec.load_interval} s (loopback, at most 2,000 requests each). 'Without' is workload 1's runs."
+    )
+    systems = [ctx.tf, *([ctx.nni] if ctx.nni else [])]
+    results: dict[str, tuple[dict[str, Figure], dict[str, Figure]]] = {}
+    for system in systems:
+        bare = machine.bare_trial(system, SCRIPTS[(system.name, "sdk")], 5).median
+        without = ctx.launch_runs.get((system.name, "sdk", 8)) or repeat(
+            ctx, system, LaunchSpec("sdk", spec.trials, 8), bare, 1
+        )
+        reps = ctx.plan.reps if system is ctx.tf else ctx.plan.nni_reps
+        results[system.name] = (figures(without), figures(repeat(ctx, system, spec, bare, reps)))
+    ours_without, ours_with = results["trialfleet"]
+    theirs_without, theirs_with = results.get("nni", ({}, {}))
+    for key, label in (
+        ("wall_s", "wall, `create` → last trial's end (s)"),
+        ("gap_median_s", "gap: end → next start, median (s)"),
+        ("throughput_per_s", "throughput (trials/s)"),
+        ("overhead_per_trial_per_core_s", "per-trial overhead per core (s)"),
+        ("first_running_s", "`create` → first trial RUNNING (s)"),
+    ):
+        section.add(f"{label}, without load", ours_without.get(key), theirs_without.get(key))
+        section.add(f"{label}, **with load**", ours_with.get(key), theirs_with.get(key))
+    section.add(
+        "slow-down of the wall time with load (x)",
+        _slowdown(ours_without, ours_with),
+        _slowdown(theirs_without, theirs_with),
+    )
+    section.add(
+        "load: requests served per second",
+        ours_with.get("load_requests_per_s"),
+        theirs_with.get("load_requests_per_s"),
+    )
+    section.add(
+        "load: request latency median (ms)",
+        ours_with.get("load_median_ms"),
+        theirs_with.get("load_median_ms"),
+    )
+    section.add(
+        "load: request latency p99 (ms)", ours_with.get("load_p99_ms"), theirs_with.get("load_p99_ms")
+    )
+    section.add("load: failed requests", ours_with.get("load_errors"), theirs_with.get("load_errors"))
+    if not ctx.nni:
+        section.notes.append("NNI's baseline has no such measurement; run with `--nni-venv` for its column.")
+    return [section]
+
+
+def _slowdown(without: dict[str, Figure], with_: dict[str, Figure]) -> Figure | None:
+    a, b = without.get("wall_s"), with_.get("wall_s")
+    if not a or not b or math.isnan(a.median):
+        return None
+    return Figure(b.median / a.median, b.low / a.high, b.high / a.low, b.reps)
+
+
+def remote(ctx: Context) -> list[Section]:
+    """Workload 4: workload 1 (`import nni` trial, through the shim) on 3 SSH hosts in network namespaces."""
+    sections = []
+    for concurrency in ctx.plan.remote_concurrency:
+        spec = LaunchSpec("nni", ctx.plan.remote_trials, concurrency)
+        title = f"4. Remote: {spec.trials} trials on 3 SSH hosts, concurrency {concurrency}, trial does `import nni`"
+        runs, why = run_remote(ctx.tf, ctx.workdir, spec, ctx.plan.reps)
+        if why is not None:
+            ctx.log(f"  remote workload NOT RUN: {why}")
+            section = ctx.section(title, nni=False)
+            section.notes.append(f"**NOT RUN**: {why}")
+            sections.append(section)
+            continue
+        for rep, run in enumerate(runs):
+            ctx.log(
+                f"  remote c={concurrency} rep {rep}: wall {run['wall_s']:.2f}s gap {run['gap_median_s']:.3f}s"
+            )
+        section = launch_section(ctx, title, figures(runs), {}, concurrency, nni=False)
+        section.notes.append(
+            "Each host is a network namespace with its own sshd (tests/integration/remote/fleet.py); the bare trial "
+            "runs under the hosts' /usr/bin/python3 with the shim. NNI's baseline has no remote figures."
+        )
+        sections.append(section)
+    return sections
