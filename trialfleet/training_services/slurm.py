@@ -212,8 +212,8 @@ class SlurmTrainingService(TrainingService):
         write_trial_inputs(
             trial_dir, parameter_record=spec.parameter_record, argv=argv, cwd=str(code_dir), env=None
         )
-        (trial_dir / JOB_ID_FILE).unlink(missing_ok=True)
-        fd = os.open(trial_dir / SCRIPT_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
+        # private, as command.json: it holds the trial's environment values
+        fd = os.open(trial_dir / SCRIPT_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(sbatch_script(job))
 
@@ -268,7 +268,9 @@ class SlurmTrainingService(TrainingService):
         reader = trial.state.setdefault("reader", MetricReader(trial.trial_id, trial_dir, trial.cursor))
         job = self.watcher.jobs.get(job_id)
         result = read_record(trial_dir / "result.json")
-        keeper_started = trial.started or (trial_dir / "keeper.json").exists()
+        # not trial.started: Slurm says RUNNING while the setup script runs, before the keeper is there
+        keeper_started = trial.state.get("keeper_started") or (trial_dir / "keeper.json").exists()
+        trial.state["keeper_started"] = keeper_started
         batch = PollBatch()
         if not trial.started and (keeper_started or (job is not None and job.running)):
             batch.started.append(TrialStarted(trial.trial_id, time.time()))
