@@ -21,6 +21,7 @@ from pathlib import Path
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
 CLIENTS = ("sbatch", "squeue", "scancel", "scontrol", "sinfo")
 READY_TIMEOUT = 30.0
+STOP_TIMEOUT = 30.0  # KillWait (5 s) after the cancel, then the job's processes are gone
 NODE_CPUS = 8  # more than the machine has (config_overrides): trials mostly sleep
 GPUS = 2
 
@@ -158,7 +159,12 @@ class SlurmCluster:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        """SIGTERM each daemon by pid (slurmd first), SIGKILL what is left after a few seconds."""
+        """Cancel every job, then SIGTERM each daemon by pid (slurmd first), SIGKILL what is left.
+
+        Jobs go first: their slurmstepd processes, and the trials under them, outlive slurmd.
+        """
+        if "slurmctld" in self.processes:
+            self._cancel_all_jobs()
         for name in ("slurmd", "slurmctld", "munged"):
             process = self.processes.pop(name, None)
             if process is None:
@@ -170,3 +176,16 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+    def _cancel_all_jobs(self) -> None:
+        listed = self.run("squeue", "--noheader", "--format=%i", check=False)
+        jobs = listed.stdout.split()
+        if not jobs:
+            return
+        self.run("scancel", *jobs, check=False)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while time.monotonic() < deadline:
+            left = self.run("squeue", "--noheader", "--format=%i", check=False)
+            if left.returncode != 0 or not left.stdout.split():
+                return
+            time.sleep(0.2)
