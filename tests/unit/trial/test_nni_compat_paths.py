@@ -34,8 +34,13 @@ def _real_nni_distribution() -> bool:
 
 
 @pytest.fixture
-def fake_real_nni(tmp_path: Path) -> Path:
-    """A directory holding a foreign ``nni`` package (stands for NNI's distribution)."""
+def fake_real_nni(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory holding a foreign ``nni`` package (stands for NNI's distribution).
+
+    Earlier tests in this process may have imported the shim (custom tuners do ``import nni``); detection
+    rightly trusts an already imported ``nni``, so it is hidden from ``sys.modules`` for these tests."""
+    for name in [m for m in sys.modules if m == "nni" or m.startswith("nni.")]:
+        monkeypatch.delitem(sys.modules, name)
     root = tmp_path / "site"
     (root / "nni").mkdir(parents=True)
     (root / "nni" / "__init__.py").write_text("REAL = True\n")
@@ -167,7 +172,8 @@ def test_ensure_nni_importable_leaves_a_real_nni_alone(fake_real_nni: Path) -> N
 
 
 def test_ensure_nni_importable_in_this_process_is_reversible(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    # earlier tests in this process may have put the shim on sys.path already
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry != str(SHIM_PATH)])
     if _real_nni_distribution():
         assert ensure_nni_importable() is False
     else:
