@@ -213,6 +213,8 @@ class ExperimentManager:
     # ---- applying what the training service saw ------------------------------------------------------
 
     async def _apply(self, batch: PollBatch) -> None:
+        for waiting in batch.waiting:
+            self.store.set_waiting_reason(waiting.trial_id, waiting.reason)
         for started in batch.started:
             self.store.mark_running(started.trial_id, started.timestamp)
         if batch.metrics or batch.problems:
