@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
+import shutil
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -83,7 +85,7 @@ class ExperimentManager:
         from trialfleet.compat import trial_pythonpath_env
         from trialfleet.tuning import create_assessor, create_tuner
 
-        self._trial_env = trial_pythonpath_env(dict(os.environ))
+        self._trial_env = trial_pythonpath_env(dict(os.environ), python=self._trial_python())
         self.tuner = await self._in_tuner_thread(create_tuner, self.config.tuner, self.config.search_space)
         if self.config.assessor is not None:
             self.assessor = create_assessor(self.config.assessor)
@@ -94,6 +96,22 @@ class ExperimentManager:
         else:
             self._pending = [t.id for t in self.store.trials(status=TrialStatus.WAITING) if t.handle is None]
         self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING")
+
+    def _trial_python(self) -> str | None:
+        """The interpreter a local trial command starts (``/venv/bin/python train.py``), so the ``nni`` shim is
+        put on its path only when that interpreter lacks the real NNI; None means this process's own."""
+        ts = self.config.training_service
+        if isinstance(ts, list) or ts.platform != "local":
+            return None  # remote platforms probe their own workers
+        try:
+            program = shlex.split(ts.trial_command)[0]
+        except (ValueError, IndexError):
+            return None
+        if not Path(program).name.startswith("python"):
+            return None
+        found = shutil.which(program, path=os.environ.get("PATH")) if "/" not in program else None
+        path = Path(ts.trial_code_directory, program) if "/" in program else Path(found) if found else None
+        return str(path) if path is not None and os.access(path, os.X_OK) else None
 
     def _build_service(self) -> TrainingService:
         service_config = self.config.training_service
