@@ -21,7 +21,9 @@ def features(x: float, degree: int) -> list[float]:
 
 
 def mse(weights: list[float], data: list[tuple[float, float]], degree: int) -> float:
-    return sum((sum(w * f for w, f in zip(weights, features(x, degree))) - y) ** 2 for x, y in data) / len(data)
+    return sum(
+        (sum(w * f for w, f in zip(weights, features(x, degree), strict=True)) - y) ** 2 for x, y in data
+    ) / len(data)
 
 
 def main() -> None:
@@ -32,8 +34,8 @@ def main() -> None:
     for _epoch in range(int(params["epochs"])):
         for x, y in train:
             feats = features(x, degree)
-            err = sum(w * f for w, f in zip(weights, feats)) - y
-            weights = [w - lr * (err * f + l2 * w) for w, f in zip(weights, feats)]
+            err = sum(w * f for w, f in zip(weights, feats, strict=True)) - y
+            weights = [w - lr * (err * f + l2 * w) for w, f in zip(weights, feats, strict=True)]
         trial.report_intermediate_result(min(mse(weights, valid, degree), 1e6))
     trial.report_final_result(min(mse(weights, valid, degree), 1e6))
 
