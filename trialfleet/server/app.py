@@ -7,14 +7,16 @@ OpenAPI: ``/api/v1/nni/openapi.json`` and interactive docs at ``/api/v1/nni/docs
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
 from trialfleet.manager.launcher import URL_PREFIX_ENV
 from trialfleet.server import routes_files, routes_read, routes_write
+from trialfleet.server.auth import AccessMiddleware, AccessPolicy
 from trialfleet.server.context import ServerContext
 from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
+from trialfleet.server.models import ERROR_RESPONSES
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
 from trialfleet.webui import mount as mount_webui
@@ -31,7 +33,10 @@ def normalise_prefix(prefix: str | None) -> str:
     return f"/{stripped}" if stripped else ""
 
 
-def create_app(manager: ExperimentManager, *, url_prefix: str | None = None) -> FastAPI:
+def create_app(
+    manager: ExperimentManager, *, url_prefix: str | None = None, access: AccessPolicy | None = None
+) -> FastAPI:
+    """The app serving ``manager``; ``access`` decides who may call it (by default anyone: in-process use)."""
     from trialfleet import __version__
 
     prefix = normalise_prefix(url_prefix if url_prefix is not None else os.environ.get(URL_PREFIX_ENV))
@@ -48,8 +53,34 @@ def create_app(manager: ExperimentManager, *, url_prefix: str | None = None) -> 
     app.state.trialfleet = ServerContext(manager, ExperimentReader(reader_store, manager.experiment_dir))
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
+    policy = access or AccessPolicy()
+    app.add_middleware(AccessMiddleware, policy=policy)  # added last: it runs first
     for router in (routes_read.router, routes_write.router, routes_files.api_router):
         app.include_router(router, prefix=api)
     app.include_router(routes_files.logs_router, prefix=prefix)
     mount_webui(app, manager, prefix=prefix)
+    _document_errors(app, bearer=policy.token is not None)
     return app
+
+
+def _document_errors(app: FastAPI, *, bearer: bool) -> None:
+    """Every route, the web UI's included, answers refusals with ``{"error": ...}``: the schema says so
+    (FastAPI would document its own 422 shape, which this server never sends). With a token, the schema
+    names the bearer scheme it is sent with."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()  # cached by FastAPI: the edits below are idempotent
+        for item in schema.get("paths", {}).values():
+            for operation in item.values():
+                operation["responses"].pop("422", None)
+                operation["responses"].update(ERROR_RESPONSES)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        if bearer:
+            schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+            schemes["accessToken"] = {"type": "http", "scheme": "bearer"}
+            schema["security"] = [{"accessToken": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

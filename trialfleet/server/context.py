@@ -9,9 +9,13 @@ from typing import TYPE_CHECKING, Any
 from fastapi import HTTPException, Request, Response
 
 from trialfleet.server.reader import ExperimentReader
+from trialfleet.status import ExperimentStatus
 
 if TYPE_CHECKING:
     from trialfleet.manager.experiment_manager import ExperimentManager
+
+
+_STOPPED = frozenset({ExperimentStatus.STOPPING, ExperimentStatus.STOPPED})
 
 
 @dataclass(frozen=True)
@@ -26,13 +30,19 @@ def context(request: Request) -> ServerContext:
 
 
 def writable(request: Request) -> ServerContext:
-    """The context, or 403 when the experiment is only viewed."""
+    """The context; 403 when the experiment is only viewed, 409 once it is stopping."""
     ctx = context(request)
     if ctx.manager.readonly:
         raise HTTPException(
             403,
             f"experiment {ctx.manager.experiment_id} is opened read-only (view); "
             "stop the viewer and resume the experiment to change it",
+        )
+    if ctx.manager.status in _STOPPED:
+        raise HTTPException(
+            409,
+            f"experiment {ctx.manager.experiment_id} is {ctx.manager.status.value}; "
+            f"resume it to change it: trialfleet resume {ctx.manager.experiment_id}",
         )
     return ctx
 
@@ -44,5 +54,5 @@ def nni_json(payload: Any, status_code: int = 200, headers: dict[str, str] | Non
 
 
 def empty() -> Response:
-    """NNI answers commands with an empty 200."""
-    return Response(status_code=200, media_type="application/json")
+    """NNI answers commands with an empty 200 without a content type (Express's ``res.send()``)."""
+    return Response(status_code=200)

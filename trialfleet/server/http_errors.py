@@ -1,20 +1,22 @@
 """Errors as NNI's clients expect them — ``{"error": message}`` — with a 4xx for anything the caller got wrong.
 
 Bad input never becomes a 500: malformed JSON is 400, a body of the wrong shape or value is 422, a body over
-the size limit is 413, an unknown trial is 404, a change refused in the experiment's state is 403/409.
+the size limit is 413, a body that is not sent as JSON is 415, an unknown trial is 404, a change refused in the
+experiment's state is 403/409.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trialfleet.errors import (
@@ -35,8 +37,8 @@ _STATUS_OF: Sequence[tuple[type[TrialfleetError], int]] = (
 )
 
 
-def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def describe_validation(errors: Sequence[Any]) -> str:
@@ -56,9 +58,32 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, describe_validation(errors))
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return error_response(exc.status_code, str(exc.detail))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(sorted(allowed_methods(request)))
+    return error_response(exc.status_code, str(exc.detail), headers)
+
+
+def allowed_methods(request: Request) -> set[str]:
+    """Every method some route serves at this path (Starlette's own 405 names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return methods
+
+
+def require_json(request: Request) -> None:
+    """415 for a body sent as anything but JSON (a form or text/plain, as an HTML form on another site sends)."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise HTTPException(
+            415,
+            f"the request body must be JSON sent with Content-Type: application/json, not {media_type or 'none'!r}",
+        )
 
 
 async def _trialfleet_error(_request: Request, exc: Exception) -> JSONResponse:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Response
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -17,15 +19,36 @@ logs_router = APIRouter()
 _LOG_ALIASES = {"nnimanager.log": "manager.log", "dispatcher.log": "manager.log"}
 
 
+#: a plain file name: no separators (the schema states it, so a bad name is a 422 like any bad parameter)
+PLAIN_NAME = r"^[^/\\\x00]+$"
+
+
 def _check_name(name: str) -> None:
-    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise HTTPException(400, f"bad file name {name!r}: a plain file name is expected")
+    if name in (".", ".."):
+        raise not_found(f"{name!r} is a directory, not a file")
+
+
+_TEXT = {"schema": {"type": "string"}}
+_TRIAL_FILE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the file: text when it is UTF-8, else its bytes; an empty file says so in words",
+        "content": {
+            "text/plain": _TEXT,
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
 
 
 @api_router.get(
-    "/trial-file/{trial_id}/{filename}", summary="a file of the trial (stdout, stderr, trial.log, …)"
+    "/trial-file/{trial_id}/{filename}",
+    summary="a file of the trial (stdout, stderr, trial.log, …)",
+    response_class=Response,
+    responses=_TRIAL_FILE,
 )
-async def trial_file(trial_id: str, filename: str, ctx: ServerContext = Depends(context)) -> Response:
+async def trial_file(
+    trial_id: str, filename: str = Path(pattern=PLAIN_NAME), ctx: ServerContext = Depends(context)
+) -> Response:
     _check_name(filename)
     row = ctx.reader.store.find_trial(trial_id)
     if row is None:
@@ -47,8 +70,13 @@ async def trial_file(trial_id: str, filename: str, ctx: ServerContext = Depends(
         return Response(content, media_type="application/octet-stream")
 
 
-@logs_router.get("/logs/{name}", summary="a file of the experiment's log directory")
-def experiment_log(name: str, ctx: ServerContext = Depends(context)) -> Response:
+@logs_router.get(
+    "/logs/{name}",
+    summary="a file of the experiment's log directory",
+    response_class=Response,
+    responses={200: {"description": "the log file", "content": {"text/plain": _TEXT}}},
+)
+def experiment_log(name: str = Path(pattern=PLAIN_NAME), ctx: ServerContext = Depends(context)) -> Response:
     _check_name(name)
     log_dir = ctx.manager.experiment_dir / "log"
     path = log_dir / name

@@ -2,42 +2,65 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 
 from trialfleet.server.context import ServerContext, context, nni_json
 from trialfleet.server.http_errors import not_found
+from trialfleet.server.models import (
+    CheckStatus,
+    ExperimentProfile,
+    ExportRecord,
+    JobStatistic,
+    ManifestEntry,
+    MetricDataRecord,
+    TrialJobInfo,
+)
 from trialfleet.status import ExperimentStatus, TrialStatus
 from trialfleet.storage import manifest
 
 router = APIRouter()
 
 MetricType = Literal["PERIODICAL", "FINAL"]
+#: SQLite's integers are 64-bit: a larger number in a query cannot match anything and would not even bind
+SQL_INT_MAX = 2**63 - 1
 SortKey = Literal["sequenceId", "startTime", "endTime", "finalMetric"]  # reader.SORT_KEYS
 
 
-@router.get("/version", summary="trialfleet's version (a JSON string)")
+@router.get("/version", response_model=str, summary="trialfleet's version (a JSON string)")
 def version() -> Response:
     from trialfleet import __version__
 
     return nni_json(__version__)
 
 
-@router.get("/check-status", summary="{status, errors}: errors holds the experiment's error when it is ERROR")
+@router.get(
+    "/check-status",
+    response_model=CheckStatus,
+    summary="{status, errors}: errors holds the experiment's error when it is ERROR",
+)
 def check_status(ctx: ServerContext = Depends(context)) -> Response:
     manager = ctx.manager
     errors = [manager.error] if manager.status is ExperimentStatus.ERROR and manager.error else []
     return nni_json({"status": manager.status.value, "errors": errors})
 
 
-@router.get("/experiment", summary="NNI's ExperimentProfile (params = the config, secrets masked)")
+@router.get(
+    "/experiment",
+    response_model=ExperimentProfile,
+    summary="NNI's ExperimentProfile (params = the config, secrets masked)",
+)
 def experiment_profile(ctx: ServerContext = Depends(context)) -> Response:
     params = ctx.manager.config.to_json()
     return nni_json(ctx.reader.profile(params, ctx.manager.exec_duration))
 
 
-@router.get("/experiment-metadata", summary="this experiment's entry of the experiments manifest")
+@router.get(
+    "/experiment-metadata",
+    response_model=ManifestEntry,
+    summary="this experiment's entry of the experiments manifest",
+)
 def experiment_metadata(ctx: ServerContext = Depends(context)) -> Response:
     entry = manifest.entries().get(ctx.manager.experiment_id)
     if entry is None:
@@ -45,29 +68,38 @@ def experiment_metadata(ctx: ServerContext = Depends(context)) -> Response:
     return nni_json(entry)
 
 
-@router.get("/experiments-info", summary="every experiment of this machine (dead managers shown STOPPED)")
+@router.get(
+    "/experiments-info",
+    response_model=list[ManifestEntry],
+    summary="every experiment of this machine (dead managers shown STOPPED)",
+)
 def experiments_info() -> Response:
     return nni_json(list(manifest.entries().values()))
 
 
-@router.get("/experiment/imported-data", summary="each import as a compact JSON string")
+@router.get(
+    "/experiment/imported-data", response_model=list[str], summary="each import as a compact JSON string"
+)
 def imported_data(ctx: ServerContext = Depends(context)) -> Response:
     return nni_json(ctx.reader.imported_data())
 
 
-@router.get("/job-statistics", summary="[{trialJobStatus, trialJobNumber}]")
+@router.get(
+    "/job-statistics", response_model=list[JobStatistic], summary="[{trialJobStatus, trialJobNumber}]"
+)
 def job_statistics(ctx: ServerContext = Depends(context)) -> Response:
     return nni_json(ctx.reader.job_statistics())
 
 
 @router.get(
     "/trial-jobs",
+    response_model=list[TrialJobInfo],
     summary="[TrialJobInfo]; offset/limit/sort/order page the list (X-Total-Count gives the total)",
 )
 def list_trial_jobs(
     status: TrialStatus | None = None,
-    offset: int = Query(0, ge=0),
-    limit: int | None = Query(None, ge=1),
+    offset: int = Query(0, ge=0, le=SQL_INT_MAX),
+    limit: int | None = Query(None, ge=1, le=SQL_INT_MAX),
     sort: SortKey = "sequenceId",
     order: Literal["asc", "desc"] = "asc",
     ctx: ServerContext = Depends(context),
@@ -76,7 +108,7 @@ def list_trial_jobs(
     return nni_json(jobs, headers={"X-Total-Count": str(ctx.reader.trial_count(status))})
 
 
-@router.get("/trial-jobs/{trial_id}", summary="one TrialJobInfo")
+@router.get("/trial-jobs/{trial_id}", response_model=TrialJobInfo, summary="one TrialJobInfo")
 def get_trial_job(trial_id: str, ctx: ServerContext = Depends(context)) -> Response:
     job = ctx.reader.trial_job(trial_id)
     if job is None:
@@ -84,12 +116,18 @@ def get_trial_job(trial_id: str, ctx: ServerContext = Depends(context)) -> Respo
     return nni_json(job)
 
 
-@router.get("/metric-data", summary="[MetricDataRecord]; data is JSON-encoded twice, as NNI's")
+@router.get(
+    "/metric-data",
+    response_model=list[MetricDataRecord],
+    summary="[MetricDataRecord]; data is JSON-encoded twice, as NNI's",
+)
 def metric_data(type: MetricType | None = None, ctx: ServerContext = Depends(context)) -> Response:
     return nni_json(ctx.reader.metric_data(type=type))
 
 
-@router.get("/metric-data/{trial_id}", summary="one trial's MetricDataRecords")
+@router.get(
+    "/metric-data/{trial_id}", response_model=list[MetricDataRecord], summary="one trial's MetricDataRecords"
+)
 def trial_metric_data(
     trial_id: str, type: MetricType | None = None, ctx: ServerContext = Depends(context)
 ) -> Response:
@@ -99,23 +137,41 @@ def trial_metric_data(
 
 
 @router.get(
-    "/metric-data-range/{min_seq_id}/{max_seq_id}", summary="metrics of trials in a sequence-id range"
+    "/metric-data-range/{min_seq_id}/{max_seq_id}",
+    response_model=list[MetricDataRecord],
+    summary="metrics of trials in a sequence-id range",
 )
-def metric_data_range(min_seq_id: int, max_seq_id: int, ctx: ServerContext = Depends(context)) -> Response:
+def metric_data_range(
+    min_seq_id: int = Path(ge=-SQL_INT_MAX, le=SQL_INT_MAX),
+    max_seq_id: int = Path(ge=-SQL_INT_MAX, le=SQL_INT_MAX),
+    ctx: ServerContext = Depends(context),
+) -> Response:
     return nni_json(ctx.reader.metric_data_range(min_seq_id, max_seq_id))
 
 
-@router.get("/metric-data-latest/", summary="every non-PERIODICAL metric and the newest PERIODICAL per trial")
+@router.get(
+    "/metric-data-latest/",
+    response_model=list[MetricDataRecord],
+    summary="every non-PERIODICAL metric and the newest PERIODICAL per trial",
+)
 @router.get("/metric-data-latest", include_in_schema=False)
 def metric_data_latest(ctx: ServerContext = Depends(context)) -> Response:
     return nni_json(ctx.reader.metric_data_latest())
 
 
-@router.get("/export-data", summary="[{parameter, value (JSON string), trialJobId}] of succeeded trials")
+@router.get(
+    "/export-data",
+    response_model=list[ExportRecord],
+    summary="[{parameter, value (JSON string), trialJobId}] of succeeded trials",
+)
 def export_data(ctx: ServerContext = Depends(context)) -> Response:
     return nni_json(ctx.reader.export_data())
 
 
-@router.get("/tensorboard-tasks", summary="TensorBoard tasks (none: trialfleet does not launch TensorBoard)")
+@router.get(
+    "/tensorboard-tasks",
+    response_model=list[dict[str, Any]],
+    summary="TensorBoard tasks (none: trialfleet does not launch TensorBoard)",
+)
 def tensorboard_tasks() -> Response:
     return nni_json([])

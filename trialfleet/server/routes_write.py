@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from trialfleet.export import parse_import_records
 from trialfleet.server.context import ServerContext, context, empty, nni_json, writable
-from trialfleet.server.http_errors import not_found
+from trialfleet.server.http_errors import not_found, require_json
+from trialfleet.server.models import EMPTY_RESPONSE, ERROR_SCHEMA, IMPORT_BODY_SCHEMA, SequenceId
 
 router = APIRouter()
 
@@ -75,7 +76,14 @@ def _checked(update_type: UpdateType, value: Any) -> Any:
 
 
 @router.put(
-    "/experiment", summary="change trialConcurrency, maxExperimentDuration, searchSpace or maxTrialNumber"
+    "/experiment",
+    summary="change trialConcurrency, maxExperimentDuration, searchSpace or maxTrialNumber",
+    description="The body is the profile from `GET /experiment` with `params` edited; `params` must hold the key "
+    "`update_type` names (trialConcurrency, maxExperimentDuration or maxExecDuration, searchSpace, "
+    "maxTrialNumber or maxTrialNum), else 422.",
+    response_class=Response,
+    responses=EMPTY_RESPONSE,
+    dependencies=[Depends(require_json)],
 )
 async def update_experiment(
     body: ProfileBody,
@@ -87,34 +95,57 @@ async def update_experiment(
     return empty()
 
 
-@router.post("/experiment", summary="NNI's launcher step; a trialfleet manager is configured when it starts")
+@router.post(
+    "/experiment",
+    summary="NNI's launcher step, always refused: a trialfleet manager is configured when it starts",
+    status_code=409,
+    responses={409: {"description": "refused", "content": {"application/json": {"schema": ERROR_SCHEMA}}}},
+)
 def start_experiment(ctx: ServerContext = Depends(context)) -> Response:
     raise HTTPException(
         409, f"this manager already runs experiment {ctx.manager.experiment_id}; its config is set at launch"
     )
 
 
-@router.delete("/experiment", summary="stop the experiment (its trials are stopped, then the manager exits)")
+@router.delete(
+    "/experiment",
+    summary="stop the experiment (its trials are stopped, then the manager exits)",
+    response_class=Response,
+    responses=EMPTY_RESPONSE,
+)
 def stop_experiment(ctx: ServerContext = Depends(context)) -> Response:
     ctx.manager.request_stop()
     return empty()
 
 
-@router.post("/experiment/import-data", summary="[{parameter, value}] for the tuner")
+@router.post(
+    "/experiment/import-data",
+    summary="[{parameter, value}] for the tuner",
+    response_class=Response,
+    responses=EMPTY_RESPONSE,
+    dependencies=[Depends(require_json)],
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": IMPORT_BODY_SCHEMA}}}},
+)
 async def import_data(body: Any = Body(...), ctx: ServerContext = Depends(writable)) -> Response:
     records = parse_import_records(body, source="request body")
     await ctx.manager.import_data(records)
     return empty()
 
 
-@router.put("/experiment/cluster-metadata", summary="legacy NNI launcher step; not used by trialfleet")
+# legacy NNI launcher step, refused (400): cluster metadata is part of the config
+@router.put("/experiment/cluster-metadata", include_in_schema=False)
 def cluster_metadata() -> Response:
     raise HTTPException(
         400, "cluster metadata is part of the experiment config in trialfleet; nothing to set"
     )
 
 
-@router.post("/trial-jobs", summary="queue a customized trial with these parameters → {sequenceId}")
+@router.post(
+    "/trial-jobs",
+    summary="queue a customized trial with these parameters → {sequenceId}",
+    response_model=SequenceId,
+    dependencies=[Depends(require_json)],
+)
 async def add_trial_job(
     parameters: dict[str, Any] = Body(...), ctx: ServerContext = Depends(writable)
 ) -> Response:
@@ -122,7 +153,12 @@ async def add_trial_job(
     return nni_json({"sequenceId": sequence_id})
 
 
-@router.delete("/trial-jobs/{trial_id}", summary="cancel a trial (USER_CANCELED)")
+@router.delete(
+    "/trial-jobs/{trial_id}",
+    summary="cancel a trial (USER_CANCELED)",
+    response_class=Response,
+    responses=EMPTY_RESPONSE,
+)
 async def cancel_trial_job(trial_id: str, ctx: ServerContext = Depends(writable)) -> Response:
     if ctx.reader.store.find_trial(trial_id) is None:
         raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
@@ -130,7 +166,8 @@ async def cancel_trial_job(trial_id: str, ctx: ServerContext = Depends(writable)
     return empty()
 
 
-@router.post("/tensorboard", summary="not supported: trialfleet does not launch TensorBoard")
+# refused (501): trialfleet does not launch TensorBoard
+@router.post("/tensorboard", include_in_schema=False)
 def start_tensorboard() -> Response:
     raise HTTPException(501, "trialfleet does not launch TensorBoard; run `tensorboard --logdir <trial dir>`")
 
@@ -140,6 +177,11 @@ def tensorboard_task(task_id: str) -> Response:
     raise not_found(f"no TensorBoard task {task_id}")
 
 
-@router.delete("/tensorboard-tasks", summary="stop every TensorBoard task (there are none)")
+@router.delete(
+    "/tensorboard-tasks",
+    summary="stop every TensorBoard task (there are none)",
+    response_class=Response,
+    responses=EMPTY_RESPONSE,
+)
 def stop_tensorboard_tasks() -> Response:
     return empty()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 PREFIX = "/api/v1/trialfleet"
 MAX_CHANGED_TRIALS = 2000
 MAX_PAGE = 500
+SQL_INT_MAX = 2**63 - 1  # SQLite integers are 64-bit: a larger one cannot be bound into a query
 
 
 def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> dict[str, Any]:
@@ -101,7 +102,7 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
 
     @router.get("/trials")
     def trials(
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=SQL_INT_MAX),
         limit: int = Query(50, ge=1, le=MAX_PAGE),
         sort: str = "sequenceId",
         order: str = Query("asc", pattern="^(asc|desc)$"),
@@ -142,13 +143,13 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
         }
 
     @router.get("/trials/{trial_id}/metrics")
-    def trial_metrics(trial_id: str, after: int = Query(0, ge=0)) -> dict[str, Any]:
+    def trial_metrics(trial_id: str, after: int = Query(0, ge=0, le=SQL_INT_MAX)) -> dict[str, Any]:
         return {"metrics": queries.trial_metrics(trial_id, after)}
 
     @router.get("/intermediate")
     def intermediate(
         key: str = "default",
-        step: int | None = Query(None, ge=0),
+        step: int | None = Query(None, ge=0, le=SQL_INT_MAX),
         min: float | None = None,
         max: float | None = None,
         trials: int = Query(100, ge=1, le=10_000),

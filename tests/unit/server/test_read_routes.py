@@ -137,7 +137,9 @@ def test_trial_files_and_logs(populated: tuple[Served, TestClient]) -> None:
     assert response.headers["content-type"].startswith("text/plain")
     assert client.get(f"{API}/trial-file/sA/stderr").text == "stderr is empty."
     assert client.get(f"{API}/trial-file/sA/nothing.txt").status_code == 404
-    assert client.get(f"{API}/trial-file/sA/%2E%2E").status_code == 400
+    assert client.get(f"{API}/trial-file/sA/%2E%2E").status_code == 404  # a directory
+    backslash = client.get(f"{API}/trial-file/sA/..%5Csecret")
+    assert backslash.status_code == 422 and "filename" in backslash.json()["error"]
     (served.experiment_dir / "trials" / "secret").write_text("not for you")
     escaped = client.get(f"{API}/trial-file/sA/%2E%2E%2Fsecret")
     assert escaped.status_code in (400, 404) and "not for you" not in escaped.text
@@ -147,7 +149,7 @@ def test_trial_files_and_logs(populated: tuple[Served, TestClient]) -> None:
     assert client.get("/logs/nnimanager.log").text == "manager says hi\n"
     assert client.get("/logs/manager.log").text == "manager says hi\n"
     assert client.get("/logs/missing.log").status_code == 404
-    assert client.get("/logs/%2E%2E").status_code == 400
+    assert client.get("/logs/%2E%2E").status_code == 404
 
 
 def test_unknown_route_and_openapi(populated: tuple[Served, TestClient]) -> None:
