@@ -158,19 +158,34 @@ class ExperimentClient(Protocol):
 def open_experiment(ref: ExperimentRef) -> ExperimentClient:
     """REST for a running experiment, its database otherwise."""
     if ref.running:
-        return RestClient(ref.url, ref.id)
+        return rest_client(ref)
     return StoreClient(ref)
 
 
-class RestClient:
-    """NNI's REST API of one manager. Errors become TrialfleetErrors carrying the server's message."""
+def rest_client(ref: ExperimentRef) -> RestClient:
+    """The running experiment's REST API, with its access token when it has one (read from its directory)."""
+    from trialfleet.server.auth import read_token
 
-    def __init__(self, url: str, experiment_id: str = "", timeout: float = REST_TIMEOUT) -> None:
+    return RestClient(ref.url, ref.id, token=read_token(ref.experiment_dir))
+
+
+class RestClient:
+    """NNI's REST API of one manager. Errors become TrialfleetErrors carrying the server's message.
+
+    ``token``: the experiment's access token, sent as ``Authorization: Bearer`` (a manager listening
+    beyond loopback asks for it; one on loopback ignores it)."""
+
+    def __init__(
+        self, url: str, experiment_id: str = "", timeout: float = REST_TIMEOUT, token: str | None = None
+    ) -> None:
         import httpx
 
         self.url = url.rstrip("/")
         self.experiment_id = experiment_id
-        self._http = httpx.Client(base_url=f"{self.url}/api/v1/nni", timeout=timeout, trust_env=False)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.Client(
+            base_url=f"{self.url}/api/v1/nni", timeout=timeout, trust_env=False, headers=headers
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -259,6 +274,11 @@ def _error_message(response: Any) -> str:
 def _error_for(status: int, message: str, method: str, path: str) -> TrialfleetError:
     if status in (403, 409):
         return ExperimentStateError(message)
+    if status == 401:
+        return TrialfleetError(
+            f"{method} {path} was refused (401): {message}. The CLI and the Python API send the token of "
+            "<experiment dir>/access-token when they can read it"
+        )
     return TrialfleetError(f"{method} {path} failed ({status}): {message}")
 
 

@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from enum import Enum
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -58,10 +59,16 @@ class Experiment:
         self.id = id
         self.port: int | None = None
         self.url_prefix: str | None = None
+        #: where the manager listens; beyond loopback (e.g. "0.0.0.0") requests need the access token,
+        #: which this object reads from the experiment directory
+        self.host = "127.0.0.1"
+        self.public_read = False  # beyond loopback: reads need no token (changes still do)
+        self._experiment_dir: Path | None = None
         self.mode = RunMode.Background
         self._action = "create"
         self._pid: int | None = None
         self._log_stop: threading.Event | None = None
+        self._url = ""
 
     # ---- life cycle ----------------------------------------------------------------------------------
 
@@ -71,16 +78,36 @@ class Experiment:
         """Start the manager (detached process) and return once its REST API answers."""
         from trialfleet import startup
         from trialfleet.client import resolve_experiment
+        from trialfleet.server.auth import ensure_token, is_loopback, token_path
 
         self.mode = RunMode(run_mode)
         if self._action == "create":
-            _, experiment_dir = startup.create_checked(self._validated_config(), port, self.id)
+            _, experiment_dir = startup.create_checked(
+                self._validated_config(), port, self.id, host=self.host
+            )
         else:
             ref = resolve_experiment(self.id)
-            startup.check_relaunch(ref, "resume" if self._action == "resume" else "view", port)
+            startup.check_relaunch(
+                ref, "resume" if self._action == "resume" else "view", port, host=self.host
+            )
             experiment_dir = ref.experiment_dir
-        launched = startup.spawn(experiment_dir, self._action, port, debug=debug, url_prefix=self.url_prefix)
+        if not is_loopback(self.host):
+            ensure_token(experiment_dir)
+            _logger.warning(
+                "listening on %s: requests need the access token in %s", self.host, token_path(experiment_dir)
+            )
+        launched = startup.spawn(
+            experiment_dir,
+            self._action,
+            port,
+            debug=debug,
+            url_prefix=self.url_prefix,
+            host=self.host,
+            public_read=self.public_read,
+        )
         self.id, self.port, self._pid = launched.experiment_id, port, launched.pid
+        self._experiment_dir = experiment_dir
+        self._url = launched.url
         _logger.info("experiment %s: web UI and REST API at %s", self.id, launched.url)
         if self.mode is not RunMode.Detach:
             atexit.register(self.stop)
@@ -151,18 +178,35 @@ class Experiment:
 
     @classmethod
     def resume(
-        cls, experiment_id: str, port: int = 8080, wait_completion: bool = True, debug: bool = False
+        cls,
+        experiment_id: str,
+        port: int = 8080,
+        wait_completion: bool = True,
+        debug: bool = False,
+        *,
+        host: str = "127.0.0.1",
+        public_read: bool = False,
     ) -> Experiment:
         """Resume a stopped experiment (``trialfleet resume``) and, by default, wait for it to finish."""
         experiment = cls(None, experiment_id)
+        experiment.host, experiment.public_read = host, public_read
         experiment._action = "resume"
         experiment.run(port, wait_completion, debug)
         return experiment
 
     @classmethod
-    def view(cls, experiment_id: str, port: int = 8080, non_blocking: bool = False) -> Experiment:
+    def view(
+        cls,
+        experiment_id: str,
+        port: int = 8080,
+        non_blocking: bool = False,
+        *,
+        host: str = "127.0.0.1",
+        public_read: bool = False,
+    ) -> Experiment:
         """Serve a stopped experiment read-only; blocks until Ctrl-C unless ``non_blocking``."""
         experiment = cls(None, experiment_id)
+        experiment.host, experiment.public_read = host, public_read
         experiment._action = "view"
         experiment.start(port)
         if non_blocking:
@@ -179,25 +223,33 @@ class Experiment:
     @classmethod
     def connect(cls, port: int) -> Experiment:
         """Attach to a manager already running on this machine's ``port`` (stop() leaves it running)."""
-        from trialfleet.client import RestClient
+        from trialfleet.client import RestClient, all_experiments
+        from trialfleet.server.auth import read_token
 
-        client = RestClient(f"http://127.0.0.1:{port}")
+        # the manifest knows the experiment on that port: its directory holds the access token, if any
+        ref = next((r for r in all_experiments() if r.running and r.entry.get("port") == port), None)
+        url = ref.url if ref is not None else f"http://127.0.0.1:{port}"
+        client = RestClient(url, token=read_token(ref.experiment_dir) if ref is not None else None)
         try:
             profile = client.profile()
         finally:
             client.close()
         experiment = cls(None, str(profile["id"]))
         experiment.port = port
+        experiment._url = url
+        experiment._experiment_dir = ref.experiment_dir if ref is not None else None
         return experiment
 
     # ---- queries and commands ------------------------------------------------------------------------
 
     def _client(self) -> ExperimentClient:
         from trialfleet.client import RestClient, open_experiment, resolve_experiment
+        from trialfleet.server.auth import read_token
 
         if self.port is not None:
             prefix = f"/{self.url_prefix.strip('/')}" if self.url_prefix else ""
-            return RestClient(f"http://127.0.0.1:{self.port}{prefix}", self.id or "")
+            token = read_token(self._experiment_dir) if self._experiment_dir is not None else None
+            return RestClient(f"{self._url}{prefix}", self.id or "", token=token)
         if not self.id:
             raise ValueError("this Experiment has not been started and has no id")
         return open_experiment(resolve_experiment(self.id))

@@ -54,11 +54,12 @@ def spawn(
     debug: bool = False,
     url_prefix: str | None = None,
     host: str = DEFAULT_HOST,
+    public_read: bool = False,
 ) -> Launched:
     """Start the detached manager process and wait until it answers."""
     from trialfleet.manager.launcher import spawn_manager
 
-    launched = spawn_manager(experiment_dir, action, port, host, debug, url_prefix or "")
+    launched = spawn_manager(experiment_dir, action, port, host, debug, url_prefix or "", public_read)
     if url_prefix:
         manifest.upsert(launched.experiment_id, prefixUrl=url_prefix.strip("/"))
     return launched

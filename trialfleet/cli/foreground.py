@@ -19,21 +19,27 @@ if TYPE_CHECKING:
 _BEST_SHOWN = 10
 
 
-def run(experiment_dir: Path, action: str, sock: socket.socket, debug: bool) -> int:
+def run(
+    experiment_dir: Path, action: str, sock: socket.socket, debug: bool, *, public_read: bool = False
+) -> int:
     """Serve the experiment until it is DONE, ERROR or stopped; returns the manager's exit code."""
     from trialfleet.manager.process import setup_logging
 
     setup_logging(experiment_dir, debug, console=debug)
-    return asyncio.run(_serve_with_progress(experiment_dir, action, sock))
+    return asyncio.run(_serve_with_progress(experiment_dir, action, sock, public_read))
 
 
-async def _serve_with_progress(experiment_dir: Path, action: str, sock: socket.socket) -> int:
+async def _serve_with_progress(
+    experiment_dir: Path, action: str, sock: socket.socket, public_read: bool
+) -> int:
     from rich.live import Live
 
     from trialfleet.manager.process import serve
     from trialfleet.storage import ExperimentStore
 
-    task = asyncio.create_task(serve(experiment_dir, action, sock, exit_when_finished=True))
+    task = asyncio.create_task(
+        serve(experiment_dir, action, sock, exit_when_finished=True, public_read=public_read)
+    )
     store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
     try:
         maximize = optimize_mode(store.experiment().config) == "maximize"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,16 @@ PortOption = typer.Option(DEFAULT_PORT, "--port", "-p", help="port of the web UI
 DebugOption = typer.Option(False, "--debug", "-d", help="debug logging (and tracebacks on errors)")
 ForegroundOption = typer.Option(False, "--foreground", "-f", help="run the manager in this terminal")
 UrlPrefixOption = typer.Option(None, "--url_prefix", "-u", help="serve the web UI and API under this path")
+HostOption = typer.Option(
+    HOST,
+    "--host",
+    "--listen",
+    help="address to listen on; anything but 127.0.0.1/::1/localhost (e.g. 0.0.0.0) requires the "
+    "experiment's access token",
+)
+PublicReadOption = typer.Option(
+    False, "--public-read", help="beyond loopback: let anyone read without the token (changes still need it)"
+)
 ExperimentDirOption = typer.Option(
     None,
     "--experiment_dir",
@@ -43,6 +54,8 @@ def create(
     debug: bool = DebugOption,
     foreground: bool = ForegroundOption,
     url_prefix: str | None = UrlPrefixOption,
+    host: str = HostOption,
+    public_read: bool = PublicReadOption,
 ) -> None:
     """Create an experiment from a config file and start it."""
     from trialfleet.config import load_config
@@ -54,29 +67,58 @@ def create(
     loaded = load_config(config, on_converted=show_converted)
     for message in loaded.warnings:
         warning(message)
+    listening = Listening(host, public_read)
     if foreground:
-        _create_in_foreground(loaded.config, port, debug, url_prefix)
+        _create_in_foreground(loaded.config, port, debug, url_prefix, listening)
         return
     from trialfleet import startup
 
-    _, experiment_dir = startup.create_checked(loaded.config, port, host=HOST)
+    _, experiment_dir = startup.create_checked(loaded.config, port, host=host)
+    token = listening.token_for(experiment_dir)
     console().print("Starting the manager...")
-    launched = startup.spawn(experiment_dir, "create", port, debug=debug, url_prefix=url_prefix, host=HOST)
-    _print_started(launched.experiment_id, launched.url, url_prefix)
+    launched = startup.spawn(
+        experiment_dir, "create", port, debug=debug, url_prefix=url_prefix, host=host, public_read=public_read
+    )
+    _print_started(launched.experiment_id, launched.url, url_prefix, token)
 
 
-def _create_in_foreground(config: ExperimentConfig, port: int, debug: bool, url_prefix: str | None) -> None:
+@dataclass(frozen=True)
+class Listening:
+    """``--host`` and ``--public-read``: beyond loopback the experiment gets an access token."""
+
+    host: str
+    public_read: bool
+
+    def token_for(self, experiment_dir: Path) -> Token | None:
+        from trialfleet.server.auth import ensure_token, is_loopback, token_path
+
+        if is_loopback(self.host):
+            return None
+        value, created = ensure_token(experiment_dir)
+        return Token(value, token_path(experiment_dir), created)
+
+
+@dataclass(frozen=True)
+class Token:
+    value: str
+    path: Path
+    new: bool  # printed once, when it is made; afterwards only its file is named
+
+
+def _create_in_foreground(
+    config: ExperimentConfig, port: int, debug: bool, url_prefix: str | None, listening: Listening
+) -> None:
     from trialfleet import startup
     from trialfleet.manager.launcher import bind_socket, create_experiment
 
     startup.preflight(config)
-    sock = bind_socket(port, HOST)
+    sock = bind_socket(port, listening.host)
     try:
         experiment_id, experiment_dir = create_experiment(config)
     except BaseException:
         sock.close()
         raise
-    _run_foreground(experiment_id, experiment_dir, "create", sock, debug, url_prefix)
+    _run_foreground(experiment_id, experiment_dir, "create", sock, debug, url_prefix, listening)
 
 
 def _run_foreground(
@@ -86,31 +128,52 @@ def _run_foreground(
     sock: socket.socket,
     debug: bool,
     url_prefix: str | None,
+    listening: Listening,
 ) -> None:
     import os
 
     from trialfleet.cli import foreground
-    from trialfleet.manager.launcher import URL_PREFIX_ENV
+    from trialfleet.manager.launcher import URL_PREFIX_ENV, connect_url
     from trialfleet.storage import manifest
 
     if url_prefix:
         os.environ[URL_PREFIX_ENV] = url_prefix
         manifest.upsert(experiment_id, prefixUrl=url_prefix.strip("/"))
-    _print_started(experiment_id, f"http://{HOST}:{sock.getsockname()[1]}", url_prefix, foreground=True)
-    code = foreground.run(experiment_dir, action, sock, debug)
+    token = listening.token_for(experiment_dir)
+    url = connect_url(listening.host, sock.getsockname()[1])
+    _print_started(experiment_id, url, url_prefix, token, foreground=True)
+    code = foreground.run(experiment_dir, action, sock, debug, public_read=listening.public_read)
     raise typer.Exit(code)
 
 
-def _print_started(experiment_id: str, url: str, url_prefix: str | None, *, foreground: bool = False) -> None:
+def _print_started(
+    experiment_id: str, url: str, url_prefix: str | None, token: Token | None, *, foreground: bool = False
+) -> None:
     base = f"{url}/{url_prefix.strip('/')}" if url_prefix and url_prefix.strip("/") else url
     out = console()
     out.print(f"Experiment ID: [bold]{experiment_id}[/bold]")
     out.print(f"Web portal URLs: {base}")
     out.print(f"REST API: {base}/api/v1/nni")
+    if token is not None:
+        _print_token(token, base)
     if foreground:
         out.print("Running in the foreground: Ctrl-C stops the experiment.")
     else:
         success(f'To stop experiment run "trialfleet stop {experiment_id}" or "trialfleet stop --all"')
+
+
+def _print_token(token: Token, base: str) -> None:
+    out = console()
+    if token.new:
+        out.print(f"Access token (shown once; kept in {token.path}): [bold]{token.value}[/bold]")
+        out.print(f"Open the web UI with it once: {base}/?token={token.value}")
+    else:
+        out.print(
+            f"Requests need the experiment's access token (in {token.path}); the web UI: {base}/?token=<token>"
+        )
+    warning(
+        "The server listens beyond this machine: anyone who can reach it and has the token can control the experiment."
+    )
 
 
 def _ref(experiment_id: str, experiment_dir: Path | None) -> ExperimentRef:
@@ -142,33 +205,43 @@ def resume(
     debug: bool = DebugOption,
     foreground: bool = ForegroundOption,
     experiment_dir: Path | None = ExperimentDirOption,
+    host: str = HostOption,
+    public_read: bool = PublicReadOption,
 ) -> None:
     """Resume a stopped experiment: unfinished trials are re-run and the tuner continues from its history."""
     from trialfleet import startup
 
     ref = _ref(experiment_id, experiment_dir)
-    startup.check_relaunch(ref, "resume", port, host=HOST)
+    startup.check_relaunch(ref, "resume", port, host=host)
+    listening = Listening(host, public_read)
     if foreground:
         from trialfleet.manager.launcher import bind_socket
 
-        _run_foreground(ref.id, ref.experiment_dir, "resume", bind_socket(port, HOST), debug, None)
+        sock = bind_socket(port, host)
+        _run_foreground(ref.id, ref.experiment_dir, "resume", sock, debug, None, listening)
         return
-    launched = startup.spawn(ref.experiment_dir, "resume", port, debug=debug, host=HOST)
-    _print_started(launched.experiment_id, launched.url, None)
+    token = listening.token_for(ref.experiment_dir)
+    launched = startup.spawn(
+        ref.experiment_dir, "resume", port, debug=debug, host=host, public_read=public_read
+    )
+    _print_started(launched.experiment_id, launched.url, None, token)
 
 
 def view(
     experiment_id: str = typer.Argument(..., help="the id of a stopped experiment"),
     port: int = PortOption,
     experiment_dir: Path | None = ExperimentDirOption,
+    host: str = HostOption,
+    public_read: bool = PublicReadOption,
 ) -> None:
     """Serve a stopped experiment read-only (web UI and REST API)."""
     from trialfleet import startup
 
     ref = _ref(experiment_id, experiment_dir)
-    startup.check_relaunch(ref, "view", port, host=HOST)
-    launched = startup.spawn(ref.experiment_dir, "view", port, host=HOST)
-    _print_started(launched.experiment_id, launched.url, None)
+    startup.check_relaunch(ref, "view", port, host=host)
+    token = Listening(host, public_read).token_for(ref.experiment_dir)
+    launched = startup.spawn(ref.experiment_dir, "view", port, host=host, public_read=public_read)
+    _print_started(launched.experiment_id, launched.url, None, token)
 
 
 def stop(

@@ -110,7 +110,7 @@ def top(interval: int = typer.Option(3, "--time", "-t", min=1, help="seconds bet
 
 
 def _show_running() -> None:
-    from trialfleet.client import RestClient, all_experiments
+    from trialfleet.client import all_experiments, rest_client
     from trialfleet.errors import TrialfleetError
 
     out = console()
@@ -123,7 +123,7 @@ def _show_running() -> None:
             f"Id: {ref.id}  Status: {ref.status}  Port: {ref.entry.get('port')}  "
             f"Platform: {ref.entry.get('platform')}  StartTime: {fmt_time(ref.entry.get('startTime'))}"
         )
-        client = RestClient(ref.url, ref.id)
+        client = rest_client(ref)
         try:
             print_table(None, TRIAL_COLUMNS, trial_rows(client.trial_jobs()))
         except TrialfleetError as exc:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.errors import ExperimentStateError, ManagerUnreachableError, PortInUseError
+from trialfleet.errors import ExperimentStateError, ManagerUnreachableError, PortInUseError, TrialfleetError
 from trialfleet.manager.decisions import new_experiment_id
 from trialfleet.status import ExperimentStatus
 from trialfleet.storage import ExperimentStore, manifest
@@ -38,21 +38,22 @@ class Launched:
 
 
 def check_port_free(port: int, host: str = "127.0.0.1") -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise PortInUseError(
-                f"port {port} on {host} is already in use ({exc.strerror}); choose another with --port"
-            ) from exc
+    bind_socket(port, host).close()
 
 
 def bind_socket(port: int, host: str) -> socket.socket:
-    """Bind the manager's listening socket up front so a busy port is reported before anything starts."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """Bind the manager's listening socket up front so a busy port is reported before anything starts.
+    ``host`` may be an IPv4 or IPv6 address or a name; ``0.0.0.0``/``::`` listen on every interface."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise TrialfleetError(f"cannot listen on {host!r}: {exc.strerror}; check --host") from exc
+    sock = socket.socket(family, kind)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        sock.bind(address)
     except OSError as exc:
         sock.close()
         raise PortInUseError(
@@ -60,6 +61,17 @@ def bind_socket(port: int, host: str) -> socket.socket:
         ) from exc
     sock.listen(128)
     return sock
+
+
+def connect_url(host: str, port: int) -> str:
+    """The URL a client on this machine uses for a manager listening on ``host`` (a wildcard address is
+    reached through loopback; an IPv6 literal is bracketed)."""
+    name = host.strip("[]")
+    if name in ("", "0.0.0.0"):
+        name = "127.0.0.1"
+    elif name == "::":
+        name = "::1"
+    return f"http://[{name}]:{port}" if ":" in name else f"http://{name}:{port}"
 
 
 def create_experiment(config: ExperimentConfig, experiment_id: str | None = None) -> tuple[str, Path]:
@@ -106,7 +118,9 @@ def _link_latest(experiment_dir: Path) -> None:
         pass  # a shared or read-only working directory: the link is a convenience only
 
 
-def manager_command(experiment_dir: Path, action: str, port: int, host: str, debug: bool) -> list[str]:
+def manager_command(
+    experiment_dir: Path, action: str, port: int, host: str, debug: bool, public_read: bool = False
+) -> list[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -120,7 +134,11 @@ def manager_command(experiment_dir: Path, action: str, port: int, host: str, deb
         "--host",
         host,
     ]
-    return [*cmd, "--debug"] if debug else cmd
+    if debug:
+        cmd.append("--debug")
+    if public_read:
+        cmd.append("--public-read")
+    return cmd
 
 
 def spawn_manager(
@@ -130,14 +148,18 @@ def spawn_manager(
     host: str = "127.0.0.1",
     debug: bool = False,
     url_prefix: str = "",
+    public_read: bool = False,
 ) -> Launched:
-    """Start a detached manager process and wait until its REST server answers (under ``url_prefix``)."""
+    """Start a detached manager process and wait until its REST server answers (under ``url_prefix``).
+    Beyond loopback the experiment's access token (:mod:`trialfleet.server.auth`) must exist already."""
+    from trialfleet.server.auth import read_token
+
     log_dir = experiment_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
     prefix = url_prefix.strip("/")
     with open(log_dir / "nnictl_stdout.log", "ab") as out, open(log_dir / "nnictl_stderr.log", "ab") as err:
         proc = subprocess.Popen(
-            manager_command(experiment_dir, action, port, host, debug),
+            manager_command(experiment_dir, action, port, host, debug, public_read),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -145,14 +167,22 @@ def spawn_manager(
             env={**os.environ, URL_PREFIX_ENV: prefix},
         )
     experiment_id = experiment_dir.name
-    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
-    wait_ready(proc, f"{url}/{prefix}" if prefix else url, log_dir / "nnictl_stderr.log")
+    url = connect_url(host, port)
+    ready_url = f"{url}/{prefix}" if prefix else url
+    wait_ready(proc, ready_url, log_dir / "nnictl_stderr.log", token=read_token(experiment_dir))
     return Launched(experiment_id, experiment_dir, url, proc.pid)
 
 
 def wait_ready(
-    proc: subprocess.Popen[bytes], url: str, stderr_log: Path, timeout: float = READY_TIMEOUT
+    proc: subprocess.Popen[bytes],
+    url: str,
+    stderr_log: Path,
+    timeout: float = READY_TIMEOUT,
+    token: str | None = None,
 ) -> None:
+    request = urllib.request.Request(f"{url}/api/v1/nni/check-status")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         code = proc.poll()
@@ -160,7 +190,7 @@ def wait_ready(
             tail = stderr_log.read_text(errors="replace")[-3000:] if stderr_log.exists() else ""
             raise ManagerUnreachableError(f"the manager exited with code {code} while starting:\n{tail}")
         try:
-            with urllib.request.urlopen(f"{url}/api/v1/nni/check-status", timeout=1) as resp:
+            with urllib.request.urlopen(request, timeout=1) as resp:
                 if json.load(resp).get("status") != "INITIALIZING":
                     return
         except (urllib.error.URLError, OSError, ValueError):

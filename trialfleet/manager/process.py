@@ -17,7 +17,8 @@ from pathlib import Path
 
 from trialfleet.errors import TrialfleetError
 from trialfleet.manager.experiment_manager import ExperimentManager
-from trialfleet.manager.launcher import bind_socket
+from trialfleet.manager.launcher import bind_socket, connect_url
+from trialfleet.server.auth import AccessPolicy
 from trialfleet.status import ExperimentStatus
 from trialfleet.storage import manifest
 
@@ -39,12 +40,19 @@ def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
 
 
 async def serve(
-    experiment_dir: Path, action: str, sock: socket.socket, *, exit_when_finished: bool = False
+    experiment_dir: Path,
+    action: str,
+    sock: socket.socket,
+    *,
+    exit_when_finished: bool = False,
+    public_read: bool = False,
 ) -> int:
-    """Run the manager and its server until stopped; returns a process exit code."""
+    """Run the manager and its server until stopped; returns a process exit code. Beyond loopback the
+    server asks for the experiment's access token (``public_read``: for changes only)."""
     manager = ExperimentManager(experiment_dir, readonly=action == "view")
     host, port = sock.getsockname()[:2]
-    manifest.upsert(manager.experiment_id, pid=os.getpid(), port=port, webuiUrl=[f"http://{host}:{port}"])
+    access = AccessPolicy.for_listening(host, experiment_dir, manager.experiment_id, public_read=public_read)
+    manifest.upsert(manager.experiment_id, pid=os.getpid(), port=port, webuiUrl=[connect_url(host, port)])
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, manager.request_stop)
@@ -61,7 +69,8 @@ async def serve(
 
     from trialfleet.server.app import create_app
 
-    server = uvicorn.Server(uvicorn.Config(create_app(manager), log_level="warning", lifespan="off"))
+    app = create_app(manager, access=access)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     server_task = asyncio.create_task(server.serve(sockets=[sock]))
     if exit_when_finished:
         watcher = asyncio.create_task(_stop_when_finished(manager))
@@ -87,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--debug", action="store_true")
     parser.add_argument("--foreground", action="store_true")
+    parser.add_argument("--public-read", action="store_true", help="beyond loopback: reads need no token")
     args = parser.parse_args(argv)
     setup_logging(args.experiment_dir, args.debug, console=args.foreground)
     try:
@@ -94,4 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     except TrialfleetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    return asyncio.run(serve(args.experiment_dir, args.action, sock, exit_when_finished=args.foreground))
+    return asyncio.run(
+        serve(
+            args.experiment_dir,
+            args.action,
+            sock,
+            exit_when_finished=args.foreground,
+            public_read=args.public_read,
+        )
+    )

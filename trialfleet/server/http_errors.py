@@ -7,8 +7,10 @@ experiment's state is 403/409.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +18,6 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trialfleet.errors import (
@@ -62,18 +63,25 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     headers = dict(exc.headers or {})
     if exc.status_code == 405:
-        headers["Allow"] = ", ".join(sorted(allowed_methods(request)))
+        documented = documented_methods(request)
+        if documented:
+            headers["Allow"] = ", ".join(sorted(documented))
     return error_response(exc.status_code, str(exc.detail), headers)
 
 
-def allowed_methods(request: Request) -> set[str]:
-    """Every method some route serves at this path (Starlette's own 405 names only the first route's)."""
+def documented_methods(request: Request) -> set[str]:
+    """Every method the schema documents at this path: Starlette's own 405 names only those of the first
+    route that matched the path, not of the others at the same path."""
     methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match is not Match.NONE:
-            methods |= getattr(route, "methods", None) or set()
-    return methods
+    for template, item in request.app.openapi().get("paths", {}).items():
+        if _path_pattern(template).fullmatch(request.url.path):
+            methods |= {method.upper() for method in item}
+    return methods | {"HEAD"} if "GET" in methods else methods
+
+
+@functools.lru_cache(maxsize=256)
+def _path_pattern(template: str) -> re.Pattern[str]:
+    return re.compile(re.sub(r"\\\{[^/]*?\\\}", "[^/]+", re.escape(template)))
 
 
 def require_json(request: Request) -> None:

@@ -1,10 +1,12 @@
 // The REST calls the UI makes. Paths are relative so the UI works behind a URL prefix.
+// A manager listening beyond loopback needs the experiment's access token: the page is opened once at
+// /?token=<token>, the server keeps it in an HttpOnly cookie, and every call below sends that cookie.
 
 const NNI = "api/v1/nni";
 const OURS = "api/v1/trialfleet";
 
 async function request(method, path, body) {
-  const init = { method, headers: {} };
+  const init = { method, headers: {}, credentials: "same-origin" };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -14,6 +16,10 @@ async function request(method, path, body) {
   if (!response.ok) {
     let message = text;
     try { message = JSON.parse(text).error || JSON.parse(text).detail || text; } catch { /* plain text */ }
+    if (response.status === 401) {
+      message = "this experiment needs its access token: open this page once as …/?token=<token> " +
+        "(printed by `trialfleet create`, kept in the experiment directory's access-token file)";
+    }
     throw new Error(`${method} ${path}: ${response.status} ${message}`);
   }
   const type = response.headers.get("Content-Type") || "";
