@@ -78,6 +78,7 @@ class Experiment:
         """Start the manager (detached process) and return once its REST API answers."""
         from trialfleet import startup
         from trialfleet.client import resolve_experiment
+        from trialfleet.manager.launcher import listen_address
         from trialfleet.server.auth import ensure_token, is_loopback, token_path
 
         self.mode = RunMode(run_mode)
@@ -91,7 +92,7 @@ class Experiment:
                 ref, "resume" if self._action == "resume" else "view", port, host=self.host
             )
             experiment_dir = ref.experiment_dir
-        if not is_loopback(self.host):
+        if not is_loopback(listen_address(self.host)):
             ensure_token(experiment_dir)
             _logger.warning(
                 "listening on %s: requests need the access token in %s", self.host, token_path(experiment_dir)

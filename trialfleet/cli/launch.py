@@ -90,9 +90,10 @@ class Listening:
     public_read: bool
 
     def token_for(self, experiment_dir: Path) -> Token | None:
+        from trialfleet.manager.launcher import listen_address
         from trialfleet.server.auth import ensure_token, is_loopback, token_path
 
-        if is_loopback(self.host):
+        if is_loopback(listen_address(self.host)):
             return None
         value, created = ensure_token(experiment_dir)
         return Token(value, token_path(experiment_dir), created)

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trialfleet.config import ExperimentConfig
 from trialfleet.errors import ExperimentStateError, ManagerUnreachableError, PortInUseError, TrialfleetError
@@ -44,12 +45,7 @@ def check_port_free(port: int, host: str = "127.0.0.1") -> None:
 def bind_socket(port: int, host: str) -> socket.socket:
     """Bind the manager's listening socket up front so a busy port is reported before anything starts.
     ``host`` may be an IPv4 or IPv6 address or a name; ``0.0.0.0``/``::`` listen on every interface."""
-    try:
-        family, kind, _, _, address = socket.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as exc:
-        raise TrialfleetError(f"cannot listen on {host!r}: {exc.strerror}; check --host") from exc
+    family, kind, address = _listen_target(host, port)
     sock = socket.socket(family, kind)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -61,6 +57,22 @@ def bind_socket(port: int, host: str) -> socket.socket:
         ) from exc
     sock.listen(128)
     return sock
+
+
+def listen_address(host: str) -> str:
+    """The address listening on ``host`` binds (a name resolved as ``bind_socket`` resolves it): whether it
+    is loopback decides whether the server asks for the access token."""
+    return str(_listen_target(host, 0)[2][0])
+
+
+def _listen_target(host: str, port: int) -> tuple[socket.AddressFamily, socket.SocketKind, tuple[Any, ...]]:
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise TrialfleetError(f"cannot listen on {host!r}: {exc.strerror}; check --host") from exc
+    return family, kind, address
 
 
 def connect_url(host: str, port: int) -> str:

@@ -23,7 +23,7 @@ from trialfleet.manager.launcher import create_experiment
 from trialfleet.server.app import create_app
 from trialfleet.storage import ExperimentStore
 
-EXAMPLES = int(os.environ.get("TRIALFLEET_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("TRIALFLEET_FUZZ_EXAMPLES", "50"))
 
 
 @pytest.fixture(scope="module", autouse=True)
