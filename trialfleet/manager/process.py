@@ -13,7 +13,9 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from trialfleet.errors import TrialfleetError
 from trialfleet.manager.experiment_manager import ExperimentManager
@@ -58,29 +60,35 @@ async def serve(
         loop.add_signal_handler(sig, manager.request_stop)
     try:
         await manager.start(resume=action == "resume")
-        if manager.service is not None:
-            await manager.step()
     except TrialfleetError as exc:
         log.error("cannot start the experiment: %s", exc)
         manager.fail(str(exc))  # the server stays up so the error can be read until `stop`
-    # Imported only now: the web server's imports (FastAPI: ~0.3 s of CPU) no longer delay the first trials.
-    # The socket already listens, so a request arriving meanwhile waits in its backlog.
+    # The loop runs while a thread imports the web server (FastAPI: ~0.3 s of CPU), so the first trials start,
+    # and are replaced as they end, meanwhile; the socket already listens and queues early requests.
+    running = asyncio.create_task(manager.run())
+    create_app = await asyncio.to_thread(_import_server)
     import uvicorn
-
-    from trialfleet.server.app import create_app
 
     app = create_app(manager, access=access)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     server_task = asyncio.create_task(server.serve(sockets=[sock]))
     if exit_when_finished:
         watcher = asyncio.create_task(_stop_when_finished(manager))
-    await manager.run()
+    await running
     server.should_exit = True
     await server_task
     manifest.upsert(manager.experiment_id, pid=None, port=None)
     if exit_when_finished:
         watcher.cancel()
     return 1 if manager.error else 0
+
+
+def _import_server() -> Callable[..., Any]:
+    import uvicorn  # noqa: F401 - imported here, off the event loop's thread
+
+    from trialfleet.server.app import create_app
+
+    return create_app
 
 
 async def _stop_when_finished(manager: ExperimentManager) -> None:
