@@ -67,7 +67,7 @@ def test_bad_bodies_are_refused_with_a_message(
     huge = b'{"x": "' + b"a" * MEBIBYTE + b'"}'
     _refused(http.request(method, path, content=huge, headers=json_type), 413, "larger than")
     deep = b"[" * 100_000 + b"]" * 100_000  # nesting that would exhaust a recursive parser
-    assert http.request(method, path, content=deep, headers=json_type).status_code in (400, 413, 422)
+    _refused(http.request(method, path, content=deep, headers=json_type), 400)
 
 
 def test_wrong_shapes_and_unknown_ids(loopback: tuple[Cli, httpx.Client]) -> None:
