@@ -29,7 +29,7 @@ WORKLOADS: dict[str, Callable[[Context], list[Section]]] = {
     "ingest": suite_data.ingest,
     "resume": suite_data.resume,
     "remote": suite_launch.remote,
-    "load": suite_launch.load,  # after launch: reuses its concurrency-8 runs as "without load"
+    "load": suite_launch.load,
     "scale": suite_data.scale,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench import procs
+from bench import machine, procs
 from bench.launch import LaunchSpec, run_launch
 from bench.report import Section
 from bench.stats import Figure
@@ -49,8 +49,6 @@ class Context:
     nni: System | None
     floors: dict[str, Figure]
     log: Callable[[str], None] = print
-    #: launch runs by (system, kind, concurrency), reused as workload 6's "without load"
-    launch_runs: dict[tuple[str, str, int], list[dict[str, float]]] = field(default_factory=dict)
 
     @property
     def nni_label(self) -> str:
@@ -64,13 +62,16 @@ class Context:
         return f"{name}: {found.median:.3f} s" if found else ""
 
 
-def repeat(ctx: Context, system: System, spec: LaunchSpec, bare: float, reps: int) -> list[dict[str, float]]:
+def repeat(ctx: Context, system: System, spec: LaunchSpec, script: str, reps: int) -> list[dict[str, float]]:
+    """``reps`` runs, each right after its own bare-trial measurement (the machine's load drifts)."""
     runs = []
     for rep in range(reps):
+        bare = machine.bare_trial(system, script, 5).median
         run = run_launch(system, ctx.workdir, spec, bare)
         ctx.log(
             f"  {system.name} {spec.kind} n={spec.trials} c={spec.concurrency} load={spec.load_clients} rep {rep}: "
-            f"wall {run['wall_s']:.2f}s overhead/trial {run['overhead_per_trial_s']:.3f}s gap {run['gap_median_s']:.3f}s"
+            f"wall {run['wall_s']:.2f}s overhead/trial {run['overhead_per_trial_s']:.3f}s "
+            f"gap {run['gap_median_s']:.3f}s (load average {procs.load_average()})"
         )
         runs.append(run)
     return runs

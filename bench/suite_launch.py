@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from bench import baseline, machine
+from bench import baseline
 from bench.launch import SCRIPTS, LaunchSpec
 from bench.remote import run_remote
 from bench.report import Section, target
@@ -15,15 +16,11 @@ from bench.suite import Context, repeat
 def launch(ctx: Context) -> list[Section]:
     sections = []
     for kind in ("nni", "sdk"):
-        bare_tf = machine.bare_trial(ctx.tf, SCRIPTS[("trialfleet", kind)], 5)
-        bare_nni = machine.bare_trial(ctx.nni, SCRIPTS[("nni", kind)], 5) if ctx.nni else None
         for concurrency in (2, 8):
             spec = LaunchSpec(kind, ctx.plan.launch_trials, concurrency)
-            ours = repeat(ctx, ctx.tf, spec, bare_tf.median, ctx.plan.reps)
-            ctx.launch_runs[("trialfleet", kind, concurrency)] = ours
-            if ctx.nni and bare_nni:
-                theirs = figures(repeat(ctx, ctx.nni, spec, bare_nni.median, ctx.plan.nni_reps))
-                ctx.launch_runs[("nni", kind, concurrency)] = [{k: f.median for k, f in theirs.items()}]
+            ours = repeat(ctx, ctx.tf, spec, SCRIPTS[("trialfleet", kind)], ctx.plan.reps)
+            if ctx.nni:
+                theirs = figures(repeat(ctx, ctx.nni, spec, SCRIPTS[("nni", kind)], ctx.plan.nni_reps))
             else:
                 theirs = baseline.LAUNCH.get((kind, concurrency), {})
             title = (
@@ -139,17 +136,20 @@ def load(ctx: Context) -> list[Section]:
     )
     section.notes.append(
         f"Each client polls `/trial-jobs` then `/metric-data` on its own keep-alive connection every "
-        f"{spec.load_interval} s (loopback, at most 2,000 requests each). 'Without' is workload 1's runs."
+        f"{spec.load_interval} s (loopback, at most 2,000 requests each). Runs without and with the load alternate."
     )
     systems = [ctx.tf, *([ctx.nni] if ctx.nni else [])]
     results: dict[str, tuple[dict[str, Figure], dict[str, Figure]]] = {}
     for system in systems:
-        bare = machine.bare_trial(system, SCRIPTS[(system.name, "sdk")], 5).median
-        without = ctx.launch_runs.get((system.name, "sdk", 8)) or repeat(
-            ctx, system, LaunchSpec("sdk", spec.trials, 8), bare, 1
-        )
-        reps = ctx.plan.reps if system is ctx.tf else ctx.plan.nni_reps
-        results[system.name] = (figures(without), figures(repeat(ctx, system, spec, bare, reps)))
+        script = SCRIPTS[(system.name, "sdk")]
+        without: list[dict[str, float]] = []
+        with_: list[dict[str, float]] = []
+        for _ in range(
+            ctx.plan.reps if system is ctx.tf else ctx.plan.nni_reps
+        ):  # alternated: the load drifts
+            without += repeat(ctx, system, dataclasses.replace(spec, load_clients=0), script, 1)
+            with_ += repeat(ctx, system, spec, script, 1)
+        results[system.name] = (figures(without), figures(with_))
     ours_without, ours_with = results["trialfleet"]
     theirs_without, theirs_with = results.get("nni", ({}, {}))
     for key, label in (

@@ -1,0 +1,44 @@
+"""The benchmark suite stays runnable: its quick launch-overhead workload, 10 trials, trialfleet only.
+
+Timings are not checked here (they belong to bench/RESULTS.md); what is checked is that every run's trials
+succeeded with the parameters they were given and that the report has its tables.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_launch_workload_reports_every_run(tmp_path: Path) -> None:
+    results = tmp_path / "RESULTS.md"
+    env = {k: v for k, v in os.environ.items() if k != "NNI_VENV"}
+    argv = ["--quick", "--only", "launch", "--trials", "10", "--reps", "1"]
+    argv += ["--results", str(results), "--workdir", str(tmp_path / "work")]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    text = results.read_text()
+    assert "NNI (baseline file, not re-measured)" in text
+    rows = text.splitlines()
+    titles = [r for r in rows if r.startswith("### 1. Launch overhead: 10 trials")]
+    assert [("concurrency 2," in t, "trial does `import nni`" in t) for t in titles] == [
+        (True, True),
+        (False, True),
+        (True, False),
+        (False, False),
+    ]
+    assert [r.split("|")[2].strip() for r in rows if r.startswith("| trials SUCCEEDED |")] == ["10.0"] * 4
+    mismatched = [r.split("|")[2].strip() for r in rows if r.startswith("| trials whose recorded parameters")]
+    assert mismatched == ["0.00"] * 4
+    overheads = [r for r in rows if r.startswith("| **per-trial overhead**")]
+    assert len(overheads) == 4 and all(r.split("|")[2].strip() not in ("", "-") for r in overheads)
