@@ -10,6 +10,10 @@ rename or re-type an NNI method. The manager calls a tuner directly, in its own 
 4. ``receive_trial_result(id, parameters, value, customized=..., trial_job_id=...)`` with the *decoded* final
    metric (a number, or a dict with ``'default'``), then ``trial_end(id, success)`` when the trial ends.
 
+``NoMoreTrialError`` means "nothing to propose now", as in NNI: the manager asks again when a trial ends (NNI
+requests new trials on every trial end), so a tuner that waits for results (Hyperband, BOHB, PBT) goes on. Such
+tuners set ``is_advisor`` when they also decide how long trials run (NNI's advisors): an assessor is then ignored.
+
 Any other exception raised by a tuner is a tuner bug: it propagates unchanged and the manager turns it into an
 experiment error with the traceback.
 """
@@ -26,7 +30,15 @@ from typing import Any, ClassVar
 from trialfleet.status import TrialStatus
 from trialfleet.tuning.search_space import ALL_TYPES, validate_search_space
 
-__all__ = ["AssessResult", "Assessor", "HistoryRecord", "NoMoreTrialError", "Recoverable", "Tuner"]
+__all__ = [
+    "AssessResult",
+    "Assessor",
+    "HistoryRecord",
+    "NoMoreTrialError",
+    "Recoverable",
+    "TrialCurve",
+    "Tuner",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -60,6 +72,23 @@ class HistoryRecord:
         return self.status in (TrialStatus.WAITING.value, TrialStatus.RUNNING.value)
 
 
+@dataclass(frozen=True)
+class TrialCurve:
+    """One trial of a previous run of the experiment, for :meth:`Assessor.restore`, in submission order.
+
+    ``intermediate`` holds the decoded intermediate results contiguous from the first (what ``assess_trial``
+    would have been given last); ``status`` is a :class:`~trialfleet.status.TrialStatus` value.
+    """
+
+    trial_job_id: str
+    intermediate: Sequence[Any]
+    status: str
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in (TrialStatus.WAITING.value, TrialStatus.RUNNING.value)
+
+
 class Recoverable:
     """NNI's checkpoint hooks; built-in tuners rebuild their state from :meth:`Tuner.restore` instead."""
 
@@ -82,6 +111,8 @@ class Tuner(Recoverable):
     #: results of trials that were live at restore time. False for tuners written for NNI: like NNI, the manager
     #: then drops results whose parameter id the tuner never generated in this process.
     restores_live_trials: ClassVar[bool] = False
+    #: True for NNI's advisors (Hyperband, BOHB): they hand each trial its budget, so an assessor is not used.
+    is_advisor: ClassVar[bool] = False
 
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> Any:
         # NNI lets a tuner implement only the batch method; callers asking for one set still work with it
@@ -201,6 +232,13 @@ class Assessor(Recoverable):
 
     def trial_end(self, trial_job_id: str, success: bool) -> None:
         """No-op by default."""
+
+    def restore(self, history: Sequence[TrialCurve]) -> None:
+        """On resume, before any other call: rebuild what the assessor knew from the previous runs' trials.
+
+        No-op by default, as NNI restores no assessor (assessors written for NNI have no such hook); the
+        built-in assessors override it.
+        """
 
     def _on_exit(self) -> None:
         pass

@@ -24,6 +24,8 @@ class BuiltinAlgorithm:
     library: str  # what the algorithm is built on
     aliases: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()  # modules that must be importable, beyond trialfleet's own dependencies
+    install: str = "pip install 'trialfleet[tuners]'"  # how to get ``requires``
+    advisor: bool = False  # NNI's advisors: also given as v1 ``advisor:``; an assessor is ignored with them
 
     def matches(self, name: str) -> bool:
         return name.lower() in (n.lower() for n in (self.name, *self.aliases))
@@ -50,67 +52,90 @@ class BuiltinAlgorithm:
 
 _HERE = "trialfleet.tuning"
 _OPTUNA = ("optuna",)
+_SKLEARN = ("sklearn",)
+
+
+def _tuner(name: str, target: str, library: str, *aliases: str, **options: Any) -> BuiltinAlgorithm:
+    return BuiltinAlgorithm(name, "tuner", f"{_HERE}.{target}", library, aliases, **options)
+
 
 BUILTIN_TUNERS: tuple[BuiltinAlgorithm, ...] = (
-    BuiltinAlgorithm(
-        "TPE", "tuner", f"{_HERE}.optuna_algorithms:TpeTuner", "optuna TPESampler", requires=_OPTUNA
+    _tuner("TPE", "optuna_algorithms:TpeTuner", "optuna TPESampler", requires=_OPTUNA),
+    _tuner("Random", "random_tuner:RandomTuner", "trialfleet", "RandomTuner"),
+    _tuner("Anneal", "anneal_tuner:AnnealTuner", "trialfleet (hyperopt's anneal)"),
+    _tuner("Evolution", "optuna_algorithms:EvolutionTuner", "optuna NSGAIISampler", requires=_OPTUNA),
+    _tuner("Batch", "batch_tuner:BatchTuner", "trialfleet", "BatchTuner"),
+    _tuner("GridSearch", "gridsearch_tuner:GridSearchTuner", "trialfleet", "GridSearchTuner"),
+    _tuner("GP", "gp_tuner:GPTuner", "scikit-learn GaussianProcessRegressor", "GPTuner", requires=_SKLEARN),
+    _tuner(
+        "Metis",
+        "metis_tuner:MetisTuner",
+        "scikit-learn GaussianProcessRegressor",
+        "MetisTuner",
+        requires=_SKLEARN,
     ),
-    BuiltinAlgorithm("Random", "tuner", f"{_HERE}.random_tuner:RandomTuner", "trialfleet", ("RandomTuner",)),
-    BuiltinAlgorithm(
-        "Anneal", "tuner", f"{_HERE}.anneal_tuner:AnnealTuner", "trialfleet (hyperopt's anneal)"
+    _tuner(
+        "SMAC",
+        "smac_tuner:SmacTuner",
+        "SMAC3 (smac)",
+        requires=("smac",),
+        install="pip install smac, or use TPE, GP or Metis",
     ),
-    BuiltinAlgorithm(
-        "Evolution",
-        "tuner",
-        f"{_HERE}.optuna_algorithms:EvolutionTuner",
-        "optuna NSGAIISampler",
-        requires=_OPTUNA,
+    _tuner("PBT", "pbt_tuner:PbtTuner", "trialfleet", "PBTTuner"),
+    _tuner(
+        "RegularizedEvolutionTuner",
+        "regularized_evolution_tuner:RegularizedEvolutionTuner",
+        "trialfleet",
+        "RegularizedEvolution",
     ),
-    BuiltinAlgorithm("Batch", "tuner", f"{_HERE}.batch_tuner:BatchTuner", "trialfleet", ("BatchTuner",)),
-    BuiltinAlgorithm(
-        "GridSearch", "tuner", f"{_HERE}.gridsearch_tuner:GridSearchTuner", "trialfleet", ("GridSearchTuner",)
-    ),
-    BuiltinAlgorithm(
-        "GP",
-        "tuner",
-        f"{_HERE}.optuna_algorithms:GPTuner",
-        "optuna GPSampler (needs PyTorch)",
-        ("GPTuner",),
-        requires=(*_OPTUNA, "torch"),
-    ),
+    _tuner("Hyperband", "hyperband_tuner:HyperbandTuner", "trialfleet", advisor=True),
+    _tuner("BOHB", "bohb_tuner:BohbTuner", "trialfleet + optuna TPESampler", requires=_OPTUNA, advisor=True),
 )
 
 BUILTIN_ASSESSORS: tuple[BuiltinAlgorithm, ...] = (
     BuiltinAlgorithm("Medianstop", "assessor", f"{_HERE}.medianstop:MedianstopAssessor", "trialfleet"),
+    BuiltinAlgorithm(
+        "Curvefitting",
+        "assessor",
+        f"{_HERE}.curvefitting:CurvefittingAssessor",
+        "scipy curve_fit",
+        requires=("scipy",),
+    ),
 )
 
 # NNI built-in names that are not offered, with why; a config naming one fails at load (never a substitute).
 NOT_OFFERED: dict[str, tuple[tuple[str, ...], str]] = {
-    "TPE_legacy": ((), "it is hyperopt's TPE; use TPE"),
-    "SMAC": ((), "it needs SMAC3, which trialfleet does not bundle; register your own with `algo register`"),
-    "NetworkMorphism": ((), "it is a NAS tuner, out of trialfleet's HPO scope"),
-    "Metis": (("MetisTuner",), "no maintained implementation; GP covers the same numeric spaces"),
-    "PBT": (("PBTTuner",), "population-based training needs checkpoint hand-over between trials"),
-    "RegularizedEvolutionTuner": ((), "it is a NAS tuner; Evolution covers HPO spaces"),
-    "DNGO": (("DNGOTuner",), "it needs pybnn, which is unmaintained"),
-    "PPO": (("PPOTuner",), "it is a NAS tuner, out of trialfleet's HPO scope"),
-    "Hyperband": ((), "advisors (tuners that also stop trials) are not supported"),
-    "BOHB": ((), "advisors (tuners that also stop trials) are not supported"),
-    "Curvefitting": ((), "not implemented; use Medianstop"),
+    "TPE_legacy": (
+        (),
+        "it is hyperopt's TPE, and trialfleet's TPE is a different implementation (Optuna's TPESampler with NNI's "
+        "TPE settings); name TPE to use that one",
+    ),
+    "NetworkMorphism": (
+        ("NetworkMorphismTuner",),
+        "it is a neural-architecture-search tuner (Keras/PyTorch graph morphisms); for hyper-parameters use TPE, "
+        "Evolution or RegularizedEvolutionTuner",
+    ),
+    "DNGO": (
+        ("DNGOTuner",),
+        "it needs pybnn, which is unmaintained, and PyTorch; use GP, Metis or SMAC (Bayesian optimisation too)",
+    ),
+    "PPO": (
+        ("PPOTuner",),
+        "it is a reinforcement-learning tuner for neural-architecture search (PyTorch); use Evolution or "
+        "RegularizedEvolutionTuner",
+    ),
 }
 
 
 def builtins_of(kind: str) -> tuple[BuiltinAlgorithm, ...]:
-    if kind == "advisor":
-        raise AlgorithmError(
-            "advisors (NNI's Hyperband, BOHB and custom MsgDispatcherBase classes) are not supported: "
-            "configure a tuner, plus an assessor such as Medianstop for early stopping"
-        )
+    """The built-ins of a kind; ``advisor`` (a v1 section, and NNI's kind) gives the tuners that are advisors."""
     if kind == "tuner":
         return BUILTIN_TUNERS
     if kind == "assessor":
         return BUILTIN_ASSESSORS
-    raise ValueError(f"kind must be 'tuner' or 'assessor', got {kind!r}")
+    if kind == "advisor":
+        return tuple(entry for entry in BUILTIN_TUNERS if entry.advisor)
+    raise ValueError(f"kind must be 'tuner', 'assessor' or 'advisor', got {kind!r}")
 
 
 def find_builtin(name: str, kind: str) -> BuiltinAlgorithm | None:

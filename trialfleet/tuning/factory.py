@@ -25,7 +25,14 @@ from trialfleet.tuning.catalog import (
 from trialfleet.tuning.foreign import ForeignAssessor, ForeignTuner
 from trialfleet.tuning.loader import check_arg_names, instantiate, load_class
 
-__all__ = ["BUILTIN_ASSESSORS", "BUILTIN_TUNERS", "check_algorithm", "create_assessor", "create_tuner"]
+__all__ = [
+    "BUILTIN_ASSESSORS",
+    "BUILTIN_TUNERS",
+    "check_algorithm",
+    "create_assessor",
+    "create_tuner",
+    "ignored_assessor_warning",
+]
 
 
 def check_algorithm(algo: Any, kind: str, search_space: Any = None) -> None:
@@ -35,6 +42,11 @@ def check_algorithm(algo: Any, kind: str, search_space: Any = None) -> None:
     not imported here, only their code directory is checked; registered names must exist.
     """
     builtins_of(kind)  # rejects a bad kind
+    if kind == "advisor" and getattr(algo, "class_name", None):
+        raise AlgorithmError(
+            "custom advisors (NNI MsgDispatcherBase subclasses) are not supported: give a custom tuner, or "
+            "the built-in advisors Hyperband or BOHB"
+        )
     if getattr(algo, "class_name", None):
         directory = getattr(algo, "code_directory", None)
         if directory is not None and not _is_dir(directory):
@@ -64,6 +76,20 @@ def create_assessor(algo: Any) -> Assessor:
     return assessor if isinstance(assessor, Assessor) else ForeignAssessor(assessor)
 
 
+def ignored_assessor_warning(tuner: Any, assessor: Any) -> str | None:
+    """The warning to give when an assessor is configured with a built-in advisor, which NNI then ignores."""
+    if assessor is None or getattr(tuner, "class_name", None):
+        return None
+    name = getattr(tuner, "name", None)
+    entry = find_builtin(name, "advisor") if isinstance(name, str) else None
+    if entry is None:
+        return None
+    return (
+        f"the assessor is ignored: tuner {entry.name} is an advisor, it decides how long each trial runs "
+        "(its TRIAL_BUDGET), as in NNI"
+    )
+
+
 def _create(algo: Any, kind: str) -> Any:
     args = _class_args(algo)
     class_name = getattr(algo, "class_name", None)
@@ -81,7 +107,7 @@ def _resolve(name: str, kind: str) -> BuiltinAlgorithm | dict[str, Any]:
     entry = find_builtin(name, kind)
     if entry is not None:
         return entry
-    registered = registry.lookup(name, kind)
+    registered = registry.lookup(name, kind) if kind != "advisor" else None
     if registered is not None:
         return registered
     available = _available_names(kind)
@@ -94,8 +120,7 @@ def _build_builtin(entry: BuiltinAlgorithm, args: dict[str, Any]) -> Any:
     if missing:
         raise AlgorithmError(
             f"{entry.kind} {entry.name} is built on {entry.library} and needs the Python package(s) "
-            f"{', '.join(missing)}, which are not installed (pip install 'trialfleet[tuners]'"
-            + (" and PyTorch)" if "torch" in missing else ")")
+            f"{', '.join(missing)}, which are not installed ({entry.install})"
         )
     cls = entry.load()
     label = f"{entry.kind} {entry.name}"
@@ -118,6 +143,8 @@ def _drop_unused_optimize_mode(cls: type, args: dict[str, Any], label: str) -> d
 
 def _available_names(kind: str) -> list[str]:
     names = [entry.name for entry in builtins_of(kind)]
+    if kind == "advisor":
+        return names
     return names + [
         info.name for info in registry.list_algorithms() if info.kind == kind and info.source == "user"
     ]

@@ -8,10 +8,12 @@ stopped before ``start_step`` results or before any trial has completed. The man
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning.base import Assessor, AssessResult
+from trialfleet.status import TrialStatus
+from trialfleet.tuning.base import Assessor, AssessResult, TrialCurve
 from trialfleet.tuning.utils import OptimizeMode, extract_scalar_history, parse_optimize_mode
 
 
@@ -43,11 +45,25 @@ class MedianstopAssessor(Assessor):
 
     def trial_end(self, trial_job_id: str, success: bool) -> None:
         history = self._running.pop(trial_job_id, None)
-        if history is None or not success:
-            return
-        total = 0.0
-        averages = []
-        for count, value in enumerate(history, start=1):
-            total += value
-            averages.append(total / count)
-        self._completed_averages[trial_job_id] = averages
+        if history is not None and success:
+            self._completed_averages[trial_job_id] = _running_averages(history)
+
+    def restore(self, history: Sequence[TrialCurve]) -> None:
+        """What the live calls would have left: a trial counts once it was assessed (start_step results)."""
+        for curve in history:
+            if len(curve.intermediate) < max(self._start_step, 1):
+                continue
+            values = extract_scalar_history(curve.intermediate)
+            if curve.is_live:
+                self._running[curve.trial_job_id] = values
+            elif curve.status == TrialStatus.SUCCEEDED.value:
+                self._completed_averages[curve.trial_job_id] = _running_averages(values)
+
+
+def _running_averages(history: list[float]) -> list[float]:
+    total = 0.0
+    averages = []
+    for count, value in enumerate(history, start=1):
+        total += value
+        averages.append(total / count)
+    return averages

@@ -5,9 +5,6 @@
   forgetting weights. ``constant_liar_type`` other than null turns on Optuna's constant liar, which always
   assumes running trials are bad (NNI's ``best``/``mean`` liars have no Optuna counterpart).
 - ``Evolution`` → ``NSGAIISampler`` (a genetic algorithm; single objective here) with ``population_size``.
-- ``GP`` → ``GPSampler`` (needs PyTorch), ``cold_start_num`` → ``n_startup_trials``. NNI's acquisition settings
-  (``utility``, ``kappa``, ``xi``, ``nu``, ``alpha``, ``selection_num_*``) are accepted and ignored with a
-  warning: Optuna's GP chooses its own kernel and acquisition function.
 """
 
 from __future__ import annotations
@@ -36,15 +33,6 @@ TPE_ARGS: dict[str, Any] = {
     "prior_weight": 1.0,
     "gamma": 0.25,
 }
-GP_IGNORED_ARGS = (
-    "utility",
-    "kappa",
-    "xi",
-    "nu",
-    "alpha",
-    "selection_num_warm_up",
-    "selection_num_starting_points",
-)
 
 
 class TpeTuner(OptunaTuner):
@@ -98,40 +86,6 @@ class EvolutionTuner(OptunaTuner):
         from optuna.samplers import NSGAIISampler
 
         return NSGAIISampler(population_size=self._population_size, seed=self._seed)
-
-
-class GPTuner(OptunaTuner):
-    algorithm_name = "GP"
-    space_types = frozenset({"choice", "randint", "uniform", "quniform", "loguniform", "qloguniform"})
-    nested_space = False
-    numeric_choices = True
-
-    def __init__(
-        self,
-        optimize_mode: str = "maximize",
-        cold_start_num: int = 10,
-        seed: int | None = None,
-        **nni_args: Any,
-    ) -> None:
-        super().__init__(optimize_mode, seed)
-        unknown = sorted(set(nni_args) - set(GP_IGNORED_ARGS))
-        if unknown:
-            accepted = ["optimize_mode", "cold_start_num", "seed", *GP_IGNORED_ARGS]
-            raise AlgorithmError(
-                f"GP: unknown classArgs {', '.join(unknown)} (accepted: {', '.join(accepted)})"
-            )
-        if nni_args:
-            _logger.warning("GP: classArgs %s are ignored by Optuna's GPSampler", ", ".join(sorted(nni_args)))
-        if not isinstance(cold_start_num, int) or isinstance(cold_start_num, bool) or cold_start_num < 1:
-            raise AlgorithmError(
-                f"GP: classArgs.cold_start_num must be a positive integer, got {cold_start_num!r}"
-            )
-        self._cold_start = cold_start_num
-
-    def _make_sampler(self) -> optuna.samplers.BaseSampler:
-        from optuna.samplers import GPSampler
-
-        return GPSampler(seed=self._seed, n_startup_trials=self._cold_start)
 
 
 def _tpe_args(given: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``TPE``, ``Evolution`` and ``GP`` on Optuna samplers, driven through Optuna's ask/tell interface.
+"""``TPE`` and ``Evolution`` on Optuna samplers, driven through Optuna's ask/tell interface (and helpers BOHB shares).
 
 Optuna is imported only when one of these tuners meets its search space, so ``import trialfleet.tuning`` and
 config validation stay fast. Each flat parameter (see :mod:`trialfleet.tuning.flat_space`) becomes one Optuna
@@ -117,41 +117,18 @@ class OptunaTuner(BuiltinTuner):
             return self._require_study().ask()
 
     def _suggest(self, trial: optuna.trial.Trial) -> Internal:
-        import optuna.distributions as od
-
-        internal: Internal = {}
-        for spec in self._specs:
-            if not spec.is_active(internal):
-                continue
-            name, dist = _name(spec), _distribution(spec)
-            raw: Any  # a choice index, an int step or a float, depending on the distribution
-            if isinstance(dist, od.CategoricalDistribution):
-                raw = trial.suggest_categorical(name, dist.choices)
-            elif isinstance(dist, od.IntDistribution):
-                raw = trial.suggest_int(name, dist.low, dist.high)
-            else:
-                assert isinstance(dist, od.FloatDistribution)
-                raw = trial.suggest_float(name, dist.low, dist.high, log=dist.log)
-            internal[spec.key] = _to_internal(spec, raw)
-        return internal
+        return suggest(trial, self._specs)
 
     def _add_finished(self, parameters: Any, reward: float) -> None:
-        import optuna
-
         internal = self._internal_or_none(parameters)
-        if internal is None:
-            return
-        active = [spec for spec in self._specs if spec.key in internal]
-        trial = optuna.trial.create_trial(
-            params=self._optuna_params(internal),
-            distributions={_name(spec): _distribution(spec) for spec in active},
-            value=reward,
-        )
-        self._require_study().add_trial(trial)
+        if internal is not None:
+            self._require_study().add_trial(finished_trial(internal, self._specs, reward))
 
     def _optuna_params(self, internal: Internal) -> dict[str, Any]:
         return {
-            _name(spec): _to_optuna(spec, internal[spec.key]) for spec in self._specs if spec.key in internal
+            optuna_name(spec): to_optuna(spec, internal[spec.key])
+            for spec in self._specs
+            if spec.key in internal
         }
 
     def _internal_or_none(self, parameters: Any) -> Internal | None:
@@ -164,7 +141,40 @@ class OptunaTuner(BuiltinTuner):
             return None
 
 
-def _name(spec: ParamSpec) -> str:
+def suggest(trial: optuna.trial.Trial, specs: list[ParamSpec]) -> Internal:
+    """Ask ``trial`` for every active parameter; the answers as internal values."""
+    import optuna.distributions as od
+
+    internal: Internal = {}
+    for spec in specs:
+        if not spec.is_active(internal):
+            continue
+        name, dist = optuna_name(spec), optuna_distribution(spec)
+        raw: Any  # a choice index, an int step or a float, depending on the distribution
+        if isinstance(dist, od.CategoricalDistribution):
+            raw = trial.suggest_categorical(name, dist.choices)
+        elif isinstance(dist, od.IntDistribution):
+            raw = trial.suggest_int(name, dist.low, dist.high)
+        else:
+            assert isinstance(dist, od.FloatDistribution)
+            raw = trial.suggest_float(name, dist.low, dist.high, log=dist.log)
+        internal[spec.key] = _to_internal(spec, raw)
+    return internal
+
+
+def finished_trial(internal: Internal, specs: list[ParamSpec], value: float) -> optuna.trial.FrozenTrial:
+    """A completed Optuna trial for internal values, ready for ``study.add_trial``."""
+    import optuna
+
+    active = [spec for spec in specs if spec.key in internal]
+    return optuna.trial.create_trial(
+        params={optuna_name(spec): to_optuna(spec, internal[spec.key]) for spec in active},
+        distributions={optuna_name(spec): optuna_distribution(spec) for spec in active},
+        value=value,
+    )
+
+
+def optuna_name(spec: ParamSpec) -> str:
     # JSON keeps paths of nested parameters distinct whatever characters the user's names contain
     return json.dumps(list(spec.key))
 
@@ -175,7 +185,7 @@ def _q_range(spec: ParamSpec) -> tuple[int, int]:
     return round(float(spec.values[0]) / q), round(float(spec.values[1]) / q)
 
 
-def _distribution(spec: ParamSpec) -> optuna.distributions.BaseDistribution:
+def optuna_distribution(spec: ParamSpec) -> optuna.distributions.BaseDistribution:
     import optuna.distributions as od
 
     if spec.type == "choice":
@@ -201,7 +211,7 @@ def _to_internal(spec: ParamSpec, raw: float) -> float | int:
     return math.log(raw) if spec.log else float(raw)
 
 
-def _to_optuna(spec: ParamSpec, internal: float | int) -> float | int:
+def to_optuna(spec: ParamSpec, internal: float | int) -> float | int:
     if spec.categorical:
         return int(internal)
     if spec.normal:

@@ -50,3 +50,25 @@ def check_seed(seed: object, algorithm: str) -> int | None:
     if seed is None or (isinstance(seed, int) and not isinstance(seed, bool)):
         return seed
     raise AlgorithmError(f"{algorithm}: classArgs.seed must be an integer, got {seed!r}")
+
+
+def check_number(
+    value: object, algorithm: str, name: str, *, minimum: float | None = None, positive: bool = False
+) -> float:
+    """A numeric classArg as a float; ``positive`` requires > 0, ``minimum`` requires >= minimum."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+        if (not positive or number > 0) and (minimum is None or number >= minimum):
+            return number
+    rule = (
+        "a positive number" if positive else f"a number >= {minimum}" if minimum is not None else "a number"
+    )
+    raise AlgorithmError(f"{algorithm}: classArgs.{name} must be {rule}, got {value!r}")
+
+
+def check_count(value: object, algorithm: str, name: str, minimum: int = 1) -> int:
+    """An integer classArg >= ``minimum``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+        return value
+    rule = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    raise AlgorithmError(f"{algorithm}: classArgs.{name} must be {rule}, got {value!r}")

@@ -12,10 +12,23 @@ from types import SimpleNamespace
 import pytest
 
 from trialfleet.errors import AlgorithmError, SearchSpaceError
-from trialfleet.tuning import NoMoreTrialError, Tuner, check_algorithm, create_assessor, create_tuner
+from trialfleet.tuning import (
+    NoMoreTrialError,
+    Tuner,
+    check_algorithm,
+    create_assessor,
+    create_tuner,
+    ignored_assessor_warning,
+)
 from trialfleet.tuning.base import HistoryRecord
 from trialfleet.tuning.optuna_algorithms import EvolutionTuner, TpeTuner
+from trialfleet.tuning.bohb_tuner import BohbTuner
+from trialfleet.tuning.gp_tuner import GPTuner
+from trialfleet.tuning.hyperband_tuner import HyperbandTuner
+from trialfleet.tuning.metis_tuner import MetisTuner
+from trialfleet.tuning.pbt_tuner import PbtTuner
 from trialfleet.tuning.random_tuner import RandomTuner
+from trialfleet.tuning.regularized_evolution_tuner import RegularizedEvolutionTuner
 
 SPACE = {"x": {"_type": "uniform", "_value": [0, 1]}}
 
@@ -27,7 +40,18 @@ def algo(name=None, class_name=None, code_directory=None, **class_args):
 
 
 @pytest.mark.parametrize(
-    ("name", "cls"), [("tpe", TpeTuner), ("RANDOMTUNER", RandomTuner), ("evolution", EvolutionTuner)]
+    ("name", "cls"),
+    [
+        ("tpe", TpeTuner),
+        ("RANDOMTUNER", RandomTuner),
+        ("evolution", EvolutionTuner),
+        ("gptuner", GPTuner),
+        ("MetisTuner", MetisTuner),
+        ("pbttuner", PbtTuner),
+        ("RegularizedEvolution", RegularizedEvolutionTuner),
+        ("HYPERBAND", HyperbandTuner),
+        ("bohb", BohbTuner),
+    ],
 )
 def test_names_and_aliases_are_case_insensitive(name, cls):
     check_algorithm(algo(name), "tuner", SPACE)
@@ -39,20 +63,28 @@ def test_unknown_name_lists_available():
         check_algorithm(algo("Bayes"), "tuner", SPACE)
     message = str(caught.value)
     assert "unknown tuner 'Bayes'" in message
-    for name in ("TPE", "Random", "Anneal", "Evolution", "Batch", "GridSearch", "GP"):
+    for name in ("TPE", "Random", "Anneal", "Evolution", "Batch", "GridSearch", "GP", "Metis", "SMAC", "PBT",
+                 "RegularizedEvolutionTuner", "Hyperband", "BOHB"):
         assert name in message
 
 
 @pytest.mark.parametrize(
-    ("name", "kind"), [("PPOTuner", "tuner"), ("Hyperband", "tuner"), ("curvefitting", "assessor")]
+    ("name", "alternatives"),
+    [
+        ("TPE_legacy", "name TPE to use that one"),
+        ("tpe_legacy", "trialfleet's TPE is a different implementation"),
+        ("NetworkMorphism", "use TPE, Evolution or RegularizedEvolutionTuner"),
+        ("DNGO", "use GP, Metis or SMAC"),
+        ("DNGOTuner", "pybnn, which is unmaintained"),
+        ("PPOTuner", "use Evolution or RegularizedEvolutionTuner"),
+    ],
 )
-def test_nni_names_not_offered_are_refused_with_reason(name, kind):
-    with pytest.raises(
-        AlgorithmError, match=rf"{kind} '{name}' is an NNI built-in that trialfleet does not offer"
-    ):
-        check_algorithm(algo(name), kind, SPACE)
-    with pytest.raises(AlgorithmError, match=f"Available {kind}s: "):
-        create_assessor(algo(name)) if kind == "assessor" else create_tuner(algo(name), SPACE)
+def test_nni_names_not_offered_are_refused_with_alternatives(name, alternatives):
+    with pytest.raises(AlgorithmError, match=rf"tuner '{name}' is an NNI built-in that trialfleet does not offer"):
+        check_algorithm(algo(name), "tuner", SPACE)
+    with pytest.raises(AlgorithmError, match=alternatives) as caught:
+        create_tuner(algo(name), SPACE)
+    assert "Available tuners: TPE, Random" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -70,6 +102,20 @@ def test_nni_names_not_offered_are_refused_with_reason(name, kind):
         ("Evolution", {"population_size": 1}, "population_size must be an integer >= 2"),
         ("Anneal", {"constant_liar_type": "best"}, "constant_liar_type must be one of min, max, mean"),
         ("Batch", {"seed": 1}, r"unknown classArgs seed \(accepted: none\)"),
+        ("GP", {"utility": "pi"}, "utility must be one of ei, ucb, poi, got 'pi'"),
+        ("GP", {"nu": 0}, "nu must be a positive number"),
+        ("GP", {"cold_start_num": 0}, "cold_start_num must be a positive integer"),
+        ("Metis", {"no_resampling": "yes"}, "no_resampling must be true or false"),
+        ("Metis", {"exploration_probability": 1.5}, "exploration_probability must be <= 1"),
+        ("Hyperband", {"eta": 1}, "eta must be an integer >= 2"),
+        ("Hyperband", {"exec_mode": "parallel"}, "exec_mode must be parallelism or serial"),
+        ("Hyperband", {"R": 0}, "R must be a positive integer"),
+        ("BOHB", {"max_budget": 1, "min_budget": 3}, r"max_budget \(1\) must be >= min_budget \(3\)"),
+        ("BOHB", {"top_n_percent": 100}, r"top_n_percent must be an integer in \[1, 99\]"),
+        ("PBT", {"fraction": 2}, r"fraction must be in \[0, 1\]"),
+        ("PBT", {"population_size": 0}, "population_size must be a positive integer"),
+        ("RegularizedEvolution", {"sample_size": 10, "population_size": 5}, "sample_size .* must not exceed"),
+        ("SMAC", {"config_dedup": 1}, "config_dedup must be true or false"),
     ],
 )
 def test_bad_class_args(name, class_args, expected):
@@ -84,15 +130,27 @@ def test_check_validates_the_space_for_the_tuner():
         check_algorithm(algo("Batch"), "tuner", {"x": {"_type": "uniform", "_value": [0, 1]}})
 
 
-def test_gp_needs_pytorch():
-    if importlib.util.find_spec("torch") is None:
-        with pytest.raises(
-            AlgorithmError, match=r"GP is built on optuna GPSampler .* needs the Python package.* torch"
-        ):
-            check_algorithm(algo("GP"), "tuner", SPACE)
-    else:
-        check_algorithm(algo("GP"), "tuner", SPACE)
-        assert create_tuner(algo("GP"), SPACE).generate_parameters(0)["x"] <= 1
+def test_gp_runs_on_scikit_learn_without_pytorch():
+    check_algorithm(algo("GPTuner"), "tuner", SPACE)
+    tuner = create_tuner(algo("GP", cold_start_num=1, selection_num_warm_up=50, selection_num_starting_points=2), SPACE)
+    for parameter_id in range(3):
+        params = tuner.generate_parameters(parameter_id)
+        tuner.receive_trial_result(parameter_id, params, params["x"])
+    assert 0 <= params["x"] <= 1
+    assert "torch" not in sys.modules
+
+
+def test_missing_library_is_refused_with_how_to_install(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "smac" else real_find_spec(name, *a)
+    )
+    with pytest.raises(
+        AlgorithmError,
+        match=r"tuner SMAC is built on SMAC3 \(smac\) and needs the Python package\(s\) smac, which are not "
+        r"installed \(pip install smac, or use TPE, GP or Metis\)",
+    ):
+        check_algorithm(algo("SMAC"), "tuner", SPACE)
 
 
 def test_optimize_mode_defaults_follow_nni():
@@ -101,7 +159,10 @@ def test_optimize_mode_defaults_follow_nni():
 
 
 def test_importing_the_package_loads_no_algorithm_library():
-    code = "import sys, trialfleet.tuning; print(sorted(m for m in ('optuna', 'numpy', 'scipy', 'yaml') if m in sys.modules))"
+    code = (
+        "import sys, trialfleet.tuning; "
+        "print(sorted(m for m in ('optuna', 'numpy', 'scipy', 'sklearn', 'smac', 'yaml') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -245,6 +306,19 @@ def test_custom_tuner_written_for_nni(tmp_path):
     assert result.stdout.splitlines() == ["{'lr': 0.1}", "no more: no more"]
 
 
-def test_advisors_are_refused():
-    with pytest.raises(AlgorithmError, match=r"advisors .* are not supported"):
-        check_algorithm(algo("Hyperband"), "advisor", SPACE)
+def test_advisors_by_name_are_the_multi_fidelity_tuners():
+    check_algorithm(algo("hyperband"), "advisor", SPACE)
+    check_algorithm(algo("BOHB"), "advisor", SPACE)
+    with pytest.raises(AlgorithmError, match=r"unknown advisor 'TPE'. Available advisors: Hyperband, BOHB"):
+        check_algorithm(algo("TPE"), "advisor", SPACE)
+    with pytest.raises(AlgorithmError, match=r"custom advisors .* are not supported"):
+        check_algorithm(algo(class_name="my.Advisor"), "advisor", SPACE)
+
+
+def test_an_assessor_given_with_an_advisor_is_ignored_with_a_warning():
+    medianstop = algo("Medianstop")
+    warning = ignored_assessor_warning(algo("Hyperband"), medianstop)
+    assert warning is not None and "the assessor is ignored: tuner Hyperband is an advisor" in warning
+    assert ignored_assessor_warning(algo("bohb"), medianstop) is not None
+    assert ignored_assessor_warning(algo("TPE"), medianstop) is None
+    assert ignored_assessor_warning(algo("Hyperband"), None) is None
