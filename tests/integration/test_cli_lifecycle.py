@@ -78,7 +78,11 @@ def test_experiment_lifecycle_through_the_cli(tmp_path: Path) -> None:
     assert len(cli.json("trial", "ls", experiment_id, "--json")) == 6  # read from the database
 
     # resume: the budget is raised, so the tuner proposes more trials from where it stopped
-    cli.ok("resume", experiment_id, "--port", str(free_port()))
+    resumed = cli.ok("resume", experiment_id, "--port", str(free_port()))
+    assert (
+        "Resumed: 0 running trial(s) re-adopted, 0 stopped trial(s) re-run, 0 waiting trial(s) queued"
+        in resumed
+    )
     cli.ok("update", "trialnum", experiment_id, "--value", "8")
     wait_until(
         lambda: len(_statuses(cli, experiment_id)) == 8 and _status(cli, experiment_id) == "DONE",

@@ -226,6 +226,24 @@ def resume(
         ref.experiment_dir, "resume", port, debug=debug, host=host, public_read=public_read
     )
     _print_started(launched.experiment_id, launched.url, None, token)
+    _print_resumed(ref.experiment_dir)
+
+
+def _print_resumed(experiment_dir: Path) -> None:
+    """What the manager did with the unfinished trials (it records that before it answers REST)."""
+    from trialfleet.storage import ExperimentStore
+
+    store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
+    try:
+        resumed = store.events(event="EXPERIMENT_RESUMED")
+    finally:
+        store.close()
+    if resumed and resumed[-1].data:
+        done = resumed[-1].data
+        console().print(
+            f"Resumed: {done.get('adopted', 0)} running trial(s) re-adopted, {done.get('rerun', 0)} stopped "
+            f"trial(s) re-run, {done.get('queued', 0)} waiting trial(s) queued"
+        )
 
 
 def view(

@@ -513,13 +513,14 @@ class ExperimentStore:
     def metric_count(self) -> int:
         return int(self._query("SELECT COUNT(*) FROM metrics")[0][0])
 
-    def events(self, trial_id: str | None = None) -> list[EventRow]:
-        sql = "SELECT id, timestamp, trial_id, event, data FROM events"
-        args: list[Any] = []
-        if trial_id is not None:
-            sql += " WHERE trial_id = ?"
-            args.append(trial_id)
-        rows = self._query(sql + " ORDER BY id", args)
+    def events(self, trial_id: str | None = None, *, event: str | None = None) -> list[EventRow]:
+        conditions, args = [], []
+        for column, value in (("trial_id", trial_id), ("event", event)):
+            if value is not None:
+                conditions.append(f"{column} = ?")
+                args.append(value)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        rows = self._query(f"SELECT id, timestamp, trial_id, event, data FROM events{where} ORDER BY id", args)
         return [EventRow(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None) for r in rows]
 
     def add_event(
