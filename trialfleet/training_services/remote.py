@@ -15,14 +15,13 @@ infrastructure), and the experiment goes on with the other hosts. Every SSH oper
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import hashlib
 import logging
 import posixpath
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,23 +34,13 @@ from trialfleet.training_services.base import (
     PollBatch,
     Submitted,
     TrainingService,
-    TrialMetric,
-    TrialProblem,
     TrialSpec,
 )
 from trialfleet.training_services.code_packing import pack_code_dir
 from trialfleet.training_services.remote_machine import RemoteMachine, support_archive
+from trialfleet.training_services.remote_trial_reader import channel_offsets, has_more, read_channels
 from trialfleet.training_services.ssh import SshLinkError
-from trialfleet.training_services.trial_files import (
-    RawRecord,
-    StreamProblem,
-    decode_metric,
-    ended_from_result,
-    lost,
-    parse_metric_stream,
-    scan_stdout_metrics,
-    write_trial_inputs,
-)
+from trialfleet.training_services.trial_files import ended_from_result, lost, write_trial_inputs
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +56,6 @@ LOG_FILES = ("trial.stdout", "trial.stderr", "trial.log", "keeper.log", "keeper.
 FILE_ALIASES = {"stdout": "trial.stdout", "stderr": "trial.stderr"}
 #: inherited variables that would switch a real ``nni`` in the trial to another channel or mode
 _CHANNEL_VARIABLES = ("NNI_TRIAL_COMMAND_CHANNEL", "REUSE_MODE", "MULTI_PHASE", "SDK_PROCESS")
-_CHANNELS: tuple[tuple[str, Callable[..., tuple[list[RawRecord], int, list[StreamProblem]]]], ...] = (
-    ("metrics", parse_metric_stream),
-    ("stdout", scan_stdout_metrics),
-)
 
 
 class RemoteTrainingService(TrainingService):
@@ -314,9 +299,7 @@ class RemoteTrainingService(TrainingService):
 
     @staticmethod
     def _poll_entry(trial: LiveTrial) -> dict[str, Any]:
-        offsets = trial.state.setdefault(
-            "offsets", {channel: int(trial.cursor.get(channel, 0)) for channel, _ in _CHANNELS}
-        )
+        offsets = trial.state.setdefault("offsets", channel_offsets(trial.cursor))
         handle = trial.handle
         keys = ("keeper_pid", "keeper_start_ticks", "boot_id")
         return {
@@ -329,7 +312,7 @@ class RemoteTrainingService(TrainingService):
     async def _trial_update(
         self, machine: RemoteMachine, trial: LiveTrial, info: Mapping[str, Any]
     ) -> PollBatch:
-        result, more = info["result"], info["metrics_more"] or info["stdout_more"]
+        result, more = info["result"], has_more(info)
         vanished = result is None and not info["alive"]
         batch = PollBatch()
         self._read_channels(trial, info, final=not more and (result is not None or vanished), batch=batch)
@@ -349,20 +332,9 @@ class RemoteTrainingService(TrainingService):
 
     @staticmethod
     def _read_channels(trial: LiveTrial, info: Mapping[str, Any], *, final: bool, batch: PollBatch) -> None:
-        offsets: dict[str, int] = trial.state["offsets"]
-        now = time.time()
-        for channel, parse in _CHANNELS:
-            start = offsets[channel]
-            records, offsets[channel], problems = parse(base64.b64decode(info[channel]), start, final=final)
-            for bad in problems:
-                cursor = {**offsets, channel: bad.end}
-                batch.problems.append(TrialProblem(trial.trial_id, bad.message, now, cursor))
-            for record in records:
-                decoded = decode_metric(trial.trial_id, record.payload, {**offsets, channel: record.end}, now)
-                if isinstance(decoded, TrialMetric):
-                    batch.metrics.append(decoded)
-                elif decoded is not None:
-                    batch.problems.append(decoded)
+        metrics, problems = read_channels(trial.trial_id, trial.state["offsets"], info, final=final)
+        batch.metrics += metrics
+        batch.problems += problems
 
     def _ended_on(self, machine: RemoteMachine | None, trial: LiveTrial) -> None:
         if self._gpu_assignments.pop(trial.trial_id, None) is not None and machine is not None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """trialfleet worker probe: the manager's hands on an SSH host, one batched request per round trip.
 
-Usage: ``python3 probe.py <prepare|launch|poll|kill>`` with a JSON request on stdin; prints one JSON answer.
+Usage: ``python3 probe.py <prepare|launch|poll|kill|write>`` with a JSON request on stdin; prints one JSON answer.
 
 Standalone like ``keeper.py`` (stdlib only, Linux, Python >= 3.8) and uploaded next to it, whose helpers it
 imports. It never parses metrics: ``poll`` returns the raw bytes of ``.nni/metrics`` and ``trial.stdout`` after
@@ -14,11 +14,14 @@ them with the same code as every other platform.
   keeper detached. Idempotent: a trial directory that was launched before answers with that launch.
 * ``poll``: for every trial, keeper liveness (pid + start ticks + boot id), keeper.json, result.json, new bytes.
 * ``kill``: SIGTERM the keeper (it ends the tree); if the keeper is gone, end the tree in a detached process.
+* ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
+  removing the records a previous submission of the same attempt may have left.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -222,6 +225,20 @@ def read_from(path: str, offset: int, limit: int) -> tuple:
     return data, offset + len(data) < size
 
 
+# ---- write -----------------------------------------------------------------------------------------------
+
+
+def write(request: dict) -> dict:
+    trial_dir = request["trial_dir"]
+    os.makedirs(os.path.join(trial_dir, ".nni"), exist_ok=True)
+    for name in request.get("remove", []):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(trial_dir, name))
+    for name, content in request["files"].items():
+        write_private(os.path.join(trial_dir, name), content)
+    return {"written": sorted(request["files"])}
+
+
 # ---- kill ------------------------------------------------------------------------------------------------
 
 
@@ -277,7 +294,7 @@ def end_tree(pid: int, grace: float) -> None:
         remaining = keeper.trial_tree(pid)
 
 
-COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill}
+COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill, "write": write}
 
 
 def main(argv: list) -> int:
