@@ -1,9 +1,8 @@
 """How the Slurm service runs ``sbatch``, ``squeue``, ``sacct`` and ``scancel``: a small seam.
 
 :class:`CommandRunner` is the whole interface (``run(argv) -> (code, out, err)``). :class:`LocalCommandRunner`
-runs the commands on this machine, which must then be a cluster host (a login node) that sees the shared
-directory. Driving Slurm from outside the cluster through an SSH login node needs the SSH connection
-module of the remote platform; until that exists the service refuses ``loginNode`` at start.
+runs the commands on this machine, which must then be a cluster host that sees the shared directory;
+:class:`~.slurm_login.SshCommandRunner` runs them on the configured ``loginNode`` over SSH.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ async def test_ten_trials_two_at_a_time_through_the_manager(
         assert record["params"] == trial.hyper_parameters
         assert record["job"] == trial.handle["job_id"] and trial.attempt == 0
         assert Path(record["python"]).parent == Path(sys.executable).parent  # pythonPath came first
-        assert "/shim/nni/" in record["nni"]
+        assert "/nni-shim/nni/" in record["nni"]
         x = trial.hyper_parameters["x"]
         periodical = manager.store.metrics(trial.id, type="PERIODICAL")
         assert [json.loads(m.data) for m in periodical] == [x * 10 + step for step in range(3)]

@@ -181,7 +181,7 @@ async def test_the_hostile_script_runs_every_value_exactly_as_given(tmp_path: Pa
     assert Path(echoed["cwd"]) == tmp_path / case["shared"] / "code"
     assert echoed["env"]["HOSTILE_VALUE"] == HOSTILE and echoed["env"]["FROM_SETUP"] == HOSTILE
     assert echoed["env"]["NNI_PLATFORM"] == "slurm" and echoed["env"]["CUDA_VISIBLE_DEVICES"] == ""
-    assert echoed["env"]["PYTHONPATH"].split(":")[0] == str(service.support_dir / "shim")
+    assert echoed["env"]["PYTHONPATH"].split(":")[0] == str(service.support_dir / "nni-shim")
     assert (trial_dir / "slurm_job_id").read_text() == "42\n"
     assert list(tmp_path.rglob("pwned")) == []
 

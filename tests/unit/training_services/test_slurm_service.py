@@ -50,12 +50,6 @@ async def started(tmp_path: Path, fake: FakeSlurm, **options: Any) -> SlurmTrain
     return service
 
 
-async def test_a_login_node_is_refused_at_start_until_slurm_over_ssh_exists(tmp_path: Path) -> None:
-    fake = FakeSlurm(tmp_path, scontrol=NO_ACCOUNTING)
-    with pytest.raises(PlatformError, match=r"loginNode .* not available yet"):
-        await started(tmp_path, fake, login_node=types.SimpleNamespace(host="login1"))
-
-
 async def test_a_controller_that_does_not_answer_stops_the_start_with_its_error(tmp_path: Path) -> None:
     error = "slurm_load_ctl_conf error: Unable to contact slurm controller (connect failure)\n"
     fake = FakeSlurm(tmp_path, scontrol={"code": 1, "err": error})
@@ -110,7 +104,7 @@ async def test_a_job_of_the_same_attempt_is_adopted_instead_of_submitted_again(t
 async def test_a_started_job_slurm_forgot_is_found_by_the_id_it_wrote(tmp_path: Path) -> None:
     fake = FakeSlurm(tmp_path, scontrol=NO_ACCOUNTING, squeue="", sbatch="99\n")
     service = await started(tmp_path, fake)
-    trial_dir = service.root / "trials" / "trial1"
+    trial_dir = Path(service.root) / "trials" / "trial1"
     trial_dir.mkdir(parents=True)
     (trial_dir / "slurm_job_id").write_text("23\n")
     result = await service.submit(spec(tmp_path))
@@ -131,7 +125,7 @@ async def test_cancel_signals_the_keeper_when_it_runs_and_cancels_the_job_otherw
 ) -> None:
     fake = FakeSlurm(tmp_path, scontrol=NO_ACCOUNTING, squeue=f"17|{state}|0|None|\n")
     service = await started(tmp_path, fake)
-    trial_dir = service.root / "trials" / "trial1"
+    trial_dir = Path(service.root) / "trials" / "trial1"
     trial_dir.mkdir(parents=True)
     if keeper_started:
         (trial_dir / "keeper.json").write_text("{}")

@@ -9,6 +9,6 @@ s = importlib.util.find_spec('"'"'nni'"'"')
 o = s.origin if s is not None else None
 print('"'"'yes'"'"' if o and not os.path.exists(os.path.join(os.path.dirname(o), '"'"'_trialfleet.py'"'"')) else '"'"'no'"'"')
 ' 2>/dev/null)" != yes ]; then
-    export PYTHONPATH=<tmp>/shared/golden/.trialfleet/<version>/shim"${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH=<tmp>/shared/golden/.trialfleet/<version>/nni-shim"${PYTHONPATH:+:$PYTHONPATH}"
 fi
-exec env -- NNI_PLATFORM=slurm NNI_EXP_ID=golden NNI_TRIAL_JOB_ID=Tr1al NNI_SYS_DIR=<tmp>/shared/golden/trials/Tr1al NNI_OUTPUT_DIR=<tmp>/shared/golden/trials/Tr1al NNI_TRIAL_SEQ_ID=5 NNI_CODE_DIR=<tmp>/shared/code python3 -I -S <tmp>/shared/golden/.trialfleet/<version>/keeper.py <tmp>/shared/golden/trials/Tr1al
+exec env -- NNI_PLATFORM=slurm NNI_EXP_ID=golden NNI_TRIAL_JOB_ID=Tr1al NNI_SYS_DIR=<tmp>/shared/golden/trials/Tr1al NNI_OUTPUT_DIR=<tmp>/shared/golden/trials/Tr1al NNI_TRIAL_SEQ_ID=5 NNI_CODE_DIR=<tmp>/shared/code python3 -I -S <tmp>/shared/golden/.trialfleet/<version>/keeper/keeper.py <tmp>/shared/golden/trials/Tr1al
