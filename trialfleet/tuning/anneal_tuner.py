@@ -14,7 +14,7 @@ import random
 from typing import Any
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning.base import BuiltinTuner
+from trialfleet.tuning.base import RandomStreamTuner
 from trialfleet.tuning.flat_space import (
     Internal,
     ParamSpec,
@@ -23,7 +23,7 @@ from trialfleet.tuning.flat_space import (
     sample_internal,
     to_parameters,
 )
-from trialfleet.tuning.utils import OptimizeMode, check_seed, extract_scalar_reward, parse_optimize_mode
+from trialfleet.tuning.utils import OptimizeMode, extract_scalar_reward, parse_optimize_mode
 
 _logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ SHRINK_COEF = 0.1
 LIARS = ("min", "max", "mean")
 
 
-class AnnealTuner(BuiltinTuner):
+class AnnealTuner(RandomStreamTuner):
     algorithm_name = "Anneal"
 
     def __init__(
@@ -48,7 +48,7 @@ class AnnealTuner(BuiltinTuner):
                 f"Anneal: classArgs.constant_liar_type must be one of {', '.join(LIARS)}, got {constant_liar_type!r}"
             )
         self._liar = constant_liar_type if parallel_optimize else None
-        self._rng = random.Random(check_seed(seed, self.algorithm_name))
+        self._init_stream(seed)
         self._specs: list[ParamSpec] = []
         self._running: dict[int | None, Internal] = {}
         self._finished: list[tuple[Internal, float]] = []  # (internal parameters, loss), loss lower is better

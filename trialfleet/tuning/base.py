@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -29,6 +30,7 @@ from typing import Any, ClassVar
 
 from trialfleet.status import TrialStatus
 from trialfleet.tuning.search_space import ALL_TYPES, validate_search_space
+from trialfleet.tuning.utils import check_seed, derive_seed
 
 __all__ = [
     "AssessResult",
@@ -201,7 +203,14 @@ class BuiltinTuner(Tuner):
         """Remember a proposal of a previous run as if this tuner had generated it (so it is not proposed again
         and its result can still arrive)."""
 
+    def reseed(self, restored: int) -> None:
+        """Called by :meth:`restore` before the replay: a seeded tuner must not draw again the random numbers of
+        the run it resumes (it would propose the same parameters again), so it continues on a stream of its
+        own, derived from its seed and the number of restored proposals (:func:`utils.derive_seed`)."""
+
     def restore(self, history: Sequence[HistoryRecord]) -> None:
+        if history:
+            self.reseed(len(history))
         for record in history:
             customized = record.parameter_id is None
             if customized and not self.accepts_customized():
@@ -213,6 +222,17 @@ class BuiltinTuner(Tuner):
                 )
             if not record.is_live:
                 self.trial_end(record.parameter_id, record.status == TrialStatus.SUCCEEDED.value)
+
+
+class RandomStreamTuner(BuiltinTuner):
+    """A built-in tuner whose randomness is one ``random.Random`` stream seeded by its ``seed`` classArg."""
+
+    def _init_stream(self, seed: object) -> None:
+        self._seed = check_seed(seed, self.algorithm_name)
+        self._rng = random.Random(self._seed)
+
+    def reseed(self, restored: int) -> None:
+        self._rng.seed(derive_seed(self._seed, restored))
 
 
 class AssessResult(Enum):

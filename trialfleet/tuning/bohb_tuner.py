@@ -21,14 +21,13 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import random
 import warnings
 from typing import TYPE_CHECKING
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning.flat_space import Internal, sample_all
 from trialfleet.tuning.successive_halving import Bracket, BracketTuner
-from trialfleet.tuning.utils import check_count, check_number, check_seed
+from trialfleet.tuning.utils import check_count, check_number
 
 if TYPE_CHECKING:
     import optuna
@@ -86,8 +85,7 @@ class BohbTuner(BracketTuner):
             _logger.warning(
                 "BOHB: classArgs %s have no effect: Optuna's estimator sets its own bandwidths", changed
             )
-        self._seed = check_seed(seed, "BOHB")
-        self._rng = random.Random(self._seed)
+        self._init_stream(seed)
         self._studies: dict[int, optuna.Study] = {}
 
     def _may_start_bracket(self, current: Bracket | None) -> bool:

@@ -26,6 +26,7 @@ from trialfleet.tuning.utils import (
     check_count,
     check_number,
     check_seed,
+    derive_seed,
     extract_scalar_reward,
     parse_optimize_mode,
 )
@@ -98,6 +99,11 @@ class GPTuner(BuiltinTuner):
             with single_threaded():
                 point = self._maximize_acquisition(self._fit(), rng)
         return to_parameters(self._cube.decode(point), self._cube.specs)
+
+    def reseed(self, restored: int) -> None:
+        import numpy as np
+
+        self._rng = np.random.default_rng(derive_seed(self._seed, restored))
 
     def receive_trial_result(
         self, parameter_id: int | None, parameters: Any, value: Any, **kwargs: Any

@@ -10,12 +10,11 @@ maxExperimentDuration ends the experiment. ``seed`` is trialfleet's addition. Se
 from __future__ import annotations
 
 import math
-import random
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning.flat_space import Internal, sample_all
 from trialfleet.tuning.successive_halving import Bracket, BracketTuner
-from trialfleet.tuning.utils import check_count, check_seed
+from trialfleet.tuning.utils import check_count
 
 EXEC_MODES = ("parallelism", "serial")
 
@@ -39,7 +38,7 @@ class HyperbandTuner(BracketTuner):
             )
         super().__init__(optimize_mode, eta, R, math.floor(math.log(R, eta) + 1e-6))
         self._serial = exec_mode == "serial"
-        self._rng = random.Random(check_seed(seed, "Hyperband"))
+        self._init_stream(seed)
 
     def _sample(self, budget: int) -> Internal:
         return sample_all(self._specs, self._rng)

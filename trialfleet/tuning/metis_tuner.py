@@ -32,6 +32,7 @@ from trialfleet.tuning.utils import (
     check_count,
     check_number,
     check_seed,
+    derive_seed,
     extract_scalar_reward,
     parse_optimize_mode,
 )
@@ -104,6 +105,11 @@ class MetisTuner(BuiltinTuner):
                 point = self._select(rng)
         self._proposed.add(_key(point))
         return to_parameters(self._cube.decode(point), self._cube.specs)
+
+    def reseed(self, restored: int) -> None:
+        import numpy as np
+
+        self._rng = np.random.default_rng(derive_seed(self._seed, restored))
 
     def receive_trial_result(
         self, parameter_id: int | None, parameters: Any, value: Any, **kwargs: Any

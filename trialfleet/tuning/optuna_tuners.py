@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from trialfleet.tuning.base import BuiltinTuner
 from trialfleet.tuning.flat_space import Internal, ParamSpec, flatten, from_parameters, to_parameters
-from trialfleet.tuning.utils import OptimizeMode, check_seed, extract_scalar_reward, parse_optimize_mode
+from trialfleet.tuning.utils import (
+    OptimizeMode,
+    check_seed,
+    derive_seed,
+    extract_scalar_reward,
+    parse_optimize_mode,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -90,6 +96,14 @@ class OptunaTuner(BuiltinTuner):
             import optuna
 
             self._require_study().tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def reseed(self, restored: int) -> None:
+        import optuna
+
+        self._seed = derive_seed(self._seed, restored)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self._require_study().sampler = self._make_sampler()
 
     def register_proposal(self, parameter_id: int | None, parameters: Any) -> None:
         internal = self._internal_or_none(parameters)

@@ -21,13 +21,12 @@ from __future__ import annotations
 import logging
 import math
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trialfleet.errors import AlgorithmError, SearchSpaceError
-from trialfleet.tuning.base import BuiltinTuner, NoMoreTrialError
+from trialfleet.tuning.base import NoMoreTrialError, RandomStreamTuner
 from trialfleet.tuning.flat_space import (
     Internal,
     ParamSpec,
@@ -41,7 +40,6 @@ from trialfleet.tuning.utils import (
     OptimizeMode,
     check_count,
     check_number,
-    check_seed,
     extract_scalar_reward,
     parse_optimize_mode,
 )
@@ -61,7 +59,7 @@ class Member:
     score: float | None = None
 
 
-class PbtTuner(BuiltinTuner):
+class PbtTuner(RandomStreamTuner):
     algorithm_name = "PBT"
     nested_space = False
 
@@ -82,7 +80,7 @@ class PbtTuner(BuiltinTuner):
         self._factor = check_number(factor, "PBT", "factor", minimum=0)
         self._resample = _probability(resample_probability, "resample_probability")
         self._fraction = _probability(fraction, "fraction")
-        self._rng = random.Random(check_seed(seed, "PBT"))
+        self._init_stream(seed)
         self._specs: list[ParamSpec] = []
         self._step = 0
         self._pending: list[Member] = []

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
-from trialfleet.tuning.base import BuiltinTuner
+from trialfleet.tuning.base import RandomStreamTuner
 from trialfleet.tuning.flat_space import ParamSpec, flatten, sample_all, to_parameters
-from trialfleet.tuning.utils import check_seed
 
 
-class RandomTuner(BuiltinTuner):
+class RandomTuner(RandomStreamTuner):
     algorithm_name = "Random"
 
     def __init__(self, seed: int | None = None) -> None:
-        self._rng = random.Random(check_seed(seed, self.algorithm_name))
+        self._init_stream(seed)
         self._specs: list[ParamSpec] = []
 
     def update_search_space(self, search_space: Any) -> None:

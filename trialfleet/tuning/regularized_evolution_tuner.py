@@ -16,12 +16,11 @@ result has arrived yet it proposes more random individuals where NNI raises NoMo
 from __future__ import annotations
 
 import logging
-import random
 from collections import deque
 from typing import Any
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning.base import BuiltinTuner
+from trialfleet.tuning.base import RandomStreamTuner
 from trialfleet.tuning.flat_space import (
     Internal,
     ParamSpec,
@@ -34,7 +33,6 @@ from trialfleet.tuning.flat_space import (
 from trialfleet.tuning.utils import (
     OptimizeMode,
     check_count,
-    check_seed,
     extract_scalar_reward,
     parse_optimize_mode,
 )
@@ -42,7 +40,7 @@ from trialfleet.tuning.utils import (
 _logger = logging.getLogger(__name__)
 
 
-class RegularizedEvolutionTuner(BuiltinTuner):
+class RegularizedEvolutionTuner(RandomStreamTuner):
     algorithm_name = "RegularizedEvolutionTuner"
 
     def __init__(
@@ -60,7 +58,7 @@ class RegularizedEvolutionTuner(BuiltinTuner):
                 f"{self.algorithm_name}: classArgs.sample_size ({sample_size}) must not exceed "
                 f"population_size ({population_size})"
             )
-        self._rng = random.Random(check_seed(seed, self.algorithm_name))
+        self._init_stream(seed)
         self._specs: list[ParamSpec] = []
         self._initial_left = self._population_size
         self._population: deque[tuple[Internal, float]] = deque()  # oldest first; score higher is better

@@ -22,9 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning.base import BuiltinTuner
+from trialfleet.tuning.base import BuiltinTuner, NoMoreTrialError
 from trialfleet.tuning.flat_space import Internal, ParamSpec, flatten, from_parameters, to_parameters
-from trialfleet.tuning.utils import OptimizeMode, check_seed, extract_scalar_reward, parse_optimize_mode
+from trialfleet.tuning.utils import (
+    OptimizeMode,
+    check_seed,
+    derive_seed,
+    extract_scalar_reward,
+    parse_optimize_mode,
+)
 
 if TYPE_CHECKING:
     from ConfigSpace import Configuration, ConfigurationSpace
@@ -63,15 +69,12 @@ class SmacTuner(BuiltinTuner):
         self._smac = self._facade(self._space)
 
     def generate_parameters(self, parameter_id: int, **kwargs: Any) -> dict[str, Any]:
-        smac = self._require_smac()
-        info = smac.ask()
-        for _ in range(_DEDUP_ATTEMPTS if self._dedup else 0):
-            if _key(info.config) not in self._seen:
-                break
-            info = smac.ask()
-        else:
-            if self._dedup and _key(info.config) in self._seen:
-                info = self._random_trial()
+        from smac.main.exceptions import ConfigurationSpaceExhaustedException
+
+        try:
+            info = self._ask()
+        except ConfigurationSpaceExhaustedException as exc:
+            raise NoMoreTrialError("SMAC has tried every configuration of the search space") from exc
         self._seen.add(_key(info.config))
         self._asked[parameter_id] = info
         return to_parameters(_internal(info.config, self._specs), self._specs)
@@ -93,6 +96,12 @@ class SmacTuner(BuiltinTuner):
         if parameter_id is not None:  # ended without a result: SMAC is told nothing
             self._asked.pop(parameter_id, None)
 
+    def reseed(self, restored: int) -> None:
+        seed = derive_seed(self._seed, restored)
+        assert seed is not None and self._space is not None
+        self._seed = seed
+        self._smac = self._facade(self._space)
+
     def register_proposal(self, parameter_id: int | None, parameters: Any) -> None:
         info = self._trial_for(parameters)
         if parameter_id is not None and info is not None:
@@ -102,6 +111,15 @@ class SmacTuner(BuiltinTuner):
     def import_data(self, data: list[dict[str, Any]]) -> None:
         for entry in data:
             self.receive_trial_result(None, entry["parameter"], entry["value"])
+
+    def _ask(self) -> TrialInfo:
+        smac = self._require_smac()
+        info = smac.ask()
+        for _ in range(_DEDUP_ATTEMPTS if self._dedup else 0):
+            if _key(info.config) not in self._seen:
+                return info
+            info = smac.ask()
+        return self._random_trial() if self._dedup and _key(info.config) in self._seen else info
 
     def _require_smac(self) -> HyperparameterOptimizationFacade:
         if self._smac is None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from trialfleet.errors import SearchSpaceError
-from trialfleet.tuning.base import BuiltinTuner, NoMoreTrialError
+from trialfleet.tuning.base import NoMoreTrialError, RandomStreamTuner
 from trialfleet.tuning.flat_space import Internal, ParamSpec, flatten, from_parameters, to_parameters
 from trialfleet.tuning.utils import OptimizeMode, extract_scalar_reward, parse_optimize_mode
 
@@ -92,7 +92,7 @@ class Bracket:
         return self.start_round(promoted)
 
 
-class BracketTuner(BuiltinTuner):
+class BracketTuner(RandomStreamTuner):
     """Hyperband's bookkeeping; subclasses choose new configurations and when a new bracket may start."""
 
     is_advisor: ClassVar[bool] = True

@@ -52,6 +52,11 @@ def check_seed(seed: object, algorithm: str) -> int | None:
     raise AlgorithmError(f"{algorithm}: classArgs.seed must be an integer, got {seed!r}")
 
 
+def derive_seed(seed: int | None, restored: int) -> int | None:
+    """The seed a tuner continues with after restoring ``restored`` proposals (None stays None: unseeded)."""
+    return None if seed is None else (seed * 1_000_003 + restored) % 2**31
+
+
 def check_number(
     value: object, algorithm: str, name: str, *, minimum: float | None = None, positive: bool = False
 ) -> float:

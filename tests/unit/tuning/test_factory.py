@@ -21,11 +21,11 @@ from trialfleet.tuning import (
     ignored_assessor_warning,
 )
 from trialfleet.tuning.base import HistoryRecord
-from trialfleet.tuning.optuna_algorithms import EvolutionTuner, TpeTuner
 from trialfleet.tuning.bohb_tuner import BohbTuner
 from trialfleet.tuning.gp_tuner import GPTuner
 from trialfleet.tuning.hyperband_tuner import HyperbandTuner
 from trialfleet.tuning.metis_tuner import MetisTuner
+from trialfleet.tuning.optuna_algorithms import EvolutionTuner, TpeTuner
 from trialfleet.tuning.pbt_tuner import PbtTuner
 from trialfleet.tuning.random_tuner import RandomTuner
 from trialfleet.tuning.regularized_evolution_tuner import RegularizedEvolutionTuner
@@ -63,8 +63,21 @@ def test_unknown_name_lists_available():
         check_algorithm(algo("Bayes"), "tuner", SPACE)
     message = str(caught.value)
     assert "unknown tuner 'Bayes'" in message
-    for name in ("TPE", "Random", "Anneal", "Evolution", "Batch", "GridSearch", "GP", "Metis", "SMAC", "PBT",
-                 "RegularizedEvolutionTuner", "Hyperband", "BOHB"):
+    for name in (
+        "TPE",
+        "Random",
+        "Anneal",
+        "Evolution",
+        "Batch",
+        "GridSearch",
+        "GP",
+        "Metis",
+        "SMAC",
+        "PBT",
+        "RegularizedEvolutionTuner",
+        "Hyperband",
+        "BOHB",
+    ):
         assert name in message
 
 
@@ -80,7 +93,9 @@ def test_unknown_name_lists_available():
     ],
 )
 def test_nni_names_not_offered_are_refused_with_alternatives(name, alternatives):
-    with pytest.raises(AlgorithmError, match=rf"tuner '{name}' is an NNI built-in that trialfleet does not offer"):
+    with pytest.raises(
+        AlgorithmError, match=rf"tuner '{name}' is an NNI built-in that trialfleet does not offer"
+    ):
         check_algorithm(algo(name), "tuner", SPACE)
     with pytest.raises(AlgorithmError, match=alternatives) as caught:
         create_tuner(algo(name), SPACE)
@@ -132,7 +147,9 @@ def test_check_validates_the_space_for_the_tuner():
 
 def test_gp_runs_on_scikit_learn_without_pytorch():
     check_algorithm(algo("GPTuner"), "tuner", SPACE)
-    tuner = create_tuner(algo("GP", cold_start_num=1, selection_num_warm_up=50, selection_num_starting_points=2), SPACE)
+    tuner = create_tuner(
+        algo("GP", cold_start_num=1, selection_num_warm_up=50, selection_num_starting_points=2), SPACE
+    )
     for parameter_id in range(3):
         params = tuner.generate_parameters(parameter_id)
         tuner.receive_trial_result(parameter_id, params, params["x"])
@@ -322,3 +339,12 @@ def test_an_assessor_given_with_an_advisor_is_ignored_with_a_warning():
     assert ignored_assessor_warning(algo("bohb"), medianstop) is not None
     assert ignored_assessor_warning(algo("TPE"), medianstop) is None
     assert ignored_assessor_warning(algo("Hyperband"), None) is None
+
+
+def test_curvefitting_is_a_builtin_assessor():
+    check_algorithm(algo("curvefitting", epoch_num=10, start_step=3), "assessor")
+    assert type(create_assessor(algo("Curvefitting"))).__name__ == "CurvefittingAssessor"
+    with pytest.raises(AlgorithmError, match=r"start_step \(30\) must not exceed epoch_num \(20\)"):
+        create_assessor(algo("Curvefitting", start_step=30))
+    with pytest.raises(AlgorithmError, match="gap must be a positive integer"):
+        check_algorithm(algo("Curvefitting", gap=0), "assessor")
