@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning import AssessResult, create_assessor
+from trialfleet.status import TrialStatus
+from trialfleet.tuning import AssessResult, TrialCurve, create_assessor
 
 # completed trials and their running averages:
 #   A [1, 2, 3] -> [1, 1.5, 2]     B [3, 3, 3] -> [3, 3, 3]     C [0, 4, 5] -> [0, 2, 3]
@@ -72,3 +73,34 @@ def test_bad_class_args():
         medianstop({}, start_step=-1)
     with pytest.raises(AlgorithmError, match="unknown classArgs threshold"):
         medianstop({}, threshold=0.9)
+
+
+def curve(trial_id, history, status):
+    return TrialCurve(trial_id, history, status.value)
+
+
+def test_restore_rebuilds_the_completed_trials():
+    # the same knowledge as medianstop(COMPLETED): three succeeded trials, plus ones that must not count
+    restored = create_assessor(
+        SimpleNamespace(name="Medianstop", class_name=None, code_directory=None, class_args={})
+    )
+    restored.restore(
+        [
+            curve("A", [1, 2, 3], TrialStatus.SUCCEEDED),
+            curve("F", [9, 9, 9], TrialStatus.FAILED),
+            curve("B", [{"default": 3}, 3, 3], TrialStatus.SUCCEEDED),
+            curve("E", [9, 9, 9], TrialStatus.EARLY_STOPPED),
+            curve("C", [0, 4, 5], TrialStatus.SUCCEEDED),
+            curve("N", [], TrialStatus.SUCCEEDED),
+        ]
+    )
+    live = medianstop(COMPLETED)
+    for history in ([2], [0.5], [1, 1.2], [2.5, 0], [0, 0, 0, 0]):
+        assert restored.assess_trial("X", history) is live.assess_trial("X", history)
+
+
+def test_restore_keeps_a_running_trial_until_it_ends():
+    assessor = medianstop({})
+    assessor.restore([curve("R", [4, 4], TrialStatus.RUNNING)])
+    assessor.trial_end("R", True)  # it completes after the resume: now it counts
+    assert assessor.assess_trial("X", [3]) is AssessResult.Bad
