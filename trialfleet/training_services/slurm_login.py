@@ -74,6 +74,7 @@ _UNPACK_SCRIPT = """\
 import os, shutil, sys, tarfile
 archive, target = sys.argv[1], sys.argv[2]
 staging = "%s.tmp.%d" % (target, os.getpid())
+os.makedirs(staging)  # an empty code directory is still a directory
 with tarfile.open(archive) as tar:
     if hasattr(tarfile, "data_filter"):
         tar.extractall(staging, filter="data")
@@ -81,8 +82,11 @@ with tarfile.open(archive) as tar:
         tar.extractall(staging)
 try:
     os.rename(staging, target)
-except OSError:  # another manager unpacked the same content first
+except OSError:
     shutil.rmtree(staging, ignore_errors=True)
+    if not os.path.isdir(target):
+        raise
+    # else another manager unpacked the same content first
 os.unlink(archive)
 """
 

@@ -1,4 +1,5 @@
-"""Fixtures for the Slurm platform tests: one real single-node Slurm for the whole session."""
+"""Fixtures for the Slurm platform tests: one real single-node Slurm for the whole session, a login node in front
+of it, and (for the sacct tests) a second cluster with job accounting."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "contract"))
 
+from login_node import LoginFleet, missing_fleet_components, start_login_node
 from slurm_cluster import SlurmCluster, missing_components
 from slurm_helpers import OverTimeLimit, slurm_context, submitted, trial_spec
 
@@ -41,6 +43,43 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = saved
+
+
+@pytest.fixture(scope="session")
+def login_node(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoginFleet]:
+    """An sshd host in its own network namespace whose sessions drive the session's cluster."""
+    missing = missing_fleet_components()
+    if missing:
+        pytest.fail(f"the login node tests need {', '.join(missing)} (scripts/system-packages.txt)")
+    fleet = start_login_node(tmp_path_factory.mktemp("login"), slurm_cluster)
+    try:
+        yield fleet
+    finally:
+        fleet.down()
+
+
+@pytest.fixture
+def login_fleet(login_node: LoginFleet) -> Iterator[LoginFleet]:
+    """The login node, every fault a test injected undone afterwards."""
+    yield login_node
+    login_node.heal()
+
+
+@pytest.fixture(scope="module")
+def accounting_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """A second cluster, with slurmdbd and MariaDB, that forgets finished jobs after 2 s (MinJobAge)."""
+    missing = missing_components(accounting=True)
+    if missing:
+        pytest.fail(f"the sacct tests need {', '.join(missing)} (scripts/system-packages.txt)")
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-accounting"), accounting=True, min_job_age=2)
+    try:
+        try:
+            cluster.start()
+        except RuntimeError as exc:
+            pytest.fail(f"the Slurm daemons with accounting did not start: {exc}")
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

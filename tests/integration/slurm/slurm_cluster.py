@@ -5,6 +5,10 @@ Everything is private to the directory: its own munge key and socket, its own ``
 mknod, which is what slurmd's GRES needs to hand out ``CUDA_VISIBLE_DEVICES``. The daemons run in the
 foreground as our children and are stopped by pid, even after a failed start. The settings keep the cluster
 quick: FIFO scheduling at submit time, a short KillWait; finished jobs stay visible for MinJobAge.
+
+With ``accounting=True`` the cluster also has job accounting for ``sacct``: a MariaDB server on an empty data
+directory (no system tables: ``--skip-grant-tables``, so no ``mariadb-install-db``, which takes seconds; it
+listens on 127.0.0.1 only and lives in the test's directory) and slurmdbd storing into it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from pathlib import Path
 
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
 CLIENTS = ("sbatch", "squeue", "scancel", "scontrol", "sinfo")
+ACCOUNTING_DAEMONS = ("/usr/sbin/mariadbd", "/usr/sbin/slurmdbd")
+ACCOUNTING_CLIENTS = ("sacct", "sacctmgr")
 READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 30.0  # KillWait (5 s) after the cancel, then the job's processes are gone
 NODE_CPUS = 8  # more than the machine has (config_overrides): trials mostly sleep
@@ -43,7 +49,7 @@ SlurmdLogFile={dir}/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+{accounting}
 JobCompType=jobcomp/none
 MpiDefault=none
 SchedulerType=sched/builtin
@@ -51,16 +57,38 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
-MinJobAge=300
+MinJobAge={min_job_age}
 KillWait=5
 GresTypes=gpu
 NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=4000 Gres=gpu:{gpus} State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """
+NO_ACCOUNTING = "AccountingStorageType=accounting_storage/none"
+ACCOUNTING = """\
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort={dbd_port}
+AccountingStoragePass={munge_socket}"""
+SLURMDBD_CONF = """\
+AuthType=auth/munge
+AuthInfo=socket={munge_socket}
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort={dbd_port}
+SlurmUser=root
+PidFile={dir}/slurmdbd.pid
+LogFile={dir}/log/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={db_port}
+StorageUser=slurm
+StorageLoc=slurm_acct_db
+"""
 
 
-def missing_components() -> list[str]:
-    missing = [tool for tool in (*DAEMONS, *CLIENTS) if shutil.which(tool) is None]
+def missing_components(*, accounting: bool = False) -> list[str]:
+    tools = (*DAEMONS, *CLIENTS, *((*ACCOUNTING_DAEMONS, *ACCOUNTING_CLIENTS) if accounting else ()))
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if os.geteuid() != 0:
         missing.append("root (slurmd and mknod need it)")
     return missing
@@ -72,24 +100,69 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        return True
+    return False
+
+
 class SlurmCluster:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, accounting: bool = False, min_job_age: int = 300) -> None:
         self.dir = directory
         self.conf = directory / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.accounting = accounting
+        self.min_job_age = min_job_age  # how long Slurm keeps a finished job (squeue shows it)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports = {name: free_port() for name in ("ctld", "slurmd", "dbd", "db")}
 
     def start(self) -> None:
         """Start munged, slurmctld and slurmd; raise RuntimeError with their logs when the node is not idle."""
-        for sub in ("state", "spool", "log", "munge", "dev"):
+        for sub in ("state", "spool", "log", "munge", "dev", "db"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         self._write_config()
         socket_path = self.dir / "munge" / "munge.socket"
         self._spawn("munged", "/usr/sbin/munged", "--foreground", "--force", f"--socket={socket_path}")
         self._wait_for(socket_path.exists, "munged to create its socket")
+        if self.accounting:
+            self._start_accounting()
         self._spawn("slurmctld", "/usr/sbin/slurmctld", "-D", "-i")
         self._spawn("slurmd", "/usr/sbin/slurmd", "-D", "-N", "localhost")
         self._wait_for(self._node_idle, "the node to become idle")
+
+    def _start_accounting(self) -> None:
+        """MariaDB, then slurmdbd (which creates its database), then the cluster registered in it."""
+        db_port, dbd_port = self.ports["db"], self.ports["dbd"]
+        self._spawn(
+            "mariadbd",
+            "/usr/sbin/mariadbd",
+            "--no-defaults",
+            "--user=root",
+            f"--datadir={self.dir / 'db'}",
+            f"--socket={self.dir / 'db' / 'mysql.sock'}",
+            f"--port={db_port}",
+            "--bind-address=127.0.0.1",
+            "--skip-grant-tables",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=32M",
+            "--innodb-log-file-size=8M",
+        )
+        self._wait_for(lambda: port_open(db_port), "MariaDB to listen")
+        self._spawn("slurmdbd", "/usr/sbin/slurmdbd", "-D")
+        self._wait_for(lambda: port_open(dbd_port), "slurmdbd to listen")
+        registered = self.run("sacctmgr", "-i", "add", "cluster", "trialfleet", check=False)
+        if registered.returncode != 0:
+            raise RuntimeError(f"sacctmgr add cluster failed: {registered.stderr}\n{self.logs()}")
+
+    def client_conf(self, directory: Path, controller_address: str) -> Path:
+        """slurm.conf for a host that reaches slurmctld at another address (a login node in another network)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        conf = directory / "slurm.conf"
+        text = self.conf.read_text().replace(
+            "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldHost=localhost({controller_address})"
+        )
+        conf.write_text(text)
+        return conf
 
     def _write_config(self) -> None:
         munge = self.dir / "munge"
@@ -101,16 +174,27 @@ class SlurmCluster:
             device = self.dir / "dev" / f"nvidia{index}"
             if not device.exists():
                 os.mknod(device, 0o666 | 0o020000, os.makedev(1, 3))  # a character device, like /dev/null
+        sockets = {"munge_socket": munge / "munge.socket", "dir": self.dir}
+        accounting = (
+            ACCOUNTING.format(dbd_port=self.ports["dbd"], **sockets) if self.accounting else NO_ACCOUNTING
+        )
         self.conf.write_text(
             SLURM_CONF.format(
-                dir=self.dir,
-                ctld_port=free_port(),
-                slurmd_port=free_port(),
-                munge_socket=munge / "munge.socket",
+                ctld_port=self.ports["ctld"],
+                slurmd_port=self.ports["slurmd"],
+                accounting=accounting,
+                min_job_age=self.min_job_age,
                 cpus=NODE_CPUS,
                 gpus=GPUS,
+                **sockets,
             )
         )
+        if self.accounting:  # slurmdbd reads it beside slurm.conf and insists that only its user can read it
+            dbd = self.dir / "slurmdbd.conf"
+            dbd.write_text(
+                SLURMDBD_CONF.format(dbd_port=self.ports["dbd"], db_port=self.ports["db"], **sockets)
+            )
+            dbd.chmod(0o600)
         (self.dir / "gres.conf").write_text(
             f"NodeName=localhost Name=gpu File={self.dir}/dev/nvidia[0-{GPUS - 1}]\n"
         )
@@ -165,7 +249,7 @@ class SlurmCluster:
         """
         if "slurmctld" in self.processes:
             self._cancel_all_jobs()
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in ("slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged"):
             process = self.processes.pop(name, None)
             if process is None:
                 continue
