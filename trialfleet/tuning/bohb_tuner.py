@@ -19,10 +19,11 @@ normal types work (NNI's ConfigSpace conversion of them is broken). ``seed`` is 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import math
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning.flat_space import Internal, sample_all
@@ -130,15 +131,21 @@ class BohbTuner(BracketTuner):
         from optuna.samplers import TPESampler
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        options: dict[str, Any] = {
+            "n_startup_trials": 0,
+            "n_ei_candidates": self._num_samples,
+            "multivariate": True,
+            "seed": self._rng.randrange(2**31),
+            # deprecated in Optuna 4.9 (removal planned for 6.0): passed while the installed Optuna has it
+            "gamma": functools.partial(_good_count, self._top_percent),
+        }
+        if "gamma" not in inspect.signature(TPESampler).parameters:
+            _logger.warning("BOHB: this Optuna has no TPE gamma; top_n_percent is not applied")
+            del options["gamma"]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            sampler = TPESampler(
-                n_startup_trials=0,
-                n_ei_candidates=self._num_samples,
-                gamma=functools.partial(_good_count, self._top_percent),
-                multivariate=True,
-                seed=self._rng.randrange(2**31),
-            )
+            warnings.simplefilter("ignore", FutureWarning)
+            sampler = TPESampler(**options)
         return optuna.create_study(direction="minimize", sampler=sampler)
 
 
