@@ -77,7 +77,8 @@ TUNERS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"name": "RegularizedEvolutionTuner", "classArgs": {"population_size": 3, "sample_size": 2}},
         {},
     ),
-    "Hyperband": ({"name": "Hyperband", "classArgs": {"R": 3, "eta": 3}}, {}),
+    # parallelism (2 at a time): bracket s=0, or s=1 again, may start before round 1 has ended
+    "Hyperband": ({"name": "Hyperband", "classArgs": {"R": 3, "eta": 3}}, {"maxTrialNumber": 9}),
     "Hyperband-serial": (
         {"name": "Hyperband", "classArgs": {"R": 3, "eta": 3, "exec_mode": "serial"}},
         {"trialConcurrency": 1},
@@ -176,14 +177,13 @@ def check_parameters(case: str, proposals: list[dict[str, Any]], space: dict[str
         assert set(params) - {"TRIAL_BUDGET", "load_checkpoint_dir", "save_checkpoint_dir"} == set(space)
     if case.startswith("Hyperband") or case == "BOHB":
         # R = max_budget = 3, eta = 3: bracket s=1 runs 3 configurations at budget 1 and then the best of them
-        # at 3; bracket s=0 runs 2 at 3. One trial at a time, that is the order; in parallelism mode (2 at a
-        # time) bracket s=0 starts while the first round still runs.
+        # at 3; bracket s=0 runs 2 at 3. One trial at a time, that is the order.
         budgets = [p["TRIAL_BUDGET"] for p in proposals]
-        assert sorted(budgets) == [1, 1, 1, 3, 3, 3]
+        assert budgets[:3] == [1, 1, 1] and set(budgets) == {1, 3}
         if case != "Hyperband":
             assert budgets == [1, 1, 1, 3, 3, 3]
-        best_first = max(proposals[:3], key=quality)
-        assert {k: best_first[k] for k in space} in [{k: p[k] for k in space} for p in proposals[3:]]
+        best_first = {k: max(proposals[:3], key=quality)[k] for k in space}
+        assert best_first in [{k: p[k] for k in space} for p in proposals[3:] if p["TRIAL_BUDGET"] == 3]
     if case == "PBT":
         steps = [Path(p["save_checkpoint_dir"]).name for p in proposals]
         assert steps == ["0", "0", "0", "1", "1", "1", "2"]
@@ -254,8 +254,11 @@ def test_names_not_offered_are_refused_at_config_load(tmp_path: Path, name: str)
 @pytest.mark.parametrize(
     ("tuner", "expected"),
     [
-        ({"name": "PBT", "classArgs": {"population_size": 3}}, 6),  # step 1 waits for all of step 0
-        ({"name": "BOHB", "classArgs": {"max_budget": 3}}, 6),  # round 2 waits for round 1
+        # 3 slots for 2 members: the third slot waits for step 0 to end, from the first request on
+        ({"name": "PBT", "classArgs": {"population_size": 2}}, 4),
+        # once round 1 of bracket s=1 has ended, 3 slots are free for its 1 promoted configuration; bracket s=0
+        # waits for that one to end
+        ({"name": "BOHB", "classArgs": {"max_budget": 3}}, 6),
     ],
     ids=["PBT", "BOHB"],
 )
