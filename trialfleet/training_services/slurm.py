@@ -106,14 +106,18 @@ class SlurmTrainingService(TrainingService):
             raise PlatformError(
                 f"slurm: sbatchOptions {reserved} set options trialfleet sets itself; remove them"
             )
-        await self.files.prepare()
-        config = await self.runner.run(["scontrol", "show", "config"])
-        if config.code != 0:
-            raise PlatformError(
-                f"slurm: cannot reach the Slurm controller from {self.runner.description}: "
-                f"scontrol show config failed (exit {config.code}): {config.err.strip()}"
-            )
-        self.watcher.use_sacct = self._use_sacct(accounting_enabled(config.out))
+        try:
+            await self.files.prepare()
+            config = await self.runner.run(["scontrol", "show", "config"])
+            if config.code != 0:
+                raise PlatformError(
+                    f"slurm: cannot reach the Slurm controller from {self.runner.description}: "
+                    f"scontrol show config failed (exit {config.code}): {config.err.strip()}"
+                )
+            self.watcher.use_sacct = self._use_sacct(accounting_enabled(config.out))
+        except PlatformError:
+            await self.files.close()  # a failed start leaves no SSH connection behind
+            raise
 
     def _use_sacct(self, enabled: bool) -> bool:
         wanted = self._option("use_sacct")
