@@ -59,7 +59,9 @@ class TrialLook:
     keeper_started: bool  # keeper.json exists
     result: Mapping[str, Any] | None  # result.json
     more: bool  # metric bytes were left for the next poll: the trial's end waits for them
-    read_metrics: MetricRead  # the new metrics and problems; True once the trial ended (partial records too)
+    #: the new metrics and problems, called once per look; its argument is True once the trial ended (the
+    #: writer is gone, so a partial record at the end is reported rather than waited for)
+    read_metrics: MetricRead
 
 
 class ClusterFiles(Protocol):
