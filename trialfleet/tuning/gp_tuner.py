@@ -1,13 +1,15 @@
 """``GP``: Bayesian optimisation with scikit-learn's GaussianProcessRegressor (NNI's ``gp_tuner``).
 
-As in NNI: a Matern kernel (``nu``), observation noise ``alpha``, normalised targets and 25 restarts of the
-kernel fit; ``cold_start_num`` random proposals first; then the acquisition (``utility`` ``ei``/``ucb``/``poi``
-with ``kappa`` and ``xi``) is maximised over ``selection_num_warm_up`` random points followed by L-BFGS-B from
-``selection_num_starting_points`` random starts. Numeric choices are ordered numbers, the nearest option wins.
+As in NNI: a Matern kernel (``nu``), observation noise ``alpha`` and normalised targets; ``cold_start_num``
+random proposals first; then the acquisition (``utility`` ``ei``/``ucb``/``poi`` with ``kappa`` and ``xi``) is
+maximised over ``selection_num_warm_up`` random points, then by L-BFGS-B from ``selection_num_starting_points``
+random starts. Numeric choices are ordered numbers, the nearest option wins.
 
 Differences from NNI: the model works in the unit cube (log scale for the log types, where NNI uses raw values,
-so a ``loguniform`` range spanning decades is modelled evenly); ``seed`` is accepted; every numeric type NNI's
-GP accepts is accepted, and nothing else (no normal types, no nesting, no string choices).
+so a ``loguniform`` range spanning decades is modelled evenly); the kernel's length scale is bounded and fitted
+from 3 starts (NNI: unbounded, 26); the L-BFGS-B starts climb together in one batched run of at most 200 steps
+(see :func:`polish`); proposals still running count as the worst result so far (a constant liar, so that
+trials run side by side do not all get the same point; NNI's GP ignores them); ``seed`` is accepted. The types are NNI's GP's: no normal types, no nesting, no strings.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class GPTuner(BuiltinTuner):
         self._rng: np.random.Generator | None = None
         self._xs: list[np.ndarray] = []
         self._ys: list[float] = []  # to maximise
+        self._running: dict[int | None, np.ndarray] = {}  # proposals without a result yet
 
     def update_search_space(self, search_space: Any) -> None:
         import numpy as np
@@ -98,6 +101,7 @@ class GPTuner(BuiltinTuner):
         else:
             with single_threaded():
                 point = self._maximize_acquisition(self._fit(), rng)
+        self._running[parameter_id] = self._cube.snap(point)
         return to_parameters(self._cube.decode(point), self._cube.specs)
 
     def reseed(self, restored: int) -> None:
@@ -109,17 +113,30 @@ class GPTuner(BuiltinTuner):
         self, parameter_id: int | None, parameters: Any, value: Any, **kwargs: Any
     ) -> None:
         reward = float(extract_scalar_reward(value))
-        try:
-            internal = from_parameters(parameters, self._cube.specs)
-        except (KeyError, ValueError, TypeError, IndexError):
-            _logger.warning("GP: ignoring parameters outside the search space: %r", parameters)
-            return
-        self._xs.append(self._cube.encode(internal))
-        self._ys.append(reward if self._maximize else -reward)
+        self._running.pop(parameter_id, None)
+        point = self._point_or_none(parameters)
+        if point is not None:
+            self._xs.append(point)
+            self._ys.append(reward if self._maximize else -reward)
+
+    def trial_end(self, parameter_id: int | None, success: bool, **kwargs: Any) -> None:
+        self._running.pop(parameter_id, None)
+
+    def register_proposal(self, parameter_id: int | None, parameters: Any) -> None:
+        point = self._point_or_none(parameters)
+        if point is not None:
+            self._running[parameter_id] = point
 
     def import_data(self, data: list[dict[str, Any]]) -> None:
         for entry in data:
             self.receive_trial_result(None, entry["parameter"], entry["value"])
+
+    def _point_or_none(self, parameters: Any) -> np.ndarray | None:
+        try:
+            return self._cube.encode(from_parameters(parameters, self._cube.specs))
+        except (KeyError, ValueError, TypeError, IndexError):
+            _logger.warning("GP: ignoring parameters outside the search space: %r", parameters)
+            return None
 
     def _require_rng(self) -> np.random.Generator:
         if self._rng is None:
@@ -140,7 +157,10 @@ class GPTuner(BuiltinTuner):
         )
         with warnings.catch_warnings():  # sklearn warns on every badly conditioned fit; NNI silences it too
             warnings.simplefilter("ignore")
-            gp.fit(np.array(self._xs), np.array(self._ys))
+            # running proposals count as the worst result so far (a constant liar): without them every
+            # proposal made while trials run would be the same acquisition maximum
+            lie = [min(self._ys)] * len(self._running)
+            gp.fit(np.array(self._xs + list(self._running.values())), np.array(self._ys + lie))
         return gp
 
     def _maximize_acquisition(self, gp: GaussianProcessRegressor, rng: np.random.Generator) -> np.ndarray:
