@@ -247,10 +247,6 @@ def test_names_not_offered_are_refused_at_config_load(tmp_path: Path, name: str)
     assert REFUSED[name] in str(caught.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the manager stops asking a tuner after its first NoMoreTrialError; NNI asks again when a trial ends",
-)
 @pytest.mark.parametrize(
     ("tuner", "expected"),
     [

@@ -318,6 +318,8 @@ class ExperimentManager:
         return bool(getattr(result, "value", result))
 
     async def _trial_ended(self, trial: TrialRow) -> None:
+        # NoMoreTrialError means "none now" (Hyperband, PBT wait for a round): ask again when a trial ends, as NNI
+        self._tuner_done = False
         success = trial.status is TrialStatus.SUCCEEDED
         if self._tuner_wants(trial):
             await self._guard_tuner(self.tuner.trial_end, trial.parameter_id, success)
