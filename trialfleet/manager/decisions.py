@@ -119,3 +119,11 @@ def contiguous_history(points: dict[int, object]) -> Sequence[object] | None:
     if n == 0 or max(points) != n - 1:
         return None
     return [points[i] for i in range(n)]
+
+
+def contiguous_prefix(points: dict[int, object]) -> list[object]:
+    """The intermediate results from the first up to the first gap."""
+    prefix = []
+    while len(prefix) in points:
+        prefix.append(points[len(prefix)])
+    return prefix

@@ -137,10 +137,30 @@ class ExperimentManager:
                 HistoryRecord(trial.parameter_id, trial.hyper_parameters, value, trial.status.value)
             )
         await self._in_tuner_thread(self.tuner.restore, history)
+        if self.assessor is not None:
+            await self._restore_assessor()
         self.store.add_event("EXPERIMENT_RESUMED", self.clock.time(), data=outcome)
         log.info(
             "resumed: %(adopted)d running trials re-adopted, %(rerun)d re-run, %(queued)d queued", outcome
         )
+
+    async def _restore_assessor(self) -> None:
+        """Give the assessor the curves of earlier trials; live trials keep being assessed from where they were."""
+        from trialfleet.tuning.base import TrialCurve
+
+        points: dict[str, dict[int, object]] = {}
+        for metric in self.store.metrics(type="PERIODICAL"):
+            points.setdefault(metric.trial_id, {})[metric.sequence] = decisions.decode_metric(metric.data)
+        curves = []
+        for trial in self.store.trials():
+            mine = points.get(trial.id, {})
+            curves.append(TrialCurve(trial.id, decisions.contiguous_prefix(mine), trial.status.value))
+            if not trial.status.is_terminal and mine:
+                self._intermediate[trial.id] = mine
+        try:
+            await self._in_tuner_thread(self.assessor.restore, curves)
+        except Exception:
+            log.exception("assessor.restore failed; it starts without the earlier trials' curves")
 
     async def _reconcile_trial(self, trial: TrialRow) -> tuple[TrialRow, str]:
         assert self.service is not None

@@ -92,3 +92,8 @@ def test_contiguous_history() -> None:
     assert decisions.contiguous_history({0: 1, 1: 2}) == [1, 2]
     assert decisions.contiguous_history({0: 1, 2: 3}) is None
     assert decisions.contiguous_history({}) is None
+
+
+def test_contiguous_prefix() -> None:
+    assert decisions.contiguous_prefix({0: 1, 1: 2, 3: 4}) == [1, 2]
+    assert decisions.contiguous_prefix({1: 2}) == []

@@ -247,3 +247,37 @@ async def test_commands_cancel_customize_and_update(tmp_path: Path, stopper: lis
     assert manager.store.experiment().config["trialConcurrency"] == 2
     await manager.cancel_trial(first.id)
     await drive(manager, lambda: manager.store.trial(first.id).status is TrialStatus.USER_CANCELED)
+
+
+CURVE_TRIAL = """
+import nni
+p = nni.get_next_parameter()
+for step in range(3):
+    nni.report_intermediate_result(p["x"] * (step + 1))
+nni.report_final_result(p["x"])
+"""
+
+
+async def test_resume_restores_the_assessor_with_earlier_curves(
+    tmp_path: Path, stopper: list[ExperimentManager]
+) -> None:
+    manager = make_manager(
+        tmp_path,
+        CURVE_TRIAL,
+        max_trial_number=2,
+        assessor={"name": "Medianstop", "class_args": {"optimize_mode": "maximize", "start_step": 1}},
+    )
+    await manager.start()
+    await drive(manager, lambda: manager.status is ExperimentStatus.DONE)
+    manager.request_stop()
+    await manager.run()
+
+    resumed = ExperimentManager(manager.experiment_dir)
+    stopper.append(resumed)
+    await resumed.start(resume=True)
+    # what the resumed assessor knows decides: a curve below both earlier trials' running averages is stopped
+    low = await asyncio.get_running_loop().run_in_executor(None, resumed.assessor.assess_trial, "new", [0.0])
+    high = await asyncio.get_running_loop().run_in_executor(
+        None, resumed.assessor.assess_trial, "new2", [99.0]
+    )
+    assert (bool(low.value), bool(high.value)) == (False, True)
