@@ -33,6 +33,12 @@ WORKLOADS: dict[str, Callable[[Context], list[Section]]] = {
     "scale": suite_data.scale,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+TARGETS_HEAD = [
+    "## Targets (figures of merit, not assertions)",
+    "",
+    "| workload | figure | trialfleet | target |",
+    "|---|---|---|---|",
+]
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -53,6 +59,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, help="repetitions per trialfleet figure (default 3, quick 2)")
     parser.add_argument("--nni-reps", type=int, help="repetitions per live NNI figure (default 2, quick 1)")
     parser.add_argument("--results", default=str(RESULTS), help="markdown file to write ('-' for none)")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the sections of the existing results file whose workloads are not run now",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     parser.add_argument(
         "--workdir",
@@ -94,10 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    sections.sort(key=lambda s: s.title.split(".", 1)[0])
-    header = describe_run(args, started, load_start, floors, nni)
+    sections.sort(key=lambda s: int(s.number))
     path = None if args.results == "-" else Path(args.results)
-    text = report.document(header + targets(sections), sections, report.kept_notes(path) if path else "")
+    kept_rows, kept = (
+        report.kept_parts(path, {s.number for s in sections}) if path and args.update else ([], [])
+    )
+    header = describe_run(args, started, load_start, floors, nni, updated=bool(kept))
+    body = sorted([s.markdown() for s in sections] + kept, key=lambda text: int(text[4:].split(".", 1)[0]))
+    rows = sorted(kept_rows + report.target_rows(sections), key=lambda row: int(row[2:].split(".", 1)[0]))
+    text = report.document(header, [*TARGETS_HEAD, *rows], body, report.kept_notes(path) if path else "")
     print(text)
     if path:
         path.write_text(text)
@@ -112,19 +128,26 @@ def describe_run(
     load_start: str,
     floors: dict[str, Figure],
     nni: systems.System | None,
+    *,
+    updated: bool = False,
 ) -> list[str]:
     command = " ".join(["python -m bench", *args.argv])
     info = machine.describe()
+    scope = "full suite" if args.only == ",".join(WORKLOADS) else f"workloads {args.only}"
+    kept = [
+        "- sections of other workloads are kept from the previous results file; each says when it was taken"
+    ]
     lines = [
         "# Benchmark results: trialfleet and NNI 3.0 on the same machine",
         "",
-        f"Taken {started} by `{command}` ({'quick smoke run' if args.quick else 'full suite'}).",
+        f"Taken {started} by `{command}` ({'quick smoke run of the ' if args.quick else ''}{scope}).",
         "",
         f"- machine: {info['cpu']}, {info['cores']} cores, {info['memory']}, Linux {info['kernel']}",
         f"- python: {info['python']}",
         f"- NNI column: {nni_source(nni)}",
         f"- load average (1/5/15 min): {load_start} at the start, {procs.load_average()} at the end; each section shows it before it ran",
         "- figures: median of the repetitions, (min..max) after it; the ratio is NNI's median over trialfleet's",
+        *(kept if updated else []),
         "",
         "Bare floors of this machine (median of 7):",
         "",
@@ -146,22 +169,6 @@ def nni_source(nni: systems.System | None) -> str:
         [nni.python, "-c", "import nni; print(nni.__version__)"], capture_output=True, text=True, check=False
     )
     return f"NNI {version.stdout.strip() or '?'} measured live in this run ({nni.cli[0]})"
-
-
-def targets(sections: list[Section]) -> list[str]:
-    lines = [
-        "## Targets (figures of merit, not assertions)",
-        "",
-        "| workload | figure | trialfleet | target |",
-        "|---|---|---|---|",
-    ]
-    for section in sections:
-        for row in section.rows:
-            if row.target:
-                lines.append(
-                    f"| {section.title.split(':')[0]} | {row.label} | {report.cell(row.ours)} | {row.target} |"
-                )
-    return [*lines, ""]
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,11 @@ class Section:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     load: str = ""
+    taken: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M %Z"))
+
+    @property
+    def number(self) -> str:
+        return self.title.split(".", 1)[0]
 
     def add(
         self, label: str, ours: Figure | None, nni: Figure | None = None, floor: str = "", target: str = ""
@@ -72,8 +78,7 @@ class Section:
             head += [self.nni_label, "ratio NNI / trialfleet"]
         head += ["bare floor", "target"]
         lines = [f"### {self.title}", ""]
-        if self.load:
-            lines += [f"Load average before: {self.load}", ""]
+        lines += [f"Taken {self.taken}; load average before: {self.load or '?'}", ""]
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for row in self.rows:
             values = [row.label, cell(row.ours)]
@@ -91,9 +96,32 @@ def target(met: bool | None, text: str) -> str:
     return f"{text}: **{'met' if met else 'MISSED'}**"
 
 
-def document(header: list[str], sections: list[Section], notes: str) -> str:
-    body = "\n".join(section.markdown() for section in sections)
-    return "\n".join([*header, "", body, "## Notes", "", NOTES_START, notes.strip(), NOTES_END, ""])
+def document(header: list[str], targets: list[str], body: list[str], notes: str) -> str:
+    return "\n".join(
+        [*header, *targets, "", "\n".join(body), "## Notes", "", NOTES_START, notes.strip(), NOTES_END, ""]
+    )
+
+
+def target_rows(sections: list[Section]) -> list[str]:
+    return [
+        f"| {section.title.split(':')[0]} | {row.label} | {cell(row.ours)} | {row.target} |"
+        for section in sections
+        for row in section.rows
+        if row.target
+    ]
+
+
+def kept_parts(path: Path, rerun: set[str]) -> tuple[list[str], list[str]]:
+    """The target rows and section texts of an existing results file whose workloads were not re-run."""
+    if not path.exists():
+        return [], []
+    text = path.read_text().split("\n## Notes", 1)[0]
+    rows = [line for line in text.splitlines() if re.match(r"\| \d+\. ", line)]
+    chunks = re.split(r"(?m)^### ", text)[1:]
+    number = re.compile(r"\| (\d+)\.")
+    kept_rows = [row for row in rows if number.match(row) and number.match(row).group(1) not in rerun]  # type: ignore[union-attr]
+    kept = ["### " + chunk.rstrip() + "\n" for chunk in chunks if chunk.split(".", 1)[0] not in rerun]
+    return kept_rows, kept
 
 
 def kept_notes(path: Path) -> str:

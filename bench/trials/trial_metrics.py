@@ -13,6 +13,7 @@ import nni  # noqa: E402
 
 n = int(os.environ.get("BENCH_N", "10000"))
 t_imported = time.time()
+time.sleep(float(os.environ.get("BENCH_DELAY", "0")))
 nni.get_next_parameter()
 t_param = time.time()
 for i in range(n):
