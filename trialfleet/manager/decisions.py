@@ -123,7 +123,7 @@ def contiguous_history(points: dict[int, object]) -> Sequence[object] | None:
 
 def contiguous_prefix(points: dict[int, object]) -> list[object]:
     """The intermediate results from the first up to the first gap."""
-    prefix = []
+    prefix: list[object] = []
     while len(prefix) in points:
         prefix.append(points[len(prefix)])
     return prefix
