@@ -1,15 +1,16 @@
 """``SMAC``: NNI's ``smac_tuner`` on SMAC3 2.x (``pip install smac``), through SMAC's ask/tell interface.
 
-SMAC's hyper-parameter optimisation facade (random forest surrogate, SMAC's initial design and local search)
-proposes; results are told back as costs (negated when ``optimize_mode`` is maximize). ``config_dedup``
+SMAC's hyper-parameter optimisation facade (random forest surrogate and local search) proposes; results are told back as costs (negated when ``optimize_mode`` is maximize). ``config_dedup``
 (NNI's, default false): when SMAC proposes a configuration already proposed, ask again, and after 20 repeats
 draw a random configuration instead. Space types as NNI's SMAC: choice, randint, uniform, quniform, loguniform;
 no nesting. A ``quniform`` is searched as a continuous range and rounded to q for the trial.
 
-Differences from NNI: NNI wrapped SMAC3 0.x; SMAC3 2.x's facade has different defaults (its initial design
-size, its intensifier). Results of trials SMAC did not propose (restore, imported data) are told as new trials.
-SMAC writes its run history to a temporary directory that lives as long as the tuner. ``seed`` is trialfleet's
-addition (default: random).
+Differences from NNI: NNI wrapped SMAC3 0.x; this is SMAC3 2.x's facade, with its intensifier and random
+interleaving. As in NNI the model takes over after one initial configuration (the space's default): 2.x's own
+initial design of 10 random points per dimension, sized for an unknown number of trials here, would leave a
+6-dimensional search of 60 trials entirely random. Results of trials SMAC did not propose (restore, imported
+data) are told as new trials. SMAC writes its run history to a temporary directory that lives as long as the
+tuner. ``seed`` is trialfleet's addition (default: random).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class SmacTuner(BuiltinTuner):
         seed = derive_seed(self._seed, restored)
         assert seed is not None and self._space is not None
         self._seed = seed
-        self._smac = self._facade(self._space)
+        self._smac = self._facade(self._space, resumed=True)
 
     def register_proposal(self, parameter_id: int | None, parameters: Any) -> None:
         info = self._trial_for(parameters)
@@ -126,8 +127,11 @@ class SmacTuner(BuiltinTuner):
             raise RuntimeError("SMAC: update_search_space must be called first")
         return self._smac
 
-    def _facade(self, space: ConfigurationSpace) -> HyperparameterOptimizationFacade:
+    def _facade(self, space: ConfigurationSpace, resumed: bool = False) -> HyperparameterOptimizationFacade:
+        """SMAC starting from the space's default configuration, or (``resumed``) from the restored results
+        alone: its initial design would otherwise propose the default again."""
         from smac import HyperparameterOptimizationFacade, Scenario
+        from smac.initial_design import DefaultInitialDesign, RandomInitialDesign
 
         scenario = Scenario(
             space,
@@ -137,7 +141,13 @@ class SmacTuner(BuiltinTuner):
             output_directory=Path(self._output.name),
         )
         return HyperparameterOptimizationFacade(
-            scenario, _never_called, overwrite=True, logging_level=logging.ERROR
+            scenario,
+            _never_called,
+            initial_design=RandomInitialDesign(scenario, n_configs=0)
+            if resumed
+            else DefaultInitialDesign(scenario),
+            overwrite=True,
+            logging_level=logging.ERROR,
         )
 
     def _trial_for(self, parameters: Any) -> TrialInfo | None:
