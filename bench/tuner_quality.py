@@ -185,7 +185,29 @@ def report(
     ]
     for problem in problems:
         lines += [*table(problem, tuners, results), ""]
-    return "\n".join(lines)
+    return "\n".join(lines + notes(problems, tuners, evals, results))
+
+
+def notes(
+    problems: list[str], tuners: list[str], evals: int, results: dict[tuple[str, str], list[Run]]
+) -> list[str]:
+    """Say which tuners never left their random start within the budget (their rows repeat Random's)."""
+    same = [
+        tuner
+        for tuner in tuners
+        if tuner != BASELINE
+        and all(
+            [r.best for r in results[(p, tuner)]] == [r.best for r in results[(p, BASELINE)]]
+            for p in problems
+        )
+    ]
+    if not same:
+        return []
+    return [
+        f"{', '.join(same)}: identical to Random on every run. With NNI's defaults the first proposals are a "
+        f"random population larger than {evals} evaluations, drawn as Random draws them.",
+        "",
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
