@@ -86,9 +86,14 @@ class ExperimentManager:
         from trialfleet.tuning import create_assessor, create_tuner
 
         self._trial_env = trial_pythonpath_env(dict(os.environ), python=self._trial_python())
+        # NNI's place for tuner checkpoints (PBT keeps the trials' model checkpoints there)
+        os.environ["NNI_CHECKPOINT_DIRECTORY"] = str(self.experiment_dir / "checkpoint")
         self.tuner = await self._in_tuner_thread(create_tuner, self.config.tuner, self.config.search_space)
         if self.config.assessor is not None:
-            self.assessor = create_assessor(self.config.assessor)
+            if getattr(self.tuner, "is_advisor", False):
+                log.warning("the assessor is ignored: the tuner is an advisor and decides each trial's budget")
+            else:
+                self.assessor = create_assessor(self.config.assessor)
         self.service = self._build_service()
         await self.service.start()
         if resume:
