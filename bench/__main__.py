@@ -1,6 +1,6 @@
 """``python -m bench``: every workload on trialfleet (and NNI 3.0 when given), then ``bench/RESULTS.md``.
 
-python -m bench                          # the full suite (about 30 min without NNI, 60 with)
+python -m bench                          # the full suite (about 25 min without NNI, 40 with)
 python -m bench --quick                  # a smoke run of a few minutes
 python -m bench --nni-venv /tmp/realnni-venv --only launch,ingest
 """
