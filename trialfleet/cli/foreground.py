@@ -42,7 +42,9 @@ async def _serve_with_progress(
     )
     store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
     try:
-        maximize = optimize_mode(store.experiment().config) == "maximize"
+        from trialfleet.tuning.catalog import configured_optimize_mode
+
+        maximize = configured_optimize_mode(store.experiment().config) == "maximize"
         with Live(_panel(store, maximize), console=console(), refresh_per_second=2) as live:
             while not task.done():
                 await asyncio.wait({task}, timeout=0.5)
@@ -53,18 +55,6 @@ async def _serve_with_progress(
     finally:
         store.close()
     return code
-
-
-def optimize_mode(config: dict[str, Any]) -> str:
-    """The tuner's optimize_mode: from classArgs, else the built-in's default, else maximize."""
-    tuner = config.get("tuner") or {}
-    mode = (tuner.get("classArgs") or {}).get("optimize_mode")
-    if mode is None and tuner.get("name"):
-        from trialfleet.tuning.catalog import find_builtin
-
-        entry = find_builtin(str(tuner["name"]), "tuner")
-        mode = entry.default_args.get("optimize_mode") if entry is not None else None
-    return str(mode or "maximize")
 
 
 def _best(store: ExperimentStore, maximize: bool, limit: int) -> list[Any]:

@@ -155,3 +155,14 @@ def refuse_not_offered(name: str, kind: str, available: Iterable[str]) -> None:
                 f"{kind} '{name}' is an NNI built-in that trialfleet does not offer: {reason}. "
                 f"Available {kind}s: {', '.join(available)}"
             )
+
+
+def configured_optimize_mode(config: dict[str, Any]) -> str:
+    """Whether a stored experiment config (camelCase JSON) maximizes or minimizes: the tuner's classArgs, else
+    the built-in's default (TPE minimizes, as in NNI), else maximize. Decides "best" in the CLI and web UI."""
+    tuner = config.get("tuner") or config.get("advisor") or {}
+    mode = (tuner.get("classArgs") or {}).get("optimize_mode")
+    if mode is None and tuner.get("name"):
+        entry = find_builtin(str(tuner["name"]), "tuner")
+        mode = entry.default_args.get("optimize_mode") if entry is not None else None
+    return "minimize" if mode == "minimize" else "maximize"

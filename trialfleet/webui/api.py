@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from trialfleet.storage import ExperimentStore
+from trialfleet.tuning.catalog import configured_optimize_mode
 from trialfleet.webui.queries import Cursor, SeriesSelection, TrialQueries
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> d
         "trialConcurrency": manager.config.trial_concurrency,
         "maxTrialNumber": manager.config.max_trial_number,
         "maxExperimentDuration": manager.config.max_experiment_duration,
-        "optimizeMode": _optimize_mode(config),
+        "optimizeMode": configured_optimize_mode(config),
         "counts": counts,
         "total": sum(counts.values()),
         "logDir": str(manager.experiment_dir),
@@ -67,15 +68,6 @@ def _platform(config: dict[str, Any]) -> str:
     if isinstance(service, list):
         return "hybrid (" + ", ".join(str(s.get("platform")) for s in service) + ")"
     return str((service or {}).get("platform", "local"))
-
-
-def _optimize_mode(config: dict[str, Any]) -> str:
-    for section in ("tuner", "advisor"):
-        args = (config.get(section) or {}).get("classArgs") or {}
-        mode = args.get("optimize_mode")
-        if mode in ("maximize", "minimize"):
-            return str(mode)
-    return "maximize"
 
 
 def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: TrialQueries) -> APIRouter:
