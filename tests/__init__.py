@@ -1,0 +1,1 @@
+"""trialfleet's test suite."""
