@@ -1,0 +1,199 @@
+"""A container's command run as a local process, the way every emulator's "kubelet" runs its tasks.
+
+A real cluster starts each task in a container: a fresh environment holding the platform's variables, and the
+cluster's storage mounted at the container's paths. Here the image is ignored and the command runs on this
+machine, but the rest is kept: the process starts in a private mount namespace (``unshare --mount``) where every
+:class:`Mount` is bind-mounted at its container path, so a client that hands the job a path of its own machine
+instead of the container's fails here as it would on the cluster. Without root the namespace is a user
+namespace mapping the caller to root (``unshare --user --map-root-user``), which still allows bind mounts.
+
+Mount points that do not exist are created on this machine (a mount needs a directory to cover) and removed
+again, when empty, by :func:`remove_created_mountpoints` (emulators call it when they stop; also at exit).
+
+Exit codes follow container runtimes: a command killed by signal N exits 128 + N.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: what a container's process starts with before the platform adds its variables (the image's environment)
+BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
+
+# runs inside the new mount namespace: bind every mount, then exec the command
+_LAUNCH = """
+import json, os, subprocess, sys
+spec = json.loads(sys.argv[1])
+for mount in spec["mounts"]:
+    subprocess.run(["mount", "--bind", mount["source"], mount["target"]], check=True)
+    if mount["read_only"]:
+        subprocess.run(["mount", "-o", "remount,bind,ro", mount["target"]], check=True)
+os.chdir(spec["cwd"])
+os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+"""
+
+_created: list[Path] = []
+_created_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: Path  # a directory of this machine
+    target: str  # the absolute path the container sees it at
+    read_only: bool = False
+
+
+def container_env(variables: Mapping[str, str], *, home: str = "/root") -> dict[str, str]:
+    """A container's environment: the image's basics (this machine's PATH, so ``python3`` is found) and ``variables``."""
+    env = {key: os.environ[key] for key in BASE_ENV_KEYS if key in os.environ}
+    env["HOME"] = home
+    env.update(variables)
+    return env
+
+
+def _make_mountpoint(target: str) -> None:
+    path = Path(target)
+    if not path.is_absolute():
+        raise ValueError(f"mount target {target!r} is not an absolute path")
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir()
+        with _created_lock:
+            _created.append(directory)
+
+
+def remove_created_mountpoints() -> None:
+    """Remove the mount points this process created, deepest first, where nothing was left in them."""
+    with _created_lock:
+        pending = sorted(_created, key=lambda p: len(p.parts), reverse=True)
+        _created.clear()
+    for directory in pending:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+atexit.register(remove_created_mountpoints)
+
+
+class Container:
+    """One container: start it, poll it, stop its whole process tree."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        stdout: Path,
+        stderr: Path | None = None,
+        mounts: Sequence[Mount] = (),
+        cwd: str = "/",
+    ) -> None:
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.mounts = list(mounts)
+        self.cwd = cwd
+        self.stdout_path = stdout
+        self.stderr_path = stderr  # None: merged into stdout, as a pod's log
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self) -> None:
+        for mount in self.mounts:
+            _make_mountpoint(mount.target)
+        spec = {
+            "argv": self.argv,
+            "env": self.env,
+            "cwd": self.cwd,
+            "mounts": [
+                {"source": str(m.source), "target": m.target, "read_only": m.read_only} for m in self.mounts
+            ],
+        }
+        namespace = ["unshare", "--mount", "--propagation", "private"]
+        if os.geteuid() != 0:
+            namespace[1:1] = ["--user", "--map-root-user"]
+        launcher = [*namespace, "--", sys.executable, "-I", "-S", "-c", _LAUNCH, json.dumps(spec)]
+        self.stdout_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.stdout_path, "ab") as out:
+            err = open(self.stderr_path, "ab") if self.stderr_path is not None else None  # noqa: SIM115
+            try:
+                self.process = subprocess.Popen(
+                    launcher,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err if err is not None else subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            finally:
+                if err is not None:
+                    err.close()
+        self.started_at = time.time()
+
+    def poll(self) -> int | None:
+        """The exit code once the command ended (128 + N when killed by signal N), else None."""
+        if self.process is None:
+            return None
+        code = self.process.poll()
+        if code is None:
+            return None
+        if self.finished_at is None:
+            self.finished_at = time.time()
+        return 128 - code if code < 0 else code
+
+    def signal_tree(self, signo: int) -> None:
+        """Send ``signo`` to every process of the container (its session and process group)."""
+        if self.process is None:
+            return
+        for pid in _session_members(self.process.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signo)
+
+    def stop(self, grace: float = 3.0) -> int | None:
+        """SIGTERM the tree, SIGKILL what is left after ``grace`` seconds; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.poll() is None:
+            self.signal_tree(signal.SIGTERM)
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.signal_tree(signal.SIGKILL)
+                self.process.wait()
+        self.signal_tree(signal.SIGKILL)  # stragglers the command left in the background
+        return self.poll()
+
+
+def _session_members(leader: int) -> list[int]:
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{name}/stat").read_text(errors="replace")
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        if leader in (int(fields[2]), int(fields[3])):  # process group or session
+            members.append(int(name))
+    return members
+
+
+__all__ = ["BASE_ENV_KEYS", "Container", "Mount", "container_env", "remove_created_mountpoints"]
