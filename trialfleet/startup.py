@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from trialfleet.errors import ExperimentStateError
+from trialfleet.errors import ExperimentStateError, PlatformNotAvailableError
 from trialfleet.storage import manifest
 
 if TYPE_CHECKING:
@@ -32,7 +32,11 @@ def preflight(config: ExperimentConfig) -> None:
     check_algorithm(config.tuner, "tuner", config.search_space)
     if config.assessor is not None:
         check_algorithm(config.assessor, "assessor")
-    get_training_service_class(platform_of(config))
+    if isinstance(config.training_service, list):
+        raise PlatformNotAvailableError(
+            "hybrid experiments (trainingService as a list) are not available yet in this trialfleet version"
+        )
+    get_training_service_class(config.training_service.platform)
 
 
 def create_checked(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -10,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from training_service_contract import TrainingServiceContract, wait_for_file, wait_until_gone
 
-from trialfleet.training_services.base import ExperimentContext, TrainingService
-from trialfleet.training_services.local import LocalTrainingService
+from trialfleet.testing import TrainingServiceContract, make_context, wait_until_gone
+from trialfleet.training_services import ExperimentContext, LocalConfig, LocalTrainingService, TrainingService
 
 
 class TestLocalContract(TrainingServiceContract):
@@ -22,10 +22,15 @@ class TestLocalContract(TrainingServiceContract):
         return LocalTrainingService
 
     @pytest.fixture
-    def hard_kill(self) -> Callable[[Mapping[str, Any]], Awaitable[None]]:
+    def experiment_context(self, tmp_path: Path) -> ExperimentContext:
+        return make_context(tmp_path / "experiment 'dir' ü", LocalConfig(trial_command="unused"))
+
+    @pytest.fixture
+    def hard_kill(self, control) -> Callable[[Mapping[str, Any]], Awaitable[None]]:  # type: ignore[no-untyped-def]
         async def kill(handle: Mapping[str, Any]) -> None:
             keeper_json = Path(handle["trial_dir"]) / "keeper.json"
-            await wait_for_file(keeper_json)  # the command may run before its keeper renamed this into place
+            while not keeper_json.exists():  # the command may run before its keeper renamed this into place
+                await asyncio.sleep(0.02)
             keeper = json.loads(keeper_json.read_text())
             os.kill(handle["keeper_pid"], signal.SIGKILL)
             os.killpg(keeper["pgid"], signal.SIGKILL)

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -80,6 +80,10 @@ class ConfigModel(BaseModel):
         extra="forbid",
         coerce_numbers_to_str=True,  # ``experimentName: 2024`` is a name, not a type error
     )
+
+    #: fields a user may set that this version accepts but does not act on (field name → why), each
+    #: warned about by name when a config sets it (see :func:`trialfleet.config.pipeline.unacted_fields`)
+    not_acted_on: ClassVar[dict[str, str]] = {}
 
 
 def resolve_path(value: Any, info: ValidationInfo) -> Any:

@@ -11,10 +11,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from annotated_types import MinLen
-from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Discriminator,
+    Field,
+    SerializeAsAny,
+    Tag,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from trialfleet.config.algorithm import AlgorithmConfig
 from trialfleet.config.base import (
@@ -29,48 +39,75 @@ from trialfleet.config.base import (
     existing,
     raise_problems,
 )
-from trialfleet.config.cluster_services import (
-    AdlConfig,
-    AmlConfig,
-    DlcConfig,
-    DltsConfig,
-    FrameworkControllerConfig,
-    KubeflowConfig,
-    OpenpaiConfig,
-)
 from trialfleet.config.files import read_search_space
-from trialfleet.config.keys import fields_of, fold
+from trialfleet.config.keys import ModelChoice, fields_of, fold
 from trialfleet.config.pipeline import build_model
+from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.config.shared_storage import SharedStorageConfig
-from trialfleet.config.training_services import LocalConfig, RemoteConfig, SlurmConfig
-from trialfleet.errors import ConfigError
+from trialfleet.config.units import show_value
+from trialfleet.errors import ConfigError, PlatformNotAvailableError
 
-TrainingServiceConfig = Annotated[
-    LocalConfig
-    | RemoteConfig
-    | SlurmConfig
-    | OpenpaiConfig
-    | AmlConfig
-    | DlcConfig
-    | KubeflowConfig
-    | FrameworkControllerConfig
-    | AdlConfig
-    | DltsConfig,
-    Field(discriminator="platform"),
+
+def _platform_name(data: Mapping[Any, Any]) -> Any:
+    return next((v for k, v in data.items() if isinstance(k, str) and fold(k) == "platform"), None)
+
+
+def platform_config_class(data: Mapping[Any, Any]) -> type[TrainingServiceConfig] | None:
+    """The config model of the platform a ``trainingService`` mapping names (None when it names none)."""
+    from trialfleet.training_services.registry import get_platform
+
+    name = _platform_name(data)
+    if not isinstance(name, str):
+        return None
+    try:
+        return get_platform(name).config_class()
+    except PlatformNotAvailableError:
+        return None
+
+
+def _known_platform_configs() -> list[type[TrainingServiceConfig]]:
+    from trialfleet.training_services.registry import platforms
+
+    known = []
+    for platform in platforms().values():
+        try:
+            known.append(platform.config_class())
+        except PlatformNotAvailableError:
+            continue  # a plugin that cannot load: reported when a config names it
+    return known
+
+
+def _validate_platform(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    """Second pass of ``trainingService``: validate a block with the model of the platform it names."""
+    if not isinstance(value, Mapping):
+        return handler(value)  # a model built in Python, or the type error pydantic reports
+    name = _platform_name(value)
+    if name is None:
+        raise_problems([(("platform",), "required field is missing")])
+    if not isinstance(name, str):
+        raise_problems([(("platform",), f"expected a platform name, got {show_value(name)}")])
+    from trialfleet.training_services.registry import get_platform
+
+    try:
+        model = get_platform(name).config_class()
+    except PlatformNotAvailableError as exc:
+        raise_problems([(("platform",), str(exc))])
+    return model.model_validate(value, context=info.context)
+
+
+#: one training-service block, validated in two passes: ``platform`` names the model (built-in or plugin)
+TrainingServiceField = Annotated[
+    SerializeAsAny[TrainingServiceConfig],
+    WrapValidator(_validate_platform),
+    ModelChoice(platform_config_class, _known_platform_configs),
 ]
-
-_SERVICE_CLASSES: tuple[type[ConfigModel], ...] = (LocalConfig, RemoteConfig, SlurmConfig, OpenpaiConfig)
-_SERVICE_CLASSES += (AmlConfig, DlcConfig, KubeflowConfig, FrameworkControllerConfig, AdlConfig, DltsConfig)
-PLATFORM_CLASSES: dict[str, type[ConfigModel]] = {
-    cls.model_fields["platform"].default: cls for cls in _SERVICE_CLASSES
-}
 
 # A list of services is a hybrid experiment. The callable discriminator keeps pydantic from reporting
 # every single-service error a second time as "not a list".
 _SERVICE_SHAPES = ("single", "list")
 _TrainingServiceField = Annotated[
-    Annotated[TrainingServiceConfig, Tag("single")]
-    | Annotated[list[TrainingServiceConfig], MinLen(1), Tag("list")],
+    Annotated[TrainingServiceField, Tag("single")]
+    | Annotated[list[TrainingServiceField], MinLen(1), Tag("list")],
     Discriminator(lambda value: "list" if isinstance(value, list) else "single"),
 ]
 
@@ -106,6 +143,11 @@ class ExperimentConfig(ConfigModel):
     advisor: AlgorithmConfig | None = None  # deprecated: always moved into tuner, so None once built
     training_service: _TrainingServiceField
     shared_storage: SharedStorageConfig | None = None
+
+    not_acted_on: ClassVar[dict[str, str]] = {
+        "tuner_gpu_indices": "the tuner runs in the manager's process, which does not restrict its GPUs",
+        "shared_storage": "no storage is mounted; trials get the code directory the way their platform ships it",
+    }
 
     @property
     def training_services(self) -> list[TrainingServiceConfig]:
@@ -177,10 +219,12 @@ class ExperimentConfig(ConfigModel):
         ``ExperimentConfig.for_platform('local', trial_command='python trial.py', trial_concurrency=2,
         search_space={...}, tuner={'name': 'TPE'})``
         """
-        service_class = PLATFORM_CLASSES.get(platform)
-        if service_class is None:
-            known = ", ".join(PLATFORM_CLASSES)
-            raise ConfigError(f"unknown platform {platform!r}; expected one of {known}", key_path="platform")
+        from trialfleet.training_services.registry import get_platform
+
+        try:
+            service_class = get_platform(platform).config_class()
+        except PlatformNotAvailableError as exc:
+            raise ConfigError(str(exc), key_path="platform") from exc
         if any(fold(name) == "trainingservice" for name in fields):
             raise ConfigError("for_platform builds trainingService itself; pass its fields as keywords")
         top: dict[str, Any] = {"trainingService": {"platform": platform}}

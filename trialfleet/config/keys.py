@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin
@@ -26,11 +26,22 @@ def fold(key: str) -> str:
 
 
 @dataclass(frozen=True)
+class ModelChoice:
+    """``Annotated`` metadata of a field whose model is chosen at validation time by what the mapping names
+    (a ``trainingService`` block's ``platform``: the platform registry knows built-ins and plugins)."""
+
+    choose: Callable[[Mapping[Any, Any]], type[BaseModel] | None]
+    known: Callable[[], Sequence[type[BaseModel]]]  # every model it may choose
+
+
+@dataclass(frozen=True)
 class Shape:
-    """Where a field's value holds config models: a mapping that is one of ``models``, or a list of ``items``."""
+    """Where a field's value holds config models: a mapping that is one of ``models`` (or the model ``choice``
+    picks), or a list of ``items``."""
 
     models: tuple[type[BaseModel], ...] = ()
     items: Shape | None = None
+    choice: ModelChoice | None = None
 
 
 @dataclass(frozen=True)
@@ -43,12 +54,15 @@ class FieldEntry:
 def _shape(annotation: Any) -> Shape | None:
     origin = get_origin(annotation)
     if origin is typing.Annotated:
-        return _shape(get_args(annotation)[0])
+        base, *metadata = get_args(annotation)
+        choice = next((m for m in metadata if isinstance(m, ModelChoice)), None)
+        return Shape(choice=choice) if choice is not None else _shape(base)
     if origin is Union or origin is types.UnionType:
         parts = [s for s in map(_shape, get_args(annotation)) if s is not None]
         models = tuple(m for s in parts for m in s.models)
         items = next((s.items for s in parts if s.items is not None), None)
-        return Shape(models, items) if models or items else None
+        choice = next((s.choice for s in parts if s.choice is not None), None)
+        return Shape(models, items, choice) if models or items or choice else None
     if origin is list:
         inner = _shape(get_args(annotation)[0])
         return Shape(items=inner) if inner is not None else None
@@ -86,6 +100,15 @@ def _pick_model(data: Mapping[Any, Any], models: tuple[type[BaseModel], ...]) ->
     return next((m for m in models if tag in fields_of(m)[key].tags), None)
 
 
+def _as_input(model: BaseModel) -> dict[str, Any]:
+    """What the user set on a model built in Python, plus the tag that names its kind (``platform``)."""
+    data: dict[str, Any] = model.model_dump(by_alias=True, exclude_unset=True)
+    for entry in fields_of(type(model)).values():
+        if len(entry.tags) == 1:
+            data.setdefault(entry.alias, entry.tags[0])
+    return data
+
+
 def _hashable(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool)) or value is None
 
@@ -106,7 +129,9 @@ class _Normaliser:
         if shape is None:
             return value
         if isinstance(value, BaseModel):  # a model built in Python is re-validated from its own keys
-            value = value.model_dump(by_alias=True, exclude_unset=True)
+            value = _as_input(value)
+        if isinstance(value, Mapping) and shape.choice is not None:
+            return self.mapping(value, shape.choice.choose(value), canon, user)
         if isinstance(value, Mapping) and shape.models:
             return self.mapping(value, _pick_model(value, shape.models), canon, user)
         if isinstance(value, list) and shape.items is not None:
@@ -175,5 +200,7 @@ def discriminator_tags(model: type[BaseModel]) -> set[str]:
                 if key is not None:
                     tags.update(t for m in shape.models for t in fields_of(m)[key].tags if isinstance(t, str))
                 pending.extend(shape.models)
+                if shape.choice is not None:
+                    pending.extend(shape.choice.known())
                 shape = shape.items
     return tags

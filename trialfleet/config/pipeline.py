@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from trialfleet.config.base import BuildSettings, KeyPath
 from trialfleet.config.keys import discriminator_tags, normalise_keys
-from trialfleet.config.problems import translate, user_problems
+from trialfleet.config.problems import aliased, translate, user_problems
 from trialfleet.config.units import show_value
 from trialfleet.errors import ConfigError, ConfigProblem, format_key_path
 
@@ -55,4 +55,25 @@ def build_model(
         raise ConfigError("invalid experiment config", file=source, problems=_unique(problems)) from exc
     if problems:
         raise ConfigError("invalid experiment config", file=source, problems=_unique(problems))
+    for path, reason in unacted_fields(built):
+        where = format_key_path(aliased(aliased(path, settings.aliases), norm.spellings))
+        warning = f"{where}: accepted but not acted on: {reason}"
+        if warning not in settings.warnings:
+            settings.warnings.append(warning)
     return built
+
+
+def unacted_fields(model: BaseModel, path: KeyPath = ()) -> list[tuple[KeyPath, str]]:
+    """The fields set in ``model`` (and the models below it) that their class accepts but does not act on."""
+    found: list[tuple[KeyPath, str]] = []
+    not_acted_on: dict[str, str] = getattr(model, "not_acted_on", {})
+    for name, info in type(model).model_fields.items():
+        alias = info.alias or name
+        if name in not_acted_on and name in model.model_fields_set:
+            found.append(((*path, alias), not_acted_on[name]))
+        value = getattr(model, name)
+        items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            if isinstance(item, BaseModel):
+                found += unacted_fields(item, (*path, alias) if index is None else (*path, alias, index))
+    return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,6 +32,9 @@ _EXPECTED = {
 }
 
 MISSING = "required field is missing"
+
+# what pydantic puts into an error's location for a validator function (``function-wrap[...]``)
+_VALIDATOR_STEP = re.compile(r"^(?:\w+\[)?function-(?:wrap|before|after|plain)\[")
 
 _SECRET_WORDS = ("password", "passwd", "passphrase", "token", "secret", "accountkey")
 
@@ -74,7 +78,7 @@ def concrete_path(loc: Sequence[str | int], data: Any, tags: set[str]) -> KeyPat
         if in_mapping or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
             out.append(part)
             node = node[part]
-        elif isinstance(part, str) and part in tags:
+        elif isinstance(part, str) and (part in tags or _VALIDATOR_STEP.match(part)):
             continue
         else:
             out.append(part)
@@ -82,7 +86,7 @@ def concrete_path(loc: Sequence[str | int], data: Any, tags: set[str]) -> KeyPat
     return tuple(out)
 
 
-def _aliased(path: KeyPath, table: Mapping[KeyPath, KeyPath]) -> KeyPath:
+def aliased(path: KeyPath, table: Mapping[KeyPath, KeyPath]) -> KeyPath:
     """``path`` with its longest prefix found in ``table`` replaced."""
     for cut in range(len(path), 0, -1):
         if path[:cut] in table:
@@ -109,10 +113,10 @@ def translate(
         else:
             items = [(path, describe(error, path))]
         for item_path, message in items:
-            canonical = _aliased(item_path, aliases)
+            canonical = aliased(item_path, aliases)
             if canonical in norm.suggested and message.startswith(MISSING):
                 continue  # the user did write it, misspelled: the "did you mean" says so
-            problems.append(ConfigProblem(format_key_path(_aliased(canonical, norm.spellings)), message))
+            problems.append(ConfigProblem(format_key_path(aliased(canonical, norm.spellings)), message))
     return problems
 
 
@@ -121,6 +125,6 @@ def user_problems(
 ) -> list[ConfigProblem]:
     """Problems found on the canonical (already normalised) input, at the user's key paths."""
     return [
-        ConfigProblem(format_key_path(_aliased(_aliased(path, aliases), norm.spellings)), message)
+        ConfigProblem(format_key_path(aliased(aliased(path, aliases), norm.spellings)), message)
         for path, message in items
     ]

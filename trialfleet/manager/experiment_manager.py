@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shlex
-import shutil
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,16 +22,10 @@ from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock, SystemClock, wait_for_event
 from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric, TrialRow
-from trialfleet.training_services.base import (
-    Deferred,
-    ExperimentContext,
-    PollBatch,
-    TrainingService,
-    TrialMetric,
-    TrialProblem,
-    TrialSpec,
-)
+from trialfleet.training_services.base import ExperimentContext, TrainingService
+from trialfleet.training_services.events import PollBatch, TrialMetric, TrialProblem
 from trialfleet.training_services.registry import get_training_service_class
+from trialfleet.training_services.spec import Deferred, TrialSpec
 
 log = logging.getLogger("trialfleet.manager")
 T = TypeVar("T")
@@ -74,7 +66,6 @@ class ExperimentManager:
         self._tuner_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tuner")
         self._last_tick = self.clock.monotonic()
         self._last_persist = self._last_tick
-        self._trial_env: dict[str, str] = {}
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -82,10 +73,8 @@ class ExperimentManager:
         """Build tuner, assessor and training service; re-adopt or re-queue unfinished trials on resume."""
         if self.readonly:
             return
-        from trialfleet.compat import trial_pythonpath_env
         from trialfleet.tuning import create_assessor, create_tuner
 
-        self._trial_env = trial_pythonpath_env(dict(os.environ), python=self._trial_python())
         # NNI's place for tuner checkpoints (PBT keeps the trials' model checkpoints there)
         os.environ["NNI_CHECKPOINT_DIRECTORY"] = str(self.experiment_dir / "checkpoint")
         self.tuner = await self._in_tuner_thread(create_tuner, self.config.tuner, self.config.search_space)
@@ -101,22 +90,6 @@ class ExperimentManager:
         else:
             self._pending = [t.id for t in self.store.trials(status=TrialStatus.WAITING) if t.handle is None]
         self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING")
-
-    def _trial_python(self) -> str | None:
-        """The interpreter a local trial command starts (``/venv/bin/python train.py``), so the ``nni`` shim is
-        put on its path only when that interpreter lacks the real NNI; None means this process's own."""
-        ts = self.config.training_service
-        if isinstance(ts, list) or ts.platform != "local":
-            return None  # remote platforms probe their own workers
-        try:
-            program = shlex.split(ts.trial_command)[0]
-        except (ValueError, IndexError):
-            return None
-        if not Path(program).name.startswith("python"):
-            return None
-        found = shutil.which(program, path=os.environ.get("PATH")) if "/" not in program else None
-        path = Path(ts.trial_code_directory, program) if "/" in program else Path(found) if found else None
-        return str(path) if path is not None and os.access(path, os.X_OK) else None
 
     def _build_service(self) -> TrainingService:
         service_config = self.config.training_service
@@ -449,7 +422,6 @@ class ExperimentManager:
             parameter_record=trial.parameters,
             gpu_number=ts.trial_gpu_number,
             attempt=trial.attempt,
-            env=self._trial_env,
         )
 
     def _update_status(self) -> None:

@@ -30,21 +30,35 @@ Contract (every implementation passes ``tests/contract``):
 
 Implementations are async and single-threaded (they run on the manager's event loop). Platform
 modules import their heavy clients (asyncssh, kubernetes …) lazily so ``platform: local`` needs none.
+
+A platform is a package below this one (``local/``, ``remote/``, ``slurm/`` …) holding its service class and its
+config model (``config_class``), found by name through :mod:`.registry` — built-ins and third-party plugins alike.
+What several platforms share lives once beside this module: the trial spec and events (:mod:`.spec`,
+:mod:`.events`), the trial environment (:mod:`.environment`), attempt naming (:mod:`.naming`), the trial directory
+protocol (:mod:`.trial_dir`, :mod:`.metric_channels`), reading trial directories here or over SSH
+(:mod:`.trial_files`), the support bundle (:mod:`.support`) and SSH links with back-off (:mod:`.ssh`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.status import TrialStatus
+from trialfleet.training_services.events import PollBatch
+from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 
 if TYPE_CHECKING:
-    from trialfleet.config.model import ExperimentConfig, TrainingServiceConfig
+    from trialfleet.config.experiment import ExperimentConfig
+    from trialfleet.config.service import TrainingServiceConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,97 +74,6 @@ class ExperimentContext:
     @property
     def trials_dir(self) -> Path:
         return self.experiment_dir / "trials"
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    """Everything needed to launch one trial attempt, on any platform."""
-
-    trial_id: str
-    sequence_id: int
-    command: str  # trialCommand, run with ``bash -c``
-    code_dir: Path  # the user's trialCodeDirectory on the manager's machine
-    parameter_record: str  # exact content of parameter.cfg (NNI ParameterRecord JSON)
-    gpu_number: int | None = None  # None: no GPU scheduling, GPUs left visible; 0: CUDA_VISIBLE_DEVICES=''
-    attempt: int = 0
-    env: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Submitted:
-    handle: Mapping[str, Any]  # JSON-serialisable; stored on the trial row
-    location: str  # human readable: "local:/path/to/trial" or "host1:/path", shown as logPath
-    started: bool = True  # False where the platform queues the job first (Slurm PENDING)
-
-
-@dataclass(frozen=True)
-class Deferred:
-    reason: str  # shown to the user while the trial WAITs, e.g. "waiting for 2 free GPUs"
-
-
-@dataclass(frozen=True)
-class TrialMetric:
-    trial_id: str
-    parameter_id: int | None
-    type: str  # "FINAL" or "PERIODICAL"
-    sequence: int
-    data: str  # the value as the trial serialised it (NNI: ``nni.dump(metric)``)
-    timestamp: float
-    cursor: Mapping[str, Any]  # channel position just after this metric
-
-
-@dataclass(frozen=True)
-class TrialStarted:
-    trial_id: str
-    timestamp: float
-
-
-@dataclass(frozen=True)
-class TrialEnded:
-    trial_id: str
-    status: TrialStatus
-    timestamp: float
-    exit_code: int | None = None
-    message: str | None = None  # short reason: "exit code 3", "killed by signal 9", "lost: host gone"
-    failure_kind: FailureKind | None = None
-
-
-@dataclass(frozen=True)
-class TrialProblem:
-    """Something wrong a trial did that is not fatal to the manager (malformed metric, …)."""
-
-    trial_id: str
-    message: str
-    timestamp: float
-    cursor: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class TrialWaiting:
-    """A submitted trial that the platform still queues, and why ("Resources" from Slurm), when that changed."""
-
-    trial_id: str
-    reason: str
-    timestamp: float
-
-
-@dataclass
-class PollBatch:
-    started: list[TrialStarted] = field(default_factory=list)
-    metrics: list[TrialMetric] = field(default_factory=list)
-    problems: list[TrialProblem] = field(default_factory=list)
-    ended: list[TrialEnded] = field(default_factory=list)
-    waiting: list[TrialWaiting] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.started or self.metrics or self.problems or self.ended or self.waiting)
-
-    def extend(self, other: PollBatch) -> None:
-        self.started += other.started
-        self.metrics += other.metrics
-        self.problems += other.problems
-        self.ended += other.ended
-        self.waiting += other.waiting
 
 
 @dataclass
@@ -170,6 +93,8 @@ class TrainingService(ABC):
     """Base class: bookkeeping of live trials; platforms fill in the ``_hooks``."""
 
     platform: ClassVar[str]
+    #: the platform's config model (a subclass of ``trialfleet.config.TrainingServiceConfig``)
+    config_class: ClassVar[type[TrainingServiceConfig]]
     #: optional abilities, read by the manager, the REST server and the contract suite
     supports_gpu_scheduling: ClassVar[bool] = False
     supports_readoption: ClassVar[bool] = True
@@ -257,3 +182,29 @@ class TrainingService(ABC):
 
     async def _shutdown(self, killed_trials: bool) -> None:  # noqa: B027 - optional hook
         """Release connections and resources."""
+
+    # ---- helpers for platforms -----------------------------------------------------------------
+
+    async def _wait_for_trials_to_end(
+        self,
+        ended: Callable[[list[LiveTrial]], Awaitable[Iterable[str]]],
+        timeout: float,
+        *,
+        interval: float = 0.1,
+    ) -> None:
+        """After ``close`` cancelled the live trials, wait until ``ended`` (ids of those known to be over) covers
+        them all, or ``timeout`` passed, which is logged: whatever still runs is the platform's to report."""
+        waiting = dict(self.live)
+        deadline = time.monotonic() + timeout
+        while waiting and time.monotonic() < deadline:
+            for trial_id in set(await ended(list(waiting.values()))):
+                waiting.pop(trial_id, None)
+            if waiting:
+                await asyncio.sleep(interval)
+        if waiting:
+            log.warning(
+                "%s: trials %s were still running %.0f s after the cancel",
+                self.platform,
+                sorted(waiting),
+                timeout,
+            )

@@ -1,51 +1,129 @@
-"""Platform name → TrainingService class. Built-ins are imported lazily; third parties register through the
-``trialfleet.training_services`` entry-point group (name = platform, value = ``module:Class``)."""
+"""Platform name → its config model and its training service: built-ins and plugins, found the same way.
+
+A built-in platform is a package below ``trialfleet.training_services``; a third-party one registers its service
+class under the ``trialfleet.training_services`` entry-point group (``name = "module:Class"``), and the class
+names its config model in ``config_class``. ``platform: <name>`` in a config is then validated with that model
+and run with that class. Modules are imported only when their platform is used, so the config of
+``platform: local`` never loads asyncssh or a plugin.
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import logging
+from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import PlatformNotAvailableError
 
 if TYPE_CHECKING:
+    from trialfleet.config.service import TrainingServiceConfig
     from trialfleet.training_services.base import TrainingService
 
-BUILTIN_PLATFORMS: dict[str, str] = {
-    "local": "trialfleet.training_services.local:LocalTrainingService",
-    "remote": "trialfleet.training_services.remote:RemoteTrainingService",
-    "slurm": "trialfleet.training_services.slurm:SlurmTrainingService",
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "trialfleet.training_services"
+_PACKAGE = "trialfleet.training_services"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """One platform: where its config model and its service class are (``module:Class``)."""
+
+    name: str
+    config: str | None  # None for a plugin: its service class names it
+    service: str | None  # None: the config is accepted (NNI's configs load) but nothing runs it yet
+    source: str  # "built-in", or the plugin's distribution and version
+
+    def config_class(self) -> type[TrainingServiceConfig]:
+        if self.config is not None:
+            cls: type[TrainingServiceConfig] = _load(self.config, self)
+            return cls
+        return self.service_class().config_class
+
+    def service_class(self) -> type[TrainingService]:
+        if self.service is None:
+            raise PlatformNotAvailableError(
+                f"platform {self.name!r} is not available yet in this trialfleet version; "
+                f"available: {', '.join(available_platforms())}"
+            )
+        cls: type[TrainingService] = _load(self.service, self)
+        return cls
+
+    @property
+    def available(self) -> bool:
+        return self.service is not None
+
+
+def _builtin(name: str, package: str, config: str, service: str | None) -> Platform:
+    module = f"{_PACKAGE}.{package}"
+    return Platform(
+        name, f"{module}.config:{config}", f"{module}.service:{service}" if service else None, "built-in"
+    )
+
+
+BUILTIN_PLATFORMS: dict[str, Platform] = {
+    p.name: p
+    for p in (
+        _builtin("local", "local", "LocalConfig", "LocalTrainingService"),
+        _builtin("remote", "remote", "RemoteConfig", "RemoteTrainingService"),
+        _builtin("slurm", "slurm", "SlurmConfig", "SlurmTrainingService"),
+        _builtin("openpai", "openpai", "OpenpaiConfig", None),
+        _builtin("kubeflow", "kubernetes", "KubeflowConfig", None),
+        _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", None),
+        _builtin("adl", "kubernetes", "AdlConfig", None),
+        _builtin("dlts", "dlts", "DltsConfig", None),
+        _builtin("aml", "aml", "AmlConfig", None),
+        _builtin("dlc", "dlc", "DlcConfig", None),
+    )
 }
 
-#: accepted by the config schema; refused at start until implemented
-PLANNED_PLATFORMS: frozenset[str] = frozenset(
-    {"openpai", "aml", "dlc", "kubeflow", "frameworkcontroller", "adl", "dlts", "hybrid"}
-)
+
+@functools.cache
+def _plugins() -> dict[str, Platform]:
+    found: dict[str, Platform] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        source = f"{dist.name} {dist.version}" if dist is not None else "plugin"
+        if ep.name in BUILTIN_PLATFORMS:
+            log.warning(
+                "plugin %s registers platform %r, a built-in name; the built-in is used", source, ep.name
+            )
+            continue
+        found[ep.name] = Platform(ep.name, None, ep.value, source)
+    return found
+
+
+def platforms() -> dict[str, Platform]:
+    """Every platform this installation knows, built-ins first, by name."""
+    return {**BUILTIN_PLATFORMS, **_plugins()}
 
 
 def available_platforms() -> list[str]:
-    names = set(BUILTIN_PLATFORMS)
-    names.update(ep.name for ep in entry_points(group="trialfleet.training_services"))
-    return sorted(names)
+    """The names that can run an experiment."""
+    return sorted(name for name, platform in platforms().items() if platform.available)
 
 
-def get_training_service_class(platform: str) -> type[TrainingService]:
-    target = BUILTIN_PLATFORMS.get(platform)
-    if target is None:
-        for ep in entry_points(group="trialfleet.training_services"):
-            if ep.name == platform:
-                target = ep.value
-                break
-    if target is None:
-        if platform in PLANNED_PLATFORMS:
-            raise PlatformNotAvailableError(
-                f"platform {platform!r} is not available yet in this trialfleet version; "
-                f"available: {', '.join(available_platforms())}"
-            )
+def get_platform(name: str) -> Platform:
+    platform = platforms().get(name)
+    if platform is None:
         raise PlatformNotAvailableError(
-            f"unknown platform {platform!r}; available: {', '.join(available_platforms())}"
+            f"unknown platform {name!r}; expected one of {', '.join(sorted(platforms()))}"
         )
-    module_name, _, class_name = target.partition(":")
-    cls: type[TrainingService] = getattr(importlib.import_module(module_name), class_name)
-    return cls
+    return platform
+
+
+def get_training_service_class(name: str) -> type[TrainingService]:
+    return get_platform(name).service_class()
+
+
+def _load(target: str, platform: Platform) -> Any:
+    module_name, _, attribute = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise PlatformNotAvailableError(
+            f"platform {platform.name!r} ({platform.source}) cannot be loaded from {target}: {exc}"
+        ) from exc

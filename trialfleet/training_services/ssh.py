@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import asyncssh
     from pydantic import SecretStr
 
-    from trialfleet.config.model import RemoteMachineConfig
+    from trialfleet.training_services.remote.config import RemoteMachineConfig
 
 log = logging.getLogger(__name__)
 

@@ -82,18 +82,32 @@ def become_subreaper() -> None:
         pass  # without it the group/session scan still finds most of the tree
 
 
-def trial_tree(child: int) -> set[int]:
-    """Live (non-zombie) processes of the trial: its process group, its session, every keeper descendant."""
+def process_alive(pid: int | None, ticks: int | None, boot: str | None = None) -> bool:
+    """Is the process that started at ``ticks`` (on the boot ``boot``) still there: not a zombie, not a reused pid?"""
+    if not pid or (boot is not None and boot != boot_id()):
+        return False
+    fields = proc_fields(pid)
+    return fields is not None and fields[0] != "Z" and (ticks is None or int(fields[19]) == ticks)
+
+
+def trial_tree(leader: int, also_below: tuple = (), leader_ticks: int | None = None) -> set:
+    """Live (non-zombie) processes of a trial: the process group and session ``leader`` leads, and every
+    descendant of them and of ``also_below`` (the keeper, whose re-parented orphans are the trial's too).
+
+    ``leader_ticks``: the leader's start time; when the pid now belongs to another process, its old group and
+    session are gone (Linux keeps those ids busy while any member lives) and only ``also_below`` is searched.
+    """
     table = {}
     for name in os.listdir("/proc"):
         fields = proc_fields(int(name)) if name.isdigit() else None
         if fields:
-            table[int(name)] = (fields[0], int(fields[1]), int(fields[2]), int(fields[3]))
-    children: dict[int, list[int]] = {}
-    for pid, (_, ppid, _, _) in table.items():
+            table[int(name)] = (fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+    children: dict = {}
+    for pid, (_, ppid, _, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
-    found = {pid for pid, (_, _, pgid, sid) in table.items() if child in (pgid, sid)}
-    stack = [os.getpid(), *found]
+    reused = leader in table and leader_ticks is not None and table[leader][4] != leader_ticks
+    found = set() if reused else {pid for pid, row in table.items() if leader in (row[2], row[3])}
+    stack = [*also_below, *found]
     while stack:
         for kid in children.get(stack.pop(), ()):
             if kid not in found:
@@ -103,11 +117,29 @@ def trial_tree(child: int) -> set[int]:
     return {pid for pid in found if table[pid][0] != "Z"}
 
 
-def send(pids: set[int], *signals: int) -> None:
+def send(pids: set, *signals: int) -> None:
     for pid in pids:
         for sig in signals:
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
+
+
+def end_tree(members, grace: float, pause=time.sleep) -> None:
+    """SIGTERM every process ``members()`` lists, SIGKILL what is left after ``grace`` seconds, and wait for
+    processes stuck in the kernel up to SIGKILL_WAIT. ``pause(seconds)`` waits between looks."""
+    deadline = time.monotonic() + grace
+    signalled: set = set()
+    alive = members()
+    while alive and time.monotonic() < deadline:
+        send(alive - signalled, signal.SIGTERM, signal.SIGCONT)
+        signalled |= alive
+        pause(0.05)
+        alive = members()
+    deadline = time.monotonic() + SIGKILL_WAIT
+    while alive and time.monotonic() < deadline:
+        send(alive, signal.SIGKILL)
+        pause(0.05)
+        alive = members()
 
 
 class Trial:
@@ -143,21 +175,12 @@ class Trial:
 
     def end_tree(self, grace: float) -> None:
         """SIGTERM every process of the trial, SIGKILL what is left after ``grace`` seconds."""
-        deadline = time.monotonic() + grace
-        signalled: set[int] = set()
-        alive = trial_tree(self.pid)
-        while alive and time.monotonic() < deadline:
-            send(alive - signalled, signal.SIGTERM, signal.SIGCONT)
-            signalled |= alive
-            signal.sigtimedwait((signal.SIGCHLD,), 0.05)
-            self.reap()
-            alive = trial_tree(self.pid)
-        deadline = time.monotonic() + SIGKILL_WAIT
-        while alive and time.monotonic() < deadline:
-            send(alive, signal.SIGKILL)
-            signal.sigtimedwait((signal.SIGCHLD,), 0.05)
-            self.reap()
-            alive = trial_tree(self.pid)
+        me = os.getpid()
+        end_tree(lambda: trial_tree(self.pid, also_below=(me,)), grace, pause=self._pause)
+        self.reap()
+
+    def _pause(self, seconds: float) -> None:
+        signal.sigtimedwait((signal.SIGCHLD,), seconds)
         self.reap()
 
 

@@ -57,13 +57,6 @@ def read_json(path: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def alive(pid: int | None, ticks: int | None, boot: str | None) -> bool:
-    if not pid or boot != keeper.boot_id():
-        return False
-    fields = keeper.proc_fields(pid)
-    return fields is not None and fields[0] != "Z" and (ticks is None or int(fields[19]) == ticks)
-
-
 def disk_free(path: str) -> int:
     while not os.path.exists(path):
         path = os.path.dirname(path)
@@ -198,7 +191,9 @@ def poll(request: dict) -> dict:
 def poll_one(trial: dict, share: int) -> dict:
     trial_dir = trial["dir"]
     # liveness first: the keeper writes result.json and then exits
-    running = alive(trial.get("keeper_pid"), trial.get("keeper_start_ticks"), trial.get("boot_id"))
+    running = keeper.process_alive(
+        trial.get("keeper_pid"), trial.get("keeper_start_ticks"), trial.get("boot_id") or ""
+    )
     out: dict = {
         "exists": os.path.isdir(trial_dir),
         "alive": running,
@@ -244,7 +239,9 @@ def write(request: dict) -> dict:
 
 def kill(request: dict) -> dict:
     trial_dir = request["trial_dir"]
-    if alive(request.get("keeper_pid"), request.get("keeper_start_ticks"), request.get("boot_id")):
+    if keeper.process_alive(
+        request.get("keeper_pid"), request.get("keeper_start_ticks"), request.get("boot_id") or ""
+    ):
         os.kill(request["keeper_pid"], signal.SIGTERM)  # the keeper ends the tree and writes result.json
         return {"action": "signalled the keeper"}
     if read_json(os.path.join(trial_dir, "result.json")) is not None:
@@ -272,26 +269,12 @@ def detach(work) -> None:
 def clean_up(trial_dir: str, canceled: bool, grace: float) -> None:
     record = read_json(os.path.join(trial_dir, "keeper.json")) or {}
     pid, ticks = record.get("pid"), record.get("start_ticks")
-    if pid and record.get("boot_id") == keeper.boot_id() and keeper.start_ticks(pid) in (None, ticks):
-        end_tree(pid, grace)
+    if pid and record.get("boot_id") == keeper.boot_id():
+        keeper.end_tree(lambda: keeper.trial_tree(pid, leader_ticks=ticks), grace)
     result = os.path.join(trial_dir, "result.json")
     if canceled and read_json(result) is None:
         record = keeper.result_record("canceled", canceled=True, written_by="manager")
         keeper.write_json_atomically(result, record)
-
-
-def end_tree(pid: int, grace: float) -> None:
-    deadline = time.monotonic() + grace
-    remaining = keeper.trial_tree(pid)
-    while remaining and time.monotonic() < deadline:
-        keeper.send(remaining, signal.SIGTERM, signal.SIGCONT)
-        time.sleep(0.1)
-        remaining = keeper.trial_tree(pid)
-    deadline = time.monotonic() + keeper.SIGKILL_WAIT
-    while remaining and time.monotonic() < deadline:
-        keeper.send(remaining, signal.SIGKILL)
-        time.sleep(0.1)
-        remaining = keeper.trial_tree(pid)
 
 
 COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill, "write": write}

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from fleet import Host
-from training_service_contract import make_context
 
-from trialfleet.config import RemoteMachineConfig
+from trialfleet.config import RemoteConfig, RemoteMachineConfig
+from trialfleet.testing import make_context
 from trialfleet.training_services.base import ExperimentContext
 
 
@@ -22,6 +22,8 @@ def remote_context(
 ) -> ExperimentContext:
     """A context for RemoteTrainingService with a fresh experiment id (so remote roots never collide)."""
     options.setdefault("machine_list", machines(hosts))
-    options.setdefault("allow_partial_fleet", False)
-    experiment_id = f"t{uuid.uuid4().hex[:10]}"
-    return make_context(experiment_dir, experiment_id, unreachable_grace_period=grace, **options)
+    if "trial_code_directory" not in options:  # uploaded at start; the trials' own code comes with each spec
+        options["trial_code_directory"] = experiment_dir.parent / "configured code"
+        options["trial_code_directory"].mkdir(parents=True, exist_ok=True)
+    config = RemoteConfig(trial_command="unused", unreachable_grace_period=grace, **options)
+    return make_context(experiment_dir, config, f"t{uuid.uuid4().hex[:10]}")

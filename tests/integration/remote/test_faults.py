@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from fleet import Fleet, Host
 from remote_helpers import remote_context
-from training_service_contract import TRIAL_PRELUDE, Seen, poll_until, wait_for_file
 
 from trialfleet.status import FailureKind, TrialStatus
-from trialfleet.training_services.base import Submitted, TrialSpec
+from trialfleet.testing import TRIAL_PRELUDE, Seen, poll_until, wait_for_file
 from trialfleet.training_services.remote import RemoteTrainingService
+from trialfleet.training_services.spec import Submitted, TrialSpec
 
 pytestmark = pytest.mark.ssh
 
@@ -97,11 +97,11 @@ async def run_through_fault(
     machine = service._by_name[handle["machine"]]
     seen = await poll_until(service, lambda s: len(s.metrics) == 10)
     break_host(host)
-    seen = await poll_until(service, lambda s: machine.down_since is not None, seen)
+    seen = await poll_until(service, lambda s: machine.link.down_since is not None, seen)
     (control / "phased-go1").touch()
     await wait_for_file(control / "phased-phase1")
     repair_host(host)
-    seen = await poll_until(service, lambda s: machine.down_since is None, seen)
+    seen = await poll_until(service, lambda s: machine.link.down_since is None, seen)
     (control / "phased-go2").touch()
     seen = await poll_until(service, lambda s: "phased" in s.ended, seen)
     return seen, host, handle
@@ -143,7 +143,7 @@ async def test_blackholed_host_fails_its_trials_after_the_grace_period_others_fi
         doomed = fleet.host_of(handles["a"])
         doomed.blackhole()
         machine = service._by_name[handles["a"]["machine"]]
-        seen = await poll_until(service, lambda s: machine.down_since is not None, seen)
+        seen = await poll_until(service, lambda s: machine.link.down_since is not None, seen)
         placed = await submit(service, spec("d", code_dir, control))
         assert placed.handle["machine"] != machine.name, "a host that is down takes no trial"
         for trial_id in "abcd":

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from fleet import Fleet
 from remote_helpers import machines, remote_context
-from training_service_contract import poll_until
 
 from trialfleet.errors import PlatformError
 from trialfleet.status import TrialStatus
-from trialfleet.training_services import remote_machine
-from trialfleet.training_services.base import Deferred, Submitted, TrialSpec
+from trialfleet.testing import poll_until
 from trialfleet.training_services.remote import RemoteTrainingService
+from trialfleet.training_services.remote import machine as remote_machine
+from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
+from trialfleet.training_services.support import support_version
 
 pytestmark = pytest.mark.ssh
 
@@ -96,7 +97,7 @@ async def test_password_never_appears_in_errors_or_logs(
     await service.close()
     assert "authentication failed (password rejected)" in str(error.value)
     assert secret not in str(error.value) and secret not in caplog.text
-    assert secret not in repr(service.machines[0].ssh.target)
+    assert secret not in repr(service.machines[0].link.ssh.target)
 
 
 async def test_unknown_host_key_refused_unless_accepted_then_recorded(tmp_path: Path, fleet: Fleet) -> None:
@@ -152,11 +153,12 @@ async def test_layout_per_host_and_hostile_code_file_names(
     assert handle["trial_dir"] == f"{root}/trials/hostile"
     listing = json.loads(host.local(posixpath.join(handle["trial_dir"], "listing.json")).read_text())
     assert listing["files"] == sorted([*HOSTILE_NAMES, "listing.py", ".nniignore"])
-    assert listing["nni"] == f"{root}/nni-shim/nni/__init__.py"  # the uploaded shim, not the manager's
+    support = f"{root}/.trialfleet/{support_version()}"
+    assert listing["nni"] == f"{support}/nni-shim/nni/__init__.py"  # the uploaded shim, not the manager's
     assert listing["env"]["NNI_PLATFORM"] == "remote"
     for other in fleet.hosts:
         layout = other.local(root)
-        assert (layout / "keeper" / "keeper.py").exists() and (layout / "code" / "listing.py").exists()
+        assert (other.local(support) / "keeper" / "keeper.py").exists() and (layout / "code" / "listing.py").exists()
         assert (layout / "trials" / "hostile").exists() == (other is host), "each host has its own root"
     assert not list(tmp_path.rglob("pwned*"))
     assert (tmp_path / "e" / "trials" / "hostile" / "trial.stdout").read_bytes() == b"listed 11\n"

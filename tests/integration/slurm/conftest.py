@@ -8,13 +8,9 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "contract"))
-
 from login_node import LoginFleet, missing_fleet_components, start_login_node
 from slurm_cluster import SlurmCluster, missing_components
 from slurm_helpers import OverTimeLimit, slurm_context, submitted, trial_spec

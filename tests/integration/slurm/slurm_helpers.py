@@ -8,37 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_service_contract import Seen, make_context
-
-from trialfleet.training_services.base import (
-    ExperimentContext,
-    PollBatch,
-    Submitted,
-    TrainingService,
-    TrialSpec,
-)
-
-#: every option of SlurmConfig that the service reads, unset
-SLURM_OPTIONS: dict[str, Any] = {
-    "partition": None,
-    "account": None,
-    "qos": None,
-    "time_limit": None,
-    "cpus_per_trial": None,
-    "memory": None,
-    "gpu_request_style": "gres",
-    "sbatch_options": [],
-    "setup_script": None,
-    "login_node": None,
-    "use_sacct": None,
-    "python_path": None,
-}
+from trialfleet.config import SlurmConfig
+from trialfleet.testing import Seen, make_context
+from trialfleet.training_services.base import ExperimentContext, TrainingService
+from trialfleet.training_services.events import PollBatch
+from trialfleet.training_services.spec import Submitted, TrialSpec
 
 
 def slurm_context(experiment_dir: Path, shared_directory: Path, **options: Any) -> ExperimentContext:
     """A context for SlurmTrainingService with a fresh experiment id (job names never collide)."""
-    settings = {**SLURM_OPTIONS, "shared_directory": shared_directory, **options}
-    return make_context(experiment_dir, f"t{uuid.uuid4().hex[:10]}", **settings)
+    max_trial_duration = options.pop("max_trial_duration", None)
+    config = SlurmConfig(trial_command="unused", shared_directory=shared_directory, **options)
+    experiment_id = f"t{uuid.uuid4().hex[:10]}"
+    return make_context(experiment_dir, config, experiment_id, max_trial_duration=max_trial_duration)
 
 
 def trial_spec(trial_id: str, command: str, code_dir: Path, **fields: Any) -> TrialSpec:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from slurm_cluster import SlurmCluster
 from slurm_helpers import slurm_context
-from training_service_contract import TrainingServiceContract, wait_until_gone
 
+from trialfleet.testing import TrainingServiceContract, wait_until_gone
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 from trialfleet.training_services.slurm import SlurmTrainingService
 

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from slurm_cluster import SlurmCluster
 from slurm_helpers import slurm_context, submitted, trial_spec
-from training_service_contract import poll_until
 
 from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.testing import poll_until
 from trialfleet.training_services.slurm import SlurmTrainingService
-from trialfleet.training_services.slurm_runner import LocalCommandRunner
-from trialfleet.training_services.slurm_status import JobWatcher, SlurmJob
+from trialfleet.training_services.slurm.runner import LocalCommandRunner
+from trialfleet.training_services.slurm.status import JobWatcher, SlurmJob
 
 pytestmark = pytest.mark.slurm
 

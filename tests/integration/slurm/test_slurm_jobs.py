@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster
 from slurm_helpers import SeenQueued, slurm_context, submitted, trial_spec
-from training_service_contract import poll_until, wait_for_file
 
 from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.testing import poll_until, wait_for_file
 from trialfleet.training_services.slurm import SlurmTrainingService
 
 pytestmark = pytest.mark.slurm

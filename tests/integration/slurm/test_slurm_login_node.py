@@ -21,20 +21,21 @@ import pytest
 from login_node import LoginFleet
 from slurm_cluster import SlurmCluster
 from slurm_helpers import slurm_context, submitted, trial_spec
-from training_service_contract import (
+
+from trialfleet.config import ExperimentConfig
+from trialfleet.manager.experiment_manager import ExperimentManager
+from trialfleet.manager.launcher import create_experiment
+from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.testing import (
     HOSTILE,
     TrainingServiceContract,
     poll_until,
     wait_for_file,
     wait_until_gone,
 )
-
-from trialfleet.config import ExperimentConfig
-from trialfleet.manager.experiment_manager import ExperimentManager
-from trialfleet.manager.launcher import create_experiment
-from trialfleet.status import ExperimentStatus, TrialStatus
-from trialfleet.training_services.base import Deferred, ExperimentContext, TrainingService
+from trialfleet.training_services.base import ExperimentContext, TrainingService
 from trialfleet.training_services.slurm import SlurmTrainingService
+from trialfleet.training_services.spec import Deferred
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
 

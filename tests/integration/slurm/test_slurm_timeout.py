@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from slurm_helpers import OverTimeLimit
-from training_service_contract import Seen
 
 from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.testing import Seen
 from trialfleet.training_services.slurm import SlurmTrainingService
 
 pytestmark = pytest.mark.slurm

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import typing
 
 import trialfleet.config
-from trialfleet.config import model
+from trialfleet.config.experiment import ExperimentConfig
+from trialfleet.training_services.registry import BUILTIN_PLATFORMS, platforms
 
 
 def test_public_names() -> None:
@@ -23,14 +23,17 @@ def test_public_names() -> None:
     required |= {"convert_v1_to_v2"}
     assert required <= set(trialfleet.config.__all__)
     assert all(hasattr(trialfleet.config, name) for name in trialfleet.config.__all__)
-    assert model.ExperimentConfig is trialfleet.config.ExperimentConfig
+    assert ExperimentConfig is trialfleet.config.ExperimentConfig
 
 
-def test_training_service_union_names_every_platform() -> None:
-    (union, _field) = typing.get_args(model.TrainingServiceConfig)
-    platforms = {cls.model_fields["platform"].default for cls in typing.get_args(union)}
-    assert platforms == set(model.PLATFORM_CLASSES)
-    assert platforms == {
+def test_every_platform_names_its_own_config_model() -> None:
+    """Each platform's block is validated by the model its registry entry names, whose platform tag matches."""
+    for name, platform in platforms().items():
+        config_class = platform.config_class()
+        assert issubclass(config_class, trialfleet.config.TrainingServiceConfig)
+        assert config_class.model_fields["platform"].default == name
+        assert getattr(trialfleet.config, config_class.__name__) is config_class
+    assert set(BUILTIN_PLATFORMS) == {
         "local",
         "remote",
         "slurm",

@@ -72,7 +72,7 @@ def test_minimal_config_is_valid(write_config: Write) -> None:
             "platform: local",
             "platform: mars",
             "trainingService.platform",
-            "unknown value 'mars'; expected one of 'local'",
+            "unknown platform 'mars'; expected one of adl, aml, dlc, dlts, frameworkcontroller, kubeflow, local",
         ),
         ("  platform: local", "  gpuIndices: 0", "trainingService.platform", "required field is missing"),
         (

@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 
 from trialfleet.config import ExperimentConfig, convert_v1_to_v2, load_config
 from trialfleet.config.keys import fields_of
-from trialfleet.config.model import PLATFORM_CLASSES
 from trialfleet.errors import ConfigError
+from trialfleet.training_services.registry import platforms
 
 FUZZ = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 # every key the schema knows, so that random configs reach deep into the models
 KNOWN_KEYS = sorted(
-    {e.alias for cls in [ExperimentConfig, *PLATFORM_CLASSES.values()] for e in fields_of(cls).values()}
+    {e.alias for cls in [ExperimentConfig, *(p.config_class() for p in platforms().values())] for e in fields_of(cls).values()}
 )
 KNOWN_KEYS += [
     "machineList",

@@ -108,7 +108,7 @@ def test_for_platform(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_for_platform_errors() -> None:
-    with pytest.raises(ConfigError, match="unknown platform 'mars'; expected one of local, remote, slurm"):
+    with pytest.raises(ConfigError, match="unknown platform 'mars'; expected one of adl, aml, dlc"):
         ExperimentConfig.for_platform("mars")
     with pytest.raises(ConfigError) as caught:
         ExperimentConfig.for_platform(

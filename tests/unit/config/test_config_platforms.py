@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trialfleet.config import ExperimentConfig, LocalConfig, RemoteConfig, SlurmConfig, load_config
-from trialfleet.config.model import (
+from trialfleet.config import (
     AmlConfig,
+    ExperimentConfig,
     FrameworkControllerConfig,
     K8sAzureStorageConfig,
     K8sNfsConfig,
     KubeflowConfig,
+    LocalConfig,
     OpenpaiConfig,
+    RemoteConfig,
+    SlurmConfig,
+    load_config,
 )
 
 

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
-from trialfleet.config import convert_v1_to_v2, load_config
-from trialfleet.config.model import (
+from trialfleet.config import (
     AdlConfig,
     FrameworkControllerConfig,
     KubeflowConfig,
     OpenpaiConfig,
     RemoteConfig,
+    convert_v1_to_v2,
+    load_config,
 )
 from trialfleet.errors import ConfigError
 

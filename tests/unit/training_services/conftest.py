@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from trialfleet.training_services.base import ExperimentContext
+from trialfleet.testing import make_context
+from trialfleet.training_services import ExperimentContext, LocalConfig
 
 DOUBLES = Path(__file__).resolve().parents[2] / "doubles"
 
@@ -35,18 +35,10 @@ def fake_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
 
 @pytest.fixture
 def context_for(tmp_path: Path) -> Callable[..., ExperimentContext]:
-    """An ExperimentContext with stand-ins for the config objects (only the attributes services read)."""
+    """An ExperimentContext for the local platform, with these LocalConfig fields."""
 
     def make(**service_options: Any) -> ExperimentContext:
-        options = {
-            "trial_gpu_number": None,
-            "use_active_gpu": None,
-            "max_trial_number_per_gpu": 1,
-            "gpu_indices": None,
-        }
-        options.update(service_options)
-        config = types.SimpleNamespace(experiment_name="unit", trial_concurrency=1)
-        service_config = types.SimpleNamespace(**options)
-        return ExperimentContext("unitexp", tmp_path / "experiment", config, service_config)  # type: ignore[arg-type]
+        config = LocalConfig(trial_command="unused", **service_options)
+        return make_context(tmp_path / "experiment", config, "unitexp")
 
     return make

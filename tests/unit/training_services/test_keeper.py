@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from training_service_helpers import HANG_GUARD
 
-from trialfleet.training_services.trial_files import KEEPER_SCRIPT, KEEPER_VERSION
+from trialfleet.training_services.trial_dir import KEEPER_SCRIPT, KEEPER_VERSION
 
 
 def python38() -> str | None:

@@ -8,9 +8,10 @@ import pytest
 from training_service_helpers import fake_gpu, held_command, poll_until_ended, spec, wait_for_file
 
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import Deferred, Submitted, TrialEnded
+from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.gpu import GpuInfo, read_gpus_nvidia_smi
 from trialfleet.training_services.local import LocalTrainingService
+from trialfleet.training_services.spec import Deferred, Submitted
 
 
 def smi_reader() -> list[GpuInfo]:

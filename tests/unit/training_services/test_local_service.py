@@ -12,8 +12,9 @@ import pytest
 from training_service_helpers import HANG_GUARD, held_command, poll_until_ended, spec, wait_for_file
 
 from trialfleet.status import FailureKind, TrialStatus
-from trialfleet.training_services.base import Submitted, TrialEnded
+from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.local import LocalTrainingService
+from trialfleet.training_services.spec import Submitted
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The login node's link: reconnects in the background spaced by a doubling delay; an unreachable node at start.
+"""An SSH link (a login node, a remote host): reconnects in the background spaced by a doubling delay; an
+unreachable login node at start.
 
 The node is a real TCP port on this machine where nothing listens (connections are refused at once); the
 clock is injected. Slurm driven through a real login node (sshd in a network namespace) is tested in
@@ -8,18 +9,16 @@ tests/integration/slurm/test_slurm_login_node.py.
 from __future__ import annotations
 
 import socket
-import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from trialfleet.config import RemoteMachineConfig
+from trialfleet.config import RemoteMachineConfig, SlurmConfig
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import ExperimentContext
+from trialfleet.testing import make_context
 from trialfleet.training_services.slurm import SlurmTrainingService
-from trialfleet.training_services.slurm_login import LoginNode
 from trialfleet.training_services.ssh import SshLinkError
+from trialfleet.training_services.ssh_link import SshLink
 
 
 class Clock:
@@ -50,7 +49,7 @@ def nowhere(tmp_path: Path) -> RemoteMachineConfig:
 
 async def test_reconnects_run_in_the_background_after_a_doubling_delay(tmp_path: Path) -> None:
     clock = Clock()
-    node = LoginNode(nowhere(tmp_path), clock=clock)
+    node = SshLink(nowhere(tmp_path), role="slurm: login node", clock=clock)
     with pytest.raises(SshLinkError, match=r"unreachable \(not connected\); reconnecting"):
         await node.run(["squeue"])
     assert node.reconnecting is None and node.next_attempt == 100.5
@@ -76,15 +75,8 @@ async def test_reconnects_run_in_the_background_after_a_doubling_delay(tmp_path:
 
 
 async def test_an_unreachable_login_node_stops_the_start(tmp_path: Path) -> None:
-    options: dict[str, Any] = {
-        "shared_directory": Path("/cluster/shared"),
-        "sbatch_options": [],
-        "login_node": nowhere(tmp_path),
-        "use_sacct": None,
-    }
-    config = types.SimpleNamespace(max_trial_duration=None)
-    context = ExperimentContext("unitexp", tmp_path / "exp", config, types.SimpleNamespace(**options))  # type: ignore[arg-type]
-    service = SlurmTrainingService(context)
+    config = SlurmConfig(trial_command="unused", shared_directory=Path("/cluster/shared"), login_node=nowhere(tmp_path))
+    service = SlurmTrainingService(make_context(tmp_path / "exp", config, "unitexp"))
     assert service.runner.description.startswith("login node nobody@127.0.0.1:")
     with pytest.raises(PlatformError, match=r"slurm: cannot use the login node: .*cannot connect"):
         await service.start()

@@ -17,7 +17,6 @@ import os
 import shlex
 import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,13 @@ import pytest
 from slurm_fake_commands import FakeSlurm
 
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import ExperimentContext, Submitted, TrialSpec
-from trialfleet.training_services.slurm import SlurmTrainingService
-from trialfleet.training_services.slurm_runner import LocalCommandRunner
-from trialfleet.training_services.slurm_script import job_name, reserved_options
+from trialfleet.testing import make_context
+from trialfleet.training_services.base import ExperimentContext
+from trialfleet.training_services.naming import nni_job_name as job_name
+from trialfleet.training_services.slurm import SlurmConfig, SlurmTrainingService
+from trialfleet.training_services.slurm.runner import LocalCommandRunner
+from trialfleet.training_services.slurm.script import reserved_options
+from trialfleet.training_services.spec import Submitted, TrialSpec
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGENERATE = os.environ.get("TRIALFLEET_REGEN_GOLDEN") == "1"
@@ -66,7 +68,7 @@ CASES: dict[str, dict[str, Any]] = {
             "setup_script": f"export FROM_SETUP={shlex.quote(HOSTILE)}\necho 'setup: $(not run)'\n",
             "python_path": f"/opt/{HOSTILE}/bin",
         },
-        "spec": {"gpu_number": 0, "env": {"HOSTILE_VALUE": HOSTILE, "PYTHONPATH": "/manager/only"}},
+        "spec": {"gpu_number": 0, "env": {"HOSTILE_VALUE": HOSTILE}},
         "command": f'python3 echo.py {shlex.quote(HOSTILE)} "$HOSTILE_VALUE" `echo ok` $(echo ok)',
         "parameters": {"text": HOSTILE, "n": 1.5},
     },
@@ -87,24 +89,8 @@ with open(os.path.join(os.environ["NNI_OUTPUT_DIR"], "echo.json"), "w") as f:
 def context(
     shared: Path, options: dict[str, Any], max_trial_duration: int | None = None
 ) -> ExperimentContext:
-    settings: dict[str, Any] = {
-        "shared_directory": shared,
-        "partition": None,
-        "account": None,
-        "qos": None,
-        "time_limit": None,
-        "cpus_per_trial": None,
-        "memory": None,
-        "gpu_request_style": "gres",
-        "sbatch_options": [],
-        "setup_script": None,
-        "login_node": None,
-        "use_sacct": None,
-        "python_path": None,
-        **options,
-    }
-    config = types.SimpleNamespace(max_trial_duration=max_trial_duration)
-    return ExperimentContext("golden", shared / "experiment", config, types.SimpleNamespace(**settings))  # type: ignore[arg-type]
+    config = SlurmConfig(trial_command="unused", shared_directory=shared, **options)
+    return make_context(shared / "experiment", config, "golden", max_trial_duration=max_trial_duration)
 
 
 async def submit_case(

@@ -7,7 +7,6 @@ Slurm's commands are stand-ins (slurm_fake_commands); tests/integration/slurm ru
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +15,19 @@ from slurm_fake_commands import FakeSlurm
 
 from trialfleet.errors import PlatformError
 from trialfleet.status import TrialStatus
-from trialfleet.training_services.base import Deferred, ExperimentContext, Submitted, TrialSpec
-from trialfleet.training_services.slurm import SlurmTrainingService
-from trialfleet.training_services.slurm_runner import LocalCommandRunner
+from trialfleet.testing import make_context
+from trialfleet.training_services.base import ExperimentContext
+from trialfleet.training_services.slurm import SlurmConfig, SlurmTrainingService
+from trialfleet.training_services.slurm.runner import LocalCommandRunner
+from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 
 NO_ACCOUNTING = "AccountingStorageType   = accounting_storage/none\n"
 ACCOUNTING = "AccountingStorageType   = accounting_storage/slurmdbd\n"
 
 
 def context(tmp_path: Path, **options: Any) -> ExperimentContext:
-    settings: dict[str, Any] = {
-        "shared_directory": tmp_path / "shared",
-        "sbatch_options": [],
-        "login_node": None,
-        "use_sacct": None,
-        "gpu_request_style": "gres",
-        **options,
-    }
-    config = types.SimpleNamespace(max_trial_duration=None)
-    return ExperimentContext("unitexp", tmp_path / "exp", config, types.SimpleNamespace(**settings))  # type: ignore[arg-type]
+    config = SlurmConfig(trial_command="unused", shared_directory=tmp_path / "shared", **options)
+    return make_context(tmp_path / "exp", config, "unitexp")
 
 
 def spec(tmp_path: Path, attempt: int = 0) -> TrialSpec:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from trialfleet.status import FailureKind, TrialStatus
-from trialfleet.training_services.slurm_status import (
+from trialfleet.training_services.slurm.status import (
     RESULT_GRACE,
     RESULT_GRACE_AFTER_KEEPER_EXIT,
     SLURM_STATES,

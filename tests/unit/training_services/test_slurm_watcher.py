@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from slurm_fake_commands import FakeSlurm
 
-from trialfleet.training_services.slurm_runner import LocalCommandRunner
-from trialfleet.training_services.slurm_status import JobWatcher, SlurmJob
+from trialfleet.training_services.slurm.runner import LocalCommandRunner
+from trialfleet.training_services.slurm.status import JobWatcher, SlurmJob
 
 
 class Clock:

@@ -10,13 +10,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trialfleet.status import FailureKind, TrialStatus
-from trialfleet.training_services.base import TrialMetric, TrialProblem
-from trialfleet.training_services.trial_files import (
+from trialfleet.training_services.events import TrialMetric, TrialProblem
+from trialfleet.training_services.metric_channels import (
     MetricReader,
     decode_metric,
-    ended_from_result,
     parse_metric_stream,
     scan_stdout_metrics,
+)
+from trialfleet.training_services.trial_dir import (
+    command_record,
+    ended_from_result,
+    input_files,
+    read_local_file,
+    relative_file,
     write_trial_inputs,
 )
 
@@ -246,9 +252,7 @@ def test_trial_inputs(tmp_path: Path) -> None:
     for stale in ("result.json", "keeper.json", "trial.stdout"):
         (trial_dir / stale).write_text("old")
     env = {"A": "b c"}
-    write_trial_inputs(
-        trial_dir, parameter_record='{"parameter_id": 1}', argv=["x", "y z"], cwd="/c", env=env
-    )
+    write_trial_inputs(trial_dir, input_files('{"parameter_id": 1}', command_record(["x", "y z"], "/c", env)))
     assert (trial_dir / "parameter.cfg").read_text() == '{"parameter_id": 1}'
     assert (trial_dir / ".nni").is_dir()
     assert sorted(p.name for p in trial_dir.iterdir()) == [".nni", "command.json", "parameter.cfg"]
@@ -261,3 +265,24 @@ def test_trial_inputs(tmp_path: Path) -> None:
         "kill_grace": 5.0,
         "protocol": 1,
     }
+    assert (trial_dir / "command.json").stat().st_mode & 0o777 == 0o600  # it holds the environment
+
+
+@pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/../../b", "", ".", ".."])
+def test_names_that_leave_the_trial_directory_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="not a file of the trial directory"):
+        relative_file(name, "/trials/t")
+
+
+def test_aliases_and_links_inside_the_trial_directory(tmp_path: Path) -> None:
+    trial_dir = tmp_path / "t"
+    trial_dir.mkdir()
+    (trial_dir / "trial.stdout").write_text("out")
+    (trial_dir / "escape").symlink_to(tmp_path)
+    (tmp_path / "secret").write_text("s")
+    assert relative_file("stdout") == "trial.stdout" and relative_file("sub//x/./y") == "sub/x/y"
+    assert read_local_file(trial_dir, "stdout") == b"out"
+    with pytest.raises(ValueError, match="leads outside the trial directory"):
+        read_local_file(trial_dir, "escape/secret")
+    with pytest.raises(FileNotFoundError):
+        read_local_file(trial_dir, "missing")

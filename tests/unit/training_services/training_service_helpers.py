@@ -9,7 +9,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from trialfleet.training_services.base import TrainingService, TrialEnded, TrialSpec
+from trialfleet.training_services.base import TrainingService
+from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.spec import TrialSpec
 
 
 def fake_gpu(index: int, *, memory_used: int = 0, utilization: int = 0) -> dict[str, Any]:

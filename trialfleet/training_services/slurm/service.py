@@ -3,67 +3,55 @@
 The trial directories, a copy of the keeper and of the ``nni`` shim (and of the code, when it is not on the
 shared directory already) live under ``<sharedDirectory>/<experiment id>/``, which the nodes see too:
 everything but job control goes through files (docs/trial-directory.md). Job control is ``sbatch``,
-``scancel`` and one batched ``squeue`` per due poll (:class:`~.slurm_status.JobWatcher`), run by a
-:class:`~.slurm_runner.CommandRunner`. The job id is in the handle, so a restarted manager re-adopts its jobs;
+``scancel`` and one batched ``squeue`` per due poll (:class:`~.status.JobWatcher`), run by a
+:class:`~.runner.CommandRunner`. The job id is in the handle, so a restarted manager re-adopts its jobs;
 ``submit`` finds a job it already launched by its name and comment.
 
 The manager runs either on a cluster host (commands and files local), or outside the cluster with
-``loginNode`` set: then commands and files go through that host over SSH (:mod:`.slurm_login`), and a broken
+``loginNode`` set: then commands and files go through that host over SSH (:mod:`.login`), and a broken
 link only delays what the service learns; the jobs run on.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import posixpath
 import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import (
-    Deferred,
-    ExperimentContext,
-    LiveTrial,
-    PollBatch,
-    Submitted,
-    TrainingService,
-    TrialSpec,
-    TrialStarted,
-    TrialWaiting,
-)
-from trialfleet.training_services.slurm_files import (
-    ClusterFiles,
-    LocalClusterFiles,
-    TrialInputs,
-    TrialLook,
-    support_paths,
-)
-from trialfleet.training_services.slurm_runner import CommandRunner, LocalCommandRunner
-from trialfleet.training_services.slurm_script import (
+from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services.environment import nni_variables
+from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
+from trialfleet.training_services.naming import attempt_name, nni_job_name
+from trialfleet.training_services.slurm.config import SlurmConfig
+from trialfleet.training_services.slurm.runner import CommandRunner, LocalCommandRunner
+from trialfleet.training_services.slurm.script import (
     SCRIPT_NAME,
     JobResources,
     TrialJob,
     job_comment,
-    job_name,
     reserved_options,
     sbatch_argv,
     sbatch_script,
 )
-from trialfleet.training_services.slurm_status import (
+from trialfleet.training_services.slurm.shared_directory import LocalSharedDirectory, SharedDirectory
+from trialfleet.training_services.slurm.status import (
     JobWatcher,
     SlurmJob,
     accounting_enabled,
     result_grace,
     trial_outcome,
 )
+from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.ssh import SshLinkError
+from trialfleet.training_services.trial_dir import KEEPER_RECORD, command_record, input_files
+from trialfleet.training_services.trial_files import TrialLook
 
 log = logging.getLogger(__name__)
 
-FILE_ALIASES = {"stdout": "trial.stdout", "stderr": "trial.stderr"}
 #: a cancelled job still running after this long is cancelled again, the hard way (SIGKILL after KillWait)
 ESCALATE_AFTER = 15.0
 SHUTDOWN_WAIT = 60.0
@@ -71,43 +59,48 @@ SHUTDOWN_WAIT = 60.0
 
 class SlurmTrainingService(TrainingService):
     platform = "slurm"
+    config_class = SlurmConfig
     supports_gpu_scheduling = True  # Slurm places GPU requests; CUDA_VISIBLE_DEVICES comes from GRES
     poll_interval = 1.0  # trial directories; Slurm itself is asked by the watcher's back-off
 
     def __init__(self, context: ExperimentContext, *, runner: CommandRunner | None = None) -> None:
         super().__init__(context)
-        shared = Path(self._option("shared_directory"))
-        login = self._option("login_node")
-        self.files: ClusterFiles
-        if login is None:
+        self.config = cast(SlurmConfig, context.service_config)
+        shared = Path(self.config.shared_directory)
+        self.shared: SharedDirectory
+        if self.config.login_node is None:
             self.root = PurePosixPath(shared.absolute()) / context.experiment_id
-            self.files = LocalClusterFiles(shared, Path(self.root))
+            self.shared = LocalSharedDirectory(shared, Path(self.root))
             self.runner: CommandRunner = runner or LocalCommandRunner()
         else:
-            from trialfleet.training_services.slurm_login import LoginNode, LoginNodeFiles, SshCommandRunner
+            from trialfleet.training_services.slurm.login import (
+                LoginNodeDirectory,
+                SshCommandRunner,
+                login_link,
+            )
 
-            node = LoginNode(login)
+            link = login_link(self.config.login_node)
             self.root = PurePosixPath(shared) / context.experiment_id
-            self.files = LoginNodeFiles(node, str(self.root), context.experiment_dir / "slurm")
-            self.runner = runner or SshCommandRunner(node)
+            self.shared = LoginNodeDirectory(link, str(self.root), context.experiment_dir / "slurm")
+            self.runner = runner or SshCommandRunner(link)
         self.watcher = JobWatcher(self.runner, use_sacct=False)
         self._cancel_sent: dict[str, float] = {}
         self._unreadable: str | None = None  # why the last look at the trial directories failed
 
     @property
     def support_dir(self) -> PurePosixPath:
-        return PurePosixPath(self.files.support_dir)
+        return PurePosixPath(self.shared.layout.directory)
 
     # ---- preparation -----------------------------------------------------------------------------------
 
     async def _prepare(self) -> None:
-        reserved = reserved_options(self._option("sbatch_options") or [])
+        reserved = reserved_options(self.config.sbatch_options)
         if reserved:
             raise PlatformError(
                 f"slurm: sbatchOptions {reserved} set options trialfleet sets itself; remove them"
             )
         try:
-            await self.files.prepare()
+            await self.shared.prepare()
             config = await self.runner.run(["scontrol", "show", "config"])
             if config.code != 0:
                 raise PlatformError(
@@ -116,11 +109,11 @@ class SlurmTrainingService(TrainingService):
                 )
             self.watcher.use_sacct = self._use_sacct(accounting_enabled(config.out))
         except PlatformError:
-            await self.files.close()  # a failed start leaves no SSH connection behind
+            await self.shared.close()  # a failed start leaves no SSH connection behind
             raise
 
     def _use_sacct(self, enabled: bool) -> bool:
-        wanted = self._option("use_sacct")
+        wanted = self.config.use_sacct
         if wanted and not enabled:
             raise PlatformError("slurm: useSacct is true but this cluster has no job accounting (slurmdbd)")
         return enabled if wanted is None else bool(wanted)
@@ -128,8 +121,7 @@ class SlurmTrainingService(TrainingService):
     # ---- submission ------------------------------------------------------------------------------------
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
-        name = spec.trial_id if spec.attempt == 0 else f"{spec.trial_id}.{spec.attempt}"
-        trial_dir = str(self.root / "trials" / name)
+        trial_dir = str(self.root / "trials" / attempt_name(spec.trial_id, spec.attempt))
         try:
             earlier = await self._earlier_job(spec, trial_dir)
         except PlatformError as exc:
@@ -144,12 +136,13 @@ class SlurmTrainingService(TrainingService):
         return self._submitted(job_id, trial_dir)
 
     async def _sbatch(self, spec: TrialSpec, trial_dir: str) -> str:
-        code_dir = await self.files.code_dir(spec.code_dir)
+        code_dir = await self.shared.code_dir(spec.code_dir)
         job = self._trial_job(spec, trial_dir, code_dir)
-        inputs = TrialInputs(
-            spec.parameter_record, ["/bin/bash", "-c", spec.command], code_dir, sbatch_script(job)
-        )
-        await self.files.write_trial(trial_dir, inputs)
+        # env None: the trial inherits the job's environment, which exists only on the node (GRES, modules)
+        command = command_record(["/bin/bash", "-c", spec.command], code_dir, None)
+        files = input_files(spec.parameter_record, command)
+        files[SCRIPT_NAME] = sbatch_script(job)  # private, as command.json: it holds environment values
+        await self.shared.trials.write(trial_dir, files)
         argv = sbatch_argv(job, self._resources(spec), posixpath.join(trial_dir, SCRIPT_NAME))
         result = await self.runner.run(argv)
         job_id = result.out.strip().split(";")[0]
@@ -165,7 +158,7 @@ class SlurmTrainingService(TrainingService):
     async def _earlier_job(self, spec: TrialSpec, trial_dir: str) -> str | None:
         """The job of this attempt when an earlier manager submitted it already (see base.py)."""
         try:
-            name = job_name(self.context.experiment_id, spec.trial_id)
+            name = nni_job_name(self.context.experiment_id, spec.trial_id)
         except ValueError as exc:
             raise PlatformError(f"slurm: {exc}") from exc
         argv = ["squeue", "--noheader", "--states=all", f"--name={name}", "--Format=JobID:|,Comment:|"]
@@ -177,22 +170,14 @@ class SlurmTrainingService(TrainingService):
             if comment.strip() == job_comment(spec.attempt) and job_id.strip().isdigit():
                 return job_id.strip()
         # a job that started wrote its id; this finds it after Slurm forgot it (MinJobAge)
-        started = (await self.files.read_job_id(trial_dir) or "").strip()
+        started = (await self.shared.read_job_id(trial_dir) or "").strip()
         return started if started.isdigit() else None
 
     def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
-        keeper, shim_dir = support_paths(self.files.support_dir)
-        env = {
-            "NNI_PLATFORM": "slurm",
-            "NNI_EXP_ID": self.context.experiment_id,
-            "NNI_TRIAL_JOB_ID": spec.trial_id,
-            "NNI_SYS_DIR": trial_dir,
-            "NNI_OUTPUT_DIR": trial_dir,
-            "NNI_TRIAL_SEQ_ID": str(spec.sequence_id),
-            "NNI_CODE_DIR": code_dir,
-        }
-        # the manager's PYTHONPATH names its own directories; the job puts the shim copy there instead
-        env.update({k: v for k, v in spec.env.items() if k != "PYTHONPATH"})
+        env = nni_variables(
+            self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
+        )
+        env.update(spec.env)
         if spec.gpu_number == 0:
             env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
         return TrialJob(
@@ -200,25 +185,25 @@ class SlurmTrainingService(TrainingService):
             trial_id=spec.trial_id,
             attempt=spec.attempt,
             trial_dir=trial_dir,
-            keeper=keeper,
-            shim_dir=shim_dir,
+            keeper=self.shared.layout.keeper,
+            shim_dir=self.shared.layout.shim_dir,
             env=env,
-            setup_script=self._option("setup_script"),
-            python_path=self._option("python_path"),
+            setup_script=self.config.setup_script,
+            python_path=self.config.python_path,
         )
 
     def _resources(self, spec: TrialSpec) -> JobResources:
-        time_limit = self._option("time_limit") or getattr(self.context.config, "max_trial_duration", None)
+        config = self.config
         return JobResources(
-            partition=self._option("partition"),
-            account=self._option("account"),
-            qos=self._option("qos"),
-            time_limit=time_limit,
-            cpus=self._option("cpus_per_trial"),
-            memory_mb=self._option("memory"),
+            partition=config.partition,
+            account=config.account,
+            qos=config.qos,
+            time_limit=config.time_limit or self.context.config.max_trial_duration,
+            cpus=config.cpus_per_trial,
+            memory_mb=config.memory,
             gpus=spec.gpu_number,
-            gpu_request_style=self._option("gpu_request_style") or "gres",
-            extra=tuple(self._option("sbatch_options") or ()),
+            gpu_request_style=config.gpu_request_style,
+            extra=tuple(config.sbatch_options),
         )
 
     # ---- polling ---------------------------------------------------------------------------------------
@@ -226,7 +211,7 @@ class SlurmTrainingService(TrainingService):
     async def _adopt(self, trial: LiveTrial) -> None:
         self.watcher.watch(trial.handle["job_id"])
         try:
-            trial.started = await self.files.keeper_started(trial.handle["trial_dir"])
+            trial.started = await self.shared.trials.exists(trial.handle["trial_dir"], KEEPER_RECORD)
         except PlatformError as exc:  # the next poll looks again
             log.warning("slurm: cannot look at trial %s yet: %s", trial.trial_id, exc)
         self.wakeup.set()  # it may have ended while nobody watched
@@ -234,7 +219,7 @@ class SlurmTrainingService(TrainingService):
     async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
         await self.watcher.refresh()
         try:
-            looks = await self.files.look(trials)
+            looks = await self.shared.trials.look(trials)
         except PlatformError as exc:  # nothing was read: the next look starts from the same cursors
             if self._unreadable is None:
                 log.warning("slurm: cannot read the trial directories (retried): %s", exc)
@@ -302,7 +287,7 @@ class SlurmTrainingService(TrainingService):
         self._cancel_sent[trial.trial_id] = time.monotonic()
         self.watcher.hurry()
         try:
-            keeper_started = await self.files.keeper_started(trial.handle["trial_dir"])
+            keeper_started = await self.shared.trials.exists(trial.handle["trial_dir"], KEEPER_RECORD)
             if keeper_started and (job is None or not job.ended):
                 result = await self.runner.run(["scancel", "--batch", "--signal=TERM", job_id])
                 if result.code == 0:
@@ -333,47 +318,27 @@ class SlurmTrainingService(TrainingService):
             await self._scancel(trial.handle["job_id"])
 
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
-        relative = posixpath.normpath(FILE_ALIASES.get(name, name))
-        if posixpath.isabs(relative) or relative in (".", "..") or relative.startswith("../"):
-            raise ValueError(f"{name!r} is not a file of the trial directory {handle['trial_dir']}")
-        return await self.files.read_file(handle["trial_dir"], relative)
+        return await self.shared.trials.read(handle["trial_dir"], name)
 
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials:
-            await self._wait_for_jobs_to_end(SHUTDOWN_WAIT)
-        await self.files.close()
+            await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
+        await self.shared.close()
 
-    async def _wait_for_jobs_to_end(self, timeout: float) -> None:
-        """After close() cancelled them, wait until every trial's keeper recorded its end or its job ended."""
-        deadline = time.monotonic() + timeout
-        waiting = dict(self.live)
-        while waiting and time.monotonic() < deadline:
-            jobs, ended_dirs = await self._ended_jobs(list(waiting.values()))
-            for trial_id, trial in list(waiting.items()):
-                job = jobs.get(trial.handle["job_id"]) if jobs is not None else None
-                if trial.handle["trial_dir"] in ended_dirs or (
-                    jobs is not None and (job is None or job.ended)
-                ):
-                    waiting.pop(trial_id)
-                else:
-                    await self._escalate_cancel(trial)
-            if waiting:
-                await asyncio.sleep(0.5)
-        if waiting:
-            log.warning(
-                "slurm: jobs of trials %s still ran %.0f s after the cancel", sorted(waiting), timeout
-            )
-
-    async def _ended_jobs(self, trials: list[LiveTrial]) -> tuple[dict[str, SlurmJob] | None, set[str]]:
-        """What Slurm says of the trials' jobs (None: it could not be asked), and which trials have result.json."""
+    async def _jobs_ended(self, trials: list[LiveTrial]) -> set[str]:
+        """The cancelled trials whose keeper recorded its end or whose job ended; each other one is cancelled
+        again, the hard way, once it has had its time (see :meth:`_escalate_cancel`)."""
         jobs: dict[str, SlurmJob] | None = None
-        ended_dirs: set[str] = set()
+        ended: set[str] = set()
         try:
             jobs = await self.watcher.query(trial.handle["job_id"] for trial in trials)
-            ended_dirs = await self.files.results_written([trial.handle["trial_dir"] for trial in trials])
+            ended = await self.shared.trials.ended(trials)
         except PlatformError as exc:
             log.warning("slurm: cannot confirm that the cancelled jobs ended: %s", exc)
-        return jobs, ended_dirs
-
-    def _option(self, name: str) -> Any:
-        return getattr(self.context.service_config, name, None)
+        for trial in trials:
+            job = jobs.get(trial.handle["job_id"]) if jobs is not None else None
+            if jobs is not None and (job is None or job.ended):
+                ended.add(trial.trial_id)
+            elif trial.trial_id not in ended:
+                await self._escalate_cancel(trial)
+        return ended

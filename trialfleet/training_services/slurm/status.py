@@ -15,9 +15,9 @@ from typing import Any
 
 from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
-from trialfleet.training_services.base import TrialEnded
-from trialfleet.training_services.slurm_runner import CommandRunner
-from trialfleet.training_services.trial_files import ended_from_result, lost
+from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.slurm.runner import CommandRunner
+from trialfleet.training_services.trial_dir import ended_from_result, lost
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,10 @@
-"""The lifecycle contract every training service passes (see trialfleet/training_services/base.py).
+"""The lifecycle contract every training service passes (see ``trialfleet/training_services/base.py``).
 
-Use: subclass :class:`TrainingServiceContract` in ``tests/contract/test_<platform>.py`` and provide two fixtures,
-``service_factory`` (an ``ExperimentContext`` → a not yet started service) and ``hard_kill`` (SIGKILL a trial's
-keeper and whole tree from its handle, as a crashed host would). Override ``experiment_context`` or
-``python_command`` when the platform needs other values.
-
-Trials are small Python scripts written into the code directory. They write NNI's ``.nni/metrics`` stream
-themselves (no SDK involved) and are steered through files in a control directory, which assumes the test
-and the trials share a file system and a process table (true for every platform we test on one machine).
+Subclass :class:`TrainingServiceContract` and provide three fixtures: ``service_factory`` (an
+``ExperimentContext`` → a service not yet started), ``experiment_context`` (see :func:`~.harness.make_context`)
+and ``hard_kill`` (SIGKILL a trial's keeper and whole tree from its handle, as a crashed worker would). Override
+``control`` when trials do not see this machine's files and processes, ``python_command`` when workers start
+python otherwise, and :meth:`TrainingServiceContract.trial_code_dir` when trials run in a copy of the code.
 
 Part of the contract beyond base.py: ``read_trial_file`` raises ``ValueError`` for a name outside the trial
 directory and ``FileNotFoundError`` for a missing file.
@@ -15,174 +12,28 @@ directory and ``FileNotFoundError`` for a missing file.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import shlex
-import signal
-import sys
 import textwrap
-import types
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from trialfleet.status import FailureKind, TrialStatus
-from trialfleet.training_services.base import (
-    ExperimentContext,
-    PollBatch,
-    Submitted,
-    TrainingService,
-    TrialEnded,
-    TrialMetric,
-    TrialProblem,
-    TrialSpec,
+from trialfleet.testing.harness import (
+    HOSTILE,
+    TRIAL_PRELUDE,
+    LocalTrialHost,
+    Services,
+    TrialHost,
+    default_python_command,
+    poll_until,
 )
-
-HANG_GUARD = 60.0  # seconds before a wait is declared stuck: a failure message, not a timing check
-HOSTILE = [
-    "with space",
-    "it's",
-    'double "quoted"',
-    "semi;colon",
-    "$(touch pwned)",
-    "`touch pwned`",
-    "new\nline",
-    "ünïcødé ✓",
-    "",
-    "*",
-    "$HOME",
-]
-
-TRIAL_PRELUDE = """
-import json, os, sys, time
-SYS_DIR = os.environ["NNI_SYS_DIR"]
-_metrics = open(os.path.join(SYS_DIR, ".nni", "metrics"), "ab", buffering=0)
-
-def frame(payload):
-    _metrics.write(b"ME%06d" % len(payload) + payload)
-
-def parameter_record():
-    with open(os.path.join(SYS_DIR, "parameter.cfg")) as f:
-        return json.load(f)
-
-def report(kind, sequence, value=None, raw_value=None):
-    record = {"parameter_id": parameter_record()["parameter_id"], "trial_job_id": os.environ["NNI_TRIAL_JOB_ID"],
-              "type": kind, "sequence": sequence, "value": json.dumps(value) if raw_value is None else raw_value}
-    frame((json.dumps(record) + "\\n").encode())
-
-def control(name):
-    return os.path.join(sys.argv[1], name)
-
-def touch(name):
-    open(control(name), "a").close()
-
-def wait_for(name):
-    while not os.path.exists(control(name)):
-        time.sleep(0.02)
-"""
-
-
-def make_context(
-    experiment_dir: Path, experiment_id: str = "contract", **service_options: Any
-) -> ExperimentContext:
-    """An ExperimentContext without the config package: plain stand-ins with the attributes services read."""
-    options = {
-        "trial_gpu_number": None,
-        "use_active_gpu": None,
-        "max_trial_number_per_gpu": 1,
-        "gpu_indices": None,
-    }
-    options.update(service_options)
-    config = types.SimpleNamespace(experiment_name="contract", trial_concurrency=1)
-    return ExperimentContext(experiment_id, experiment_dir, config, types.SimpleNamespace(**options))  # type: ignore[arg-type]
-
-
-@dataclass
-class Seen:
-    """Everything polled so far."""
-
-    started: list[str] = field(default_factory=list)
-    metrics: list[TrialMetric] = field(default_factory=list)
-    problems: list[TrialProblem] = field(default_factory=list)
-    ended: dict[str, TrialEnded] = field(default_factory=dict)
-
-    def add(self, batch: PollBatch) -> None:
-        self.started += [s.trial_id for s in batch.started]
-        self.metrics += batch.metrics
-        self.problems += batch.problems
-        for ended in batch.ended:
-            assert ended.trial_id not in self.ended, f"{ended.trial_id} reported ended twice"
-            self.ended[ended.trial_id] = ended
-
-
-async def poll_until(
-    service: TrainingService, done: Callable[[Seen], bool], seen: Seen | None = None
-) -> Seen:
-    seen = seen if seen is not None else Seen()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + HANG_GUARD
-    while not done(seen):
-        assert loop.time() < deadline, f"stuck: condition not reached after {HANG_GUARD}s; seen {seen}"
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(service.wakeup.wait(), service.poll_interval)
-        seen.add(await service.poll())
-    return seen
-
-
-async def wait_for_file(path: Path) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + HANG_GUARD
-    while not path.exists():
-        assert loop.time() < deadline, f"stuck: {path} never appeared"
-        await asyncio.sleep(0.02)
-
-
-async def wait_until_gone(pids: list[int]) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + HANG_GUARD
-    while any(process_start_ticks(pid) is not None for pid in pids):
-        assert loop.time() < deadline, f"stuck: processes {pids} survived SIGKILL"
-        await asyncio.sleep(0.02)
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """Start time of a live (non-zombie) process, None when it is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return None if fields[0] == "Z" else int(fields[19])
-
-
-class Services:
-    """Starts services for one test; whatever the test leaves open is closed, killing its trials."""
-
-    def __init__(
-        self, factory: Callable[[ExperimentContext], TrainingService], context: ExperimentContext
-    ) -> None:
-        self.factory = factory
-        self.context = context
-        self.open: list[TrainingService] = []
-
-    async def start(self) -> TrainingService:
-        service = self.factory(self.context)
-        await service.start()
-        self.open.append(service)
-        return service
-
-    async def close(self, service: TrainingService, *, kill_trials: bool) -> None:
-        self.open.remove(service)
-        await service.close(kill_trials=kill_trials)
-
-    async def close_all(self) -> None:
-        while self.open:
-            await self.open.pop().close(kill_trials=True)
+from trialfleet.training_services.base import ExperimentContext, TrainingService
+from trialfleet.training_services.spec import Submitted, TrialSpec
 
 
 class TrainingServiceContract:
@@ -197,12 +48,15 @@ class TrainingServiceContract:
         raise NotImplementedError("a platform's contract test must provide the hard_kill fixture")
 
     @pytest.fixture
-    def python_command(self) -> str:
-        return shlex.quote(sys.executable)
+    def experiment_context(self, tmp_path: Path) -> ExperimentContext:
+        raise NotImplementedError(
+            "a platform's contract test must provide the experiment_context fixture (see make_context)"
+        )
 
     @pytest.fixture
-    def experiment_context(self, tmp_path: Path) -> ExperimentContext:
-        return make_context(tmp_path / "experiment 'dir' ü")
+    def python_command(self) -> str:
+        """How a trial command starts python on the workers."""
+        return default_python_command()
 
     @pytest.fixture
     def code_dir(self, tmp_path: Path) -> Path:
@@ -211,13 +65,18 @@ class TrainingServiceContract:
         return path
 
     @pytest.fixture
-    def control(self, tmp_path: Path) -> Path:
+    def control(self, tmp_path: Path) -> TrialHost:
+        """The trials' control directory and process table (override for workers elsewhere)."""
         path = tmp_path / "control"
         path.mkdir()
-        return path
+        return LocalTrialHost(path)
 
     @pytest.fixture
-    async def services(self, service_factory, experiment_context):  # type: ignore[no-untyped-def]
+    async def services(
+        self,
+        service_factory: Callable[[ExperimentContext], TrainingService],
+        experiment_context: ExperimentContext,
+    ) -> AsyncIterator[Services]:
         pool = Services(service_factory, experiment_context)
         yield pool
         await pool.close_all()
@@ -240,8 +99,13 @@ class TrainingServiceContract:
         assert isinstance(submitted, Submitted), submitted
         return submitted
 
-    def run_command(self, python_command: str, script: str, control: Path) -> str:
-        return f"{python_command} {script} {shlex.quote(str(control))}"
+    def run_command(self, python_command: str, script: str, control: TrialHost) -> str:
+        return f"{python_command} {script} {shlex.quote(control.seen_by_trials)}"
+
+    def trial_code_dir(self, handle: Mapping[str, Any], code_dir: Path) -> str:
+        """Where a trial of ``code_dir`` runs (its cwd and ``NNI_CODE_DIR``): the directory itself by default;
+        platforms that ship a copy to their workers say where it is."""
+        return str(code_dir)
 
     # ---- the cases -------------------------------------------------------------------------------
 
@@ -253,10 +117,10 @@ class TrainingServiceContract:
         submitted = await self.submit(
             service, self.spec("ok", self.run_command(python_command, "ok.py", control), code_dir)
         )
-        await wait_for_file(control / "running")
+        await control.wait_for("running")
         seen = await poll_until(service, lambda s: submitted.started or "ok" in s.started)
         assert "ok" not in seen.ended
-        (control / "release").touch()
+        control.touch("release")
         seen = await poll_until(service, lambda s: "ok" in s.ended, seen)
         ended = seen.ended["ok"]
         assert (ended.status, ended.exit_code, ended.failure_kind) == (TrialStatus.SUCCEEDED, 0, None)
@@ -299,22 +163,22 @@ class TrainingServiceContract:
             time.sleep(600)
             """,
         )
-        bg = shlex.quote(str(control / "background.pid"))
+        bg = shlex.quote(os.path.join(control.seen_by_trials, "background.pid"))
         command = (
             f"sleep 600 & echo $! > {bg}; {self.run_command(python_command, 'tree.py', control)}; exit 0"
         )
         submitted = await self.submit(service, self.spec(trial_id, command, code_dir))
-        await wait_for_file(control / "pids.json")
-        pids = json.loads((control / "pids.json").read_text())
-        ticks = {name: process_start_ticks(pid) for name, pid in pids.items()}
+        await control.wait_for("pids.json")
+        pids = json.loads(control.read_text("pids.json"))
+        ticks = {name: control.start_ticks(pid) for name, pid in pids.items()}
         assert all(ticks.values()), f"the trial's processes should all run: {pids} {ticks}"
         return submitted, {pids[name]: ticks[name] for name in pids}
 
     @staticmethod
-    def assert_none_survive(processes: dict[int, int | None]) -> None:
-        survivors = [pid for pid, ticks in processes.items() if process_start_ticks(pid) == ticks]
+    def assert_none_survive(control: TrialHost, processes: dict[int, int | None]) -> None:
+        survivors = [pid for pid, ticks in processes.items() if control.start_ticks(pid) == ticks]
         for pid in survivors:  # a failing run must not leave them behind
-            os.kill(pid, signal.SIGKILL)
+            control.kill(pid)
         assert survivors == [], f"processes of the trial survived: {survivors}"
 
     async def test_cancel_ends_the_whole_process_tree(
@@ -325,7 +189,7 @@ class TrainingServiceContract:
         await service.cancel("tree")
         ended = (await poll_until(service, lambda s: "tree" in s.ended)).ended["tree"]
         assert (ended.status, ended.failure_kind) == (TrialStatus.USER_CANCELED, FailureKind.CANCELED)
-        self.assert_none_survive(processes)
+        self.assert_none_survive(control, processes)
 
     async def test_cancel_as_early_stopped(self, services, python_command, code_dir, control) -> None:
         self.script(
@@ -335,7 +199,7 @@ class TrainingServiceContract:
         await self.submit(
             service, self.spec("es", self.run_command(python_command, "sleepy.py", control), code_dir)
         )
-        await wait_for_file(control / "running")
+        await control.wait_for("running")
         await service.cancel("es", TrialStatus.EARLY_STOPPED)
         seen = await poll_until(service, lambda s: "es" in s.ended)
         assert seen.ended["es"].status == TrialStatus.EARLY_STOPPED
@@ -345,7 +209,7 @@ class TrainingServiceContract:
         service = await services.start()
         _, processes = await self._start_tree(service, python_command, code_dir, control, "closed")
         await services.close(service, kill_trials=True)
-        self.assert_none_survive(processes)
+        self.assert_none_survive(control, processes)
 
     async def test_metrics_arrive_in_order_and_complete(
         self, services, python_command, code_dir, control
@@ -430,10 +294,10 @@ class TrainingServiceContract:
         service = await services.start()
         command = self.run_command(python_command, "logs.py", control)
         handle = (await self.submit(service, self.spec("logs", command, code_dir))).handle
-        await wait_for_file(control / "running")
+        await control.wait_for("running")
         assert (await service.read_trial_file("logs", handle, "trial.stdout")).decode() == "to stdout ü\n"
         assert await service.read_trial_file("logs", handle, "stderr") == b"to stderr\n"
-        (control / "release").touch()
+        control.touch("release")
         await poll_until(service, lambda s: "logs" in s.ended)
         assert (
             await service.read_trial_file("logs", handle, "stdout") == "to stdout ü\nafter release\n".encode()
@@ -480,7 +344,8 @@ class TrainingServiceContract:
         ].status == TrialStatus.SUCCEEDED
         echoed = json.loads(await service.read_trial_file("hostile", handle, "echo.json"))
         assert echoed["argv"] == HOSTILE
-        assert Path(echoed["cwd"]) == code_dir and Path(echoed["code_dir"]) == code_dir
+        expected = self.trial_code_dir(handle, code_dir)
+        assert echoed["cwd"] == expected and echoed["code_dir"] == expected
         assert echoed["parameters"] == {"text": hostile_text, "n": 1.5}
         assert echoed["env"] == hostile_text
         assert [p for p in tmp_path.rglob("pwned*")] == []
@@ -503,16 +368,16 @@ class TrainingServiceContract:
         spec = self.spec("once", self.run_command(python_command, "once.py", control), code_dir)
         first = await services.start()
         await self.submit(first, spec)
-        await wait_for_file(control / "runs.log")
+        await control.wait_for("runs.log")
         # the manager died before it recorded the handle: after a restart it submits the attempt again
         await services.close(first, kill_trials=False)
         second = await services.start()
         await self.submit(second, spec)
-        (control / "release").touch()
+        control.touch("release")
         seen = await poll_until(second, lambda s: "once" in s.ended)
         assert seen.ended["once"].status == TrialStatus.SUCCEEDED
         assert [(m.type, m.data) for m in seen.metrics] == [("FINAL", "1")]
-        assert (control / "runs.log").read_text() == "run\n"
+        assert control.read_text("runs.log") == "run\n"
 
     async def test_readopt_a_running_trial_delivers_each_metric_once(
         self, services, python_command, code_dir, control
@@ -536,7 +401,7 @@ class TrainingServiceContract:
         await services.close(first, kill_trials=False)
         second = await services.start()
         await second.adopt("long", handle, before.metrics[-1].cursor)
-        (control / "release").touch()
+        control.touch("release")
         after = await poll_until(second, lambda s: "long" in s.ended)
         assert after.ended["long"].status == TrialStatus.SUCCEEDED
         assert [(m.type, m.sequence, m.data) for m in after.metrics] == [
@@ -557,8 +422,8 @@ class TrainingServiceContract:
         command = self.run_command(python_command, "quick.py", control)
         handle = (await self.submit(first, self.spec("quick", command, code_dir))).handle
         await services.close(first, kill_trials=False)
-        (control / "release").touch()
-        await wait_for_file(control / "done")
+        control.touch("release")
+        await control.wait_for("done")
         second = await services.start()
         await second.adopt("quick", handle, {})
         seen = await poll_until(second, lambda s: "quick" in s.ended)
@@ -573,7 +438,7 @@ class TrainingServiceContract:
         first = await services.start()
         command = self.run_command(python_command, "doomed.py", control)
         handle = (await self.submit(first, self.spec("doomed", command, code_dir))).handle
-        await wait_for_file(control / "running")
+        await control.wait_for("running")
         await services.close(first, kill_trials=False)
         await hard_kill(handle)
         second = await services.start()
@@ -583,15 +448,3 @@ class TrainingServiceContract:
         assert (ended.status, ended.failure_kind) == (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
         assert ended.message is not None and ended.message.startswith("lost")
         assert [m.sequence for m in seen.metrics] == [0]
-
-
-__all__ = [
-    "HOSTILE",
-    "Seen",
-    "Services",
-    "TrainingServiceContract",
-    "make_context",
-    "poll_until",
-    "wait_for_file",
-    "wait_until_gone",
-]

@@ -14,49 +14,52 @@ import contextlib
 import functools
 import logging
 import os
+import shlex
+import shutil
 import signal
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from trialfleet.compat import trial_pythonpath_env
 from trialfleet.errors import PlatformError
-from trialfleet.training_services import process_tree
-from trialfleet.training_services.base import (
-    Deferred,
-    ExperimentContext,
-    LiveTrial,
-    PollBatch,
-    Submitted,
-    TrainingService,
-    TrialSpec,
-)
+from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services.environment import trial_environment
+from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.gpu import GpuInfo, allocate_gpus, read_gpus
-from trialfleet.training_services.trial_files import (
+from trialfleet.training_services.local.config import LocalConfig
+from trialfleet.training_services.naming import attempt_name
+from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
+from trialfleet.training_services.trial_dir import (
+    COMMAND_FILE,
+    KEEPER_RECORD,
     KEEPER_SCRIPT,
-    MetricReader,
+    LAUNCH_RECORD,
+    RESULT_RECORD,
     canceled_by_manager,
+    command_record,
     ended_from_result,
+    input_files,
     lost,
     read_record,
     write_record,
-    write_trial_inputs,
 )
+from trialfleet.training_services.trial_files import LocalTrialFiles, TrialLook
+from trialfleet.trial_keeper import keeper
 
 log = logging.getLogger(__name__)
 
 KILL_GRACE = 5.0
 GPU_READING_MAX_AGE = 5.0
-FILE_ALIASES = {"stdout": "trial.stdout", "stderr": "trial.stderr"}
-#: inherited variables that would switch a real ``nni`` in the trial to another channel or mode
-_CHANNEL_VARIABLES = ("NNI_TRIAL_COMMAND_CHANNEL", "REUSE_MODE", "MULTI_PHASE", "SDK_PROCESS")
 _KEEPER_SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
 class LocalTrainingService(TrainingService):
     platform = "local"
+    config_class = LocalConfig
     supports_gpu_scheduling = True
     poll_interval = 0.25
 
@@ -64,19 +67,23 @@ class LocalTrainingService(TrainingService):
         self, context: ExperimentContext, *, gpu_reader: Callable[[], list[GpuInfo]] | None = None
     ) -> None:
         super().__init__(context)
+        self.config = cast(LocalConfig, context.service_config)
+        self.files = LocalTrialFiles()
         self._gpu_reader = gpu_reader or functools.partial(read_gpus, max_age=0)
         self._gpus: list[GpuInfo] = []
         self._gpus_read_at: float | None = None  # None: read again before the next allocation
         self._gpu_assignments: dict[str, list[int]] = {}
-        self._boot_id = process_tree.read_boot_id()
+        self._boot_id = keeper.boot_id()
         self._children: set[int] = set()  # keepers we spawned and must reap
         self._pidfds: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._shim_env: dict[str, str] | None = None
 
     # ---- hooks -----------------------------------------------------------------------------------
 
     async def _prepare(self) -> None:
-        wanted = self._option("trial_gpu_number")
+        self._shim_env = await asyncio.to_thread(self._shim_pythonpath)
+        wanted = self.config.trial_gpu_number
         if not wanted:
             return
         gpus = await self._read_gpus()
@@ -87,8 +94,7 @@ class LocalTrainingService(TrainingService):
             raise PlatformError(f"local: trialGpuNumber is {wanted}, but {possible}")
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
-        name = spec.trial_id if spec.attempt == 0 else f"{spec.trial_id}.{spec.attempt}"
-        trial_dir = (self.context.trials_dir / name).absolute()
+        trial_dir = (self.context.trials_dir / attempt_name(spec.trial_id, spec.attempt)).absolute()
         earlier = self._earlier_launch(spec, trial_dir)
         if earlier is not None:
             self._watch(spec.trial_id, earlier)
@@ -99,16 +105,15 @@ class LocalTrainingService(TrainingService):
             if isinstance(choice, str):
                 return Deferred(f"waiting for {spec.gpu_number} free GPU(s): {choice}")
             gpus = choice
-        env = self._trial_env(spec, trial_dir, gpus)
-        argv = ["/bin/bash", "-c", spec.command]
-        write_trial_inputs(
-            trial_dir, parameter_record=spec.parameter_record, argv=argv, cwd=str(spec.code_dir), env=env
+        command = command_record(
+            ["/bin/bash", "-c", spec.command], str(spec.code_dir), self._trial_env(spec, trial_dir, gpus)
         )
+        await self.files.write(str(trial_dir), input_files(spec.parameter_record, command))
         pid = self._spawn_keeper(trial_dir)
         handle: dict[str, Any] = {
             "trial_dir": str(trial_dir),
             "keeper_pid": pid,
-            "keeper_start_ticks": process_tree.start_ticks(pid),
+            "keeper_start_ticks": keeper.start_ticks(pid),
             "boot_id": self._boot_id,
             "host": "localhost",
         }
@@ -124,17 +129,17 @@ class LocalTrainingService(TrainingService):
         A manager killed between spawning a keeper and recording its handle submits the trial again after
         restart; the keeper's own record identifies that launch, which is adopted rather than run twice.
         """
-        keeper = read_record(trial_dir / "launch.json")
-        if keeper is None:
+        launch = read_record(trial_dir / LAUNCH_RECORD)
+        if launch is None:
             return None
         handle: dict[str, Any] = {
             "trial_dir": str(trial_dir),
-            "keeper_pid": keeper["keeper_pid"],
-            "keeper_start_ticks": keeper["keeper_start_ticks"],
-            "boot_id": keeper["boot_id"],
+            "keeper_pid": launch["keeper_pid"],
+            "keeper_start_ticks": launch["keeper_start_ticks"],
+            "boot_id": launch["boot_id"],
             "host": "localhost",
         }
-        command = read_record(trial_dir / "command.json") or {}
+        command = read_record(trial_dir / COMMAND_FILE) or {}
         visible = command.get("env", {}).get("CUDA_VISIBLE_DEVICES")
         if visible and spec.gpu_number:  # set by our allocation only then; otherwise inherited, not ours
             handle["gpus"] = [int(index) for index in visible.split(",")]
@@ -143,8 +148,7 @@ class LocalTrainingService(TrainingService):
         return handle
 
     async def _adopt(self, trial: LiveTrial) -> None:
-        trial_dir = Path(trial.handle["trial_dir"])
-        trial.started = (trial_dir / "keeper.json").exists()
+        trial.started = (Path(trial.handle["trial_dir"]) / KEEPER_RECORD).exists()
         if trial.handle.get("gpus") is not None:
             self._gpu_assignments[trial.trial_id] = list(trial.handle["gpus"])
         self._watch(trial.trial_id, trial.handle)
@@ -154,7 +158,7 @@ class LocalTrainingService(TrainingService):
         self._reap()
         batch = PollBatch()
         for trial in trials:
-            batch.extend(self._collect_one(trial))
+            batch.extend(self._collect_one(trial, self.files.look_one(trial)))
         return batch
 
     async def _kill(self, trial: LiveTrial) -> None:
@@ -162,38 +166,33 @@ class LocalTrainingService(TrainingService):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(trial.handle["keeper_pid"], signal.SIGTERM)  # the keeper ends the tree and records it
             return
-        if read_record(Path(trial.handle["trial_dir"]) / "result.json") is None:
+        if read_record(Path(trial.handle["trial_dir"]) / RESULT_RECORD) is None:
             self._start_cleanup(trial, canceled=True)
 
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
-        trial_dir = Path(handle["trial_dir"]).resolve()
-        path = (trial_dir / FILE_ALIASES.get(name, name)).resolve()
-        if not path.is_relative_to(trial_dir):
-            raise ValueError(f"{name!r} is not a file of the trial directory {trial_dir}")
-        return await asyncio.to_thread(path.read_bytes)
+        return await self.files.read(handle["trial_dir"], name)
 
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials:
-            await self._wait_for_keepers(KILL_GRACE + process_tree.SIGKILL_WAIT + 2)
+            await self._wait_for_trials_to_end(self._keepers_gone, KILL_GRACE + keeper.SIGKILL_WAIT + 2)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         for trial_id in list(self._pidfds):
             self._unwatch(trial_id)
         self._reap()
 
+    async def _keepers_gone(self, trials: list[LiveTrial]) -> list[str]:
+        self._reap()
+        return [trial.trial_id for trial in trials if not self._keeper_alive(trial.handle)]
+
     # ---- one trial -------------------------------------------------------------------------------
 
-    def _collect_one(self, trial: LiveTrial) -> PollBatch:
-        trial_dir = Path(trial.handle["trial_dir"])
-        if "reader" not in trial.state:
-            trial.state["reader"] = MetricReader(trial.trial_id, trial_dir, trial.cursor)
-        # liveness first: the keeper writes result.json and only then exits
-        alive = self._keeper_alive(trial.handle)
-        result = read_record(trial_dir / "result.json")
+    def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
+        alive = bool(look.alive) and self._keeper_alive(trial.handle)
         cleanup = trial.state.get("cleanup")
         ended = None
-        if result is not None:
-            ended = ended_from_result(trial.trial_id, result, trial.cancel_status)
+        if look.result is not None:
+            ended = ended_from_result(trial.trial_id, look.result, trial.cancel_status)
         elif not alive and cleanup is None and trial.cancel_status is not None:
             self._start_cleanup(trial, canceled=True)  # the keeper died before it could cancel
         elif not alive and (cleanup is None or cleanup.done()):
@@ -201,7 +200,7 @@ class LocalTrainingService(TrainingService):
             if cleanup is None:
                 self._start_cleanup(trial, canceled=False)  # leave nothing of it running unwatched
         batch = PollBatch()
-        batch.metrics, batch.problems = trial.state["reader"].read(final=ended is not None)
+        batch.metrics, batch.problems = look.read_metrics(ended is not None)
         if ended is not None:
             batch.ended.append(ended)
             self._forget(trial.trial_id)
@@ -216,11 +215,13 @@ class LocalTrainingService(TrainingService):
     async def _clean_up_after_keeper(self, handle: Mapping[str, Any], *, canceled: bool) -> None:
         """Do the dead keeper's job: end the trial's tree and, for a cancel, write its final record."""
         trial_dir = Path(handle["trial_dir"])
-        keeper = read_record(trial_dir / "keeper.json") or {}
-        if keeper.get("pid") and keeper.get("boot_id") == self._boot_id:
-            await process_tree.kill_trial_tree(keeper["pid"], keeper.get("start_ticks"), KILL_GRACE)
-        if canceled and read_record(trial_dir / "result.json") is None:
-            write_record(trial_dir / "result.json", canceled_by_manager())
+        record = read_record(trial_dir / KEEPER_RECORD) or {}
+        pid, ticks = record.get("pid"), record.get("start_ticks")
+        if pid and record.get("boot_id") == self._boot_id:
+            tree = functools.partial(keeper.trial_tree, pid, leader_ticks=ticks)
+            await asyncio.to_thread(keeper.end_tree, tree, KILL_GRACE)
+        if canceled and read_record(trial_dir / RESULT_RECORD) is None:
+            write_record(trial_dir / RESULT_RECORD, canceled_by_manager())
         self.wakeup.set()
 
     def _forget(self, trial_id: str) -> None:
@@ -255,7 +256,7 @@ class LocalTrainingService(TrainingService):
     def _keeper_alive(self, handle: Mapping[str, Any]) -> bool:
         if handle.get("boot_id") != self._boot_id:
             return False
-        return process_tree.is_running(handle.get("keeper_pid"), handle.get("keeper_start_ticks"))
+        return keeper.process_alive(handle.get("keeper_pid"), handle.get("keeper_start_ticks"))
 
     def _watch(self, trial_id: str, handle: Mapping[str, Any]) -> None:
         try:
@@ -289,34 +290,39 @@ class LocalTrainingService(TrainingService):
             if done:
                 self._children.discard(pid)
 
-    async def _wait_for_keepers(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self._reap()
-            if not any(self._keeper_alive(trial.handle) for trial in self.live.values()):
-                return
-            await asyncio.sleep(0.05)
-        log.warning("local: some trial keepers were still running %.0f s after the cancel", timeout)
-
     # ---- environment and GPUs --------------------------------------------------------------------
 
     def _trial_env(self, spec: TrialSpec, trial_dir: Path, gpus: list[int] | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in _CHANNEL_VARIABLES}
-        env.update(
-            NNI_PLATFORM="local",
-            NNI_EXP_ID=self.context.experiment_id,
-            NNI_TRIAL_JOB_ID=spec.trial_id,
-            NNI_SYS_DIR=str(trial_dir),
-            NNI_OUTPUT_DIR=str(trial_dir),
-            NNI_TRIAL_SEQ_ID=str(spec.sequence_id),
-            NNI_CODE_DIR=str(spec.code_dir),
+        env = trial_environment(
+            self.platform,
+            self.context.experiment_id,
+            spec,
+            trial_dir=str(trial_dir),
+            code_dir=str(spec.code_dir),
+            inherited=os.environ,
+            gpus=gpus,
         )
-        env.update(spec.env)
-        if spec.gpu_number is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in gpus or [])
-            # NVML numbers GPUs by PCI bus; CUDA's default order may differ on mixed machines
-            env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+        if "PYTHONPATH" not in spec.env:
+            env.update(self._shim_env if self._shim_env is not None else self._shim_pythonpath())
         return env
+
+    def _shim_pythonpath(self) -> dict[str, str]:
+        """PYTHONPATH with the ``nni`` shim first, unless the trial's interpreter has the real NNI."""
+        return trial_pythonpath_env(dict(os.environ), python=self._trial_python())
+
+    def _trial_python(self) -> str | None:
+        """The interpreter the trial command starts (``/venv/bin/python train.py``), asked whether it has the
+        real NNI; None means this process's own."""
+        try:
+            program = shlex.split(self.config.trial_command)[0]
+        except (ValueError, IndexError):
+            return None
+        if not Path(program).name.startswith("python"):
+            return None
+        found = shutil.which(program, path=os.environ.get("PATH")) if "/" not in program else None
+        code_dir = self.config.trial_code_directory
+        path = Path(code_dir, program) if "/" in program else Path(found) if found else None
+        return str(path) if path is not None and os.access(path, os.X_OK) else None
 
     async def _allocate(self, count: int) -> list[int] | str:
         gpus = await self._read_gpus()
@@ -325,8 +331,8 @@ class LocalTrainingService(TrainingService):
             gpus,
             count,
             assigned=assigned,
-            max_trials_per_gpu=self._option("max_trial_number_per_gpu") or 1,
-            use_active_gpu=bool(self._option("use_active_gpu")),
+            max_trials_per_gpu=self.config.max_trial_number_per_gpu,
+            use_active_gpu=self.config.use_active_gpu,
             only_indices=self._gpu_indices(),
         )
 
@@ -337,15 +343,6 @@ class LocalTrainingService(TrainingService):
             self._gpus_read_at = now
         return self._gpus
 
-    def _option(self, name: str) -> Any:
-        return getattr(self.context.service_config, name, None)
-
     def _gpu_indices(self) -> set[int] | None:
-        indices = self._option("gpu_indices")
-        if indices is None:
-            return None
-        if isinstance(indices, int):
-            return {indices}
-        if isinstance(indices, str):
-            return {int(part) for part in indices.split(",") if part.strip()}
-        return {int(index) for index in indices if isinstance(index, (int, str))}
+        indices = self.config.gpu_indices
+        return set(indices) if indices is not None else None

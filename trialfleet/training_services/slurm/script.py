@@ -16,12 +16,13 @@ alone, and it ends the trial's process tree and writes result.json before the jo
 from __future__ import annotations
 
 import math
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trialfleet.compat import REAL_NNI_PROBE
+from trialfleet.training_services.environment import CHANNEL_VARIABLES
+from trialfleet.training_services.naming import nni_job_name
 
 JOB_OUTPUT = "slurm.out"  # Slurm's own messages for the job ("CANCELLED DUE TO TIME LIMIT"), in the trial dir
 JOB_ID_FILE = "slurm_job_id"  # written by the job when it starts: finds the job again after MinJobAge
@@ -31,9 +32,6 @@ RESERVED_OPTIONS = frozenset(
     {"--job-name", "-J", "--output", "-o", "--error", "-e", "--chdir", "-D", "--parsable", "--wrap"}
     | {"--array", "-a", "--comment", "--requeue", "--no-requeue", "--input", "-i", "--export"}
 )
-_SAFE_ID = re.compile(r"[A-Za-z0-9_.-]+")
-#: inherited variables that would switch a real ``nni`` in the trial to another channel or mode
-CHANNEL_VARIABLES = ("NNI_TRIAL_COMMAND_CHANNEL", "REUSE_MODE", "MULTI_PHASE", "SDK_PROCESS")
 
 
 @dataclass(frozen=True)
@@ -67,18 +65,11 @@ class TrialJob:
 
     @property
     def name(self) -> str:
-        return job_name(self.experiment_id, self.trial_id)
+        return nni_job_name(self.experiment_id, self.trial_id)
 
     @property
     def comment(self) -> str:
         return job_comment(self.attempt)
-
-
-def job_name(experiment_id: str, trial_id: str) -> str:
-    for what, value in (("experiment id", experiment_id), ("trial id", trial_id)):
-        if not _SAFE_ID.fullmatch(value):
-            raise ValueError(f"{what} {value!r} cannot be part of a Slurm job name (letters, digits, _ . -)")
-    return f"nni_exp_{experiment_id}_trial_{trial_id}"
 
 
 def job_comment(attempt: int) -> str:

@@ -2,7 +2,7 @@
 
 :class:`CommandRunner` is the whole interface (``run(argv) -> (code, out, err)``). :class:`LocalCommandRunner`
 runs the commands on this machine, which must then be a cluster host that sees the shared directory;
-:class:`~.slurm_login.SshCommandRunner` runs them on the configured ``loginNode`` over SSH.
+:class:`~.login.SshCommandRunner` runs them on the configured ``loginNode`` over SSH.
 """
 
 from __future__ import annotations

@@ -1,0 +1,39 @@
+"""``TrainingServiceConfig``: the fields every platform's block has; each platform's model extends it.
+
+A platform's model lives with its platform (``trialfleet/training_services/<platform>/config.py``, or a
+plugin's package) and is found by its ``platform`` name through the platform registry, so a built-in and a
+third-party platform are validated the same way. The five shortcut fields are copied from the experiment's
+top level when unset in the block.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from trialfleet.config.base import ConfigModel, ConfigPath, KeyPath, existing
+
+DEFAULT_IMAGE = "msranni/nni:latest"  # NNI's image for its cluster platforms
+#: about ``nniManagerIp`` on platforms whose trials report through their trial directory
+MANAGER_IP_UNUSED = "trials report through their trial directory, so they never connect to the manager"
+
+
+class TrainingServiceConfig(ConfigModel):
+    """Fields every platform has (NNI's ``TrainingServiceConfig``)."""
+
+    platform: str
+    trial_command: str
+    trial_code_directory: ConfigPath = Field(default=Path("."), validate_default=True)
+    trial_gpu_number: int | None = Field(default=None, ge=0)  # None: no GPU scheduling, GPUs left visible
+    nni_manager_ip: str | None = None
+    debug: bool = False  # as the top-level debug: the manager logs at debug level
+
+    _check_code_directory = field_validator("trial_code_directory")(existing("directory", "code directory"))
+
+
+def per_gpu_problem(path: KeyPath, per_gpu: int, gpu_number: int | None) -> list[tuple[KeyPath, str]]:
+    """``maxTrialNumberPerGpu`` other than 1 only makes sense when trials ask for GPUs."""
+    if per_gpu != 1 and not gpu_number:
+        return [(path, "can only differ from 1 when trialGpuNumber is set to a positive number")]
+    return []

@@ -1,0 +1,1 @@
+"""The ``dlc`` platform's config (accepted so NNI configs load; refused at start until its service lands)."""

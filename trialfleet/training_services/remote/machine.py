@@ -1,0 +1,207 @@
+"""One SSH host of a remote fleet: preparing it, talking to its probe, its GPUs, and whether it is up.
+
+Remote layout, under ``<remoteRoot>/<experiment id>/`` (``~/trialfleet/<experiment id>/`` by default)::
+
+    .trialfleet/<version>/            the support bundle (keeper, probe, ``nni`` shim), stdlib only
+    code/                             the trial code directory, unpacked once per host
+    trials/<trial id>[.<attempt>]/    one trial directory each (docs/trial-directory.md), code copied to code/
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import posixpath
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trialfleet.compat import REAL_NNI_PROBE
+from trialfleet.errors import PlatformError
+from trialfleet.training_services.gpu import (
+    SMI_APPS_QUERY,
+    SMI_GPU_QUERY,
+    GpuInfo,
+    allocate_gpus,
+    parse_nvidia_smi,
+)
+from trialfleet.training_services.remote.config import RemoteMachineConfig
+from trialfleet.training_services.ssh_link import UPLOAD_TIMEOUT, Probe, SshLink
+from trialfleet.training_services.support import MIN_PYTHON, SupportLayout
+from trialfleet.training_services.trial_dir import KEEPER_VERSION
+from trialfleet.training_services.trial_files import ProbeTrialFiles
+
+log = logging.getLogger(__name__)
+
+MIN_FREE_BYTES = 100 * 1024 * 1024
+GPU_READING_MAX_AGE = 5.0
+# runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback
+_INFO_SCRIPT = (
+    "import json, os, sys\n"
+    "root = os.path.expanduser(sys.argv[1])\n"
+    "p = root\n"
+    "while not os.path.exists(p): p = os.path.dirname(p)\n"
+    "s = os.statvfs(p)\n"
+    "print(json.dumps({'version': list(sys.version_info[:3]), 'root': root, 'free': s.f_bavail * s.f_frsize}))\n"
+)
+_SMI_SEPARATOR = "--trialfleet-gpu-apps--"
+
+
+class RemoteMachine:
+    """A host of ``machineList``: connection, remote root, probe calls, GPU readings, up/down state."""
+
+    def __init__(self, config: RemoteMachineConfig, experiment_id: str, root_base: str) -> None:
+        self.config = config
+        self.link = SshLink(config, role="remote: host", reconnect=self._reconnect)
+        self.name = self.link.name
+        self.root_spec = posixpath.join(root_base, experiment_id)
+        self.root = ""  # absolute, known once connected
+        self.prepared = False
+        self.env: dict[str, str] = {}  # what a login on the host gives a process
+        self.real_nni = False
+        self.launched: set[str] = set()  # trial directories launched here (maybe), for idempotent submit
+        self.code_dirs: dict[Path, str] = {}  # local code directory → its unpacked copy here
+        self.probe = Probe(self.link, "")  # its script is known once the root is
+        self.files = ProbeTrialFiles(self.probe)
+        self._gpus: tuple[float, list[GpuInfo]] | None = None
+        self._inputs: tuple[Path, tuple[Path, Path] | None] | None = None  # what prepare() was given
+
+    @property
+    def ready(self) -> bool:
+        return self.prepared and self.link.up
+
+    @property
+    def layout(self) -> SupportLayout:
+        return SupportLayout(self.root)
+
+    def trial_dir(self, name: str) -> str:
+        return posixpath.join(self.root, "trials", name)
+
+    # ---- preparation -------------------------------------------------------------------------------------
+
+    async def prepare(self, support: Path, code_archive: tuple[Path, Path] | None) -> None:
+        """Connect and make the host ready; PlatformError (SshLinkError if unreachable) naming what is wrong."""
+        self._inputs = (support, code_archive)
+        self.prepared = False
+        await self.link.connect()
+        info = json.loads(await self.link.checked(["python3", "-c", _INFO_SCRIPT, self.root_spec], "python3"))
+        version = tuple(info["version"])
+        if version < MIN_PYTHON:
+            found = ".".join(map(str, version))
+            raise PlatformError(
+                f"{self.name}: python3 is {found}; trials need Python >= 3.8 (set pythonPath)"
+            )
+        self.root = info["root"]
+        self.probe.script = self.layout.probe
+        needed = MIN_FREE_BYTES + (3 * code_archive[1].stat().st_size if code_archive else 0)
+        if info["free"] < needed:
+            raise PlatformError(
+                f"{self.name}: only {info['free'] // 2**20} MB free under {self.root}, "
+                f"need at least {needed // 2**20} MB"
+            )
+        await self.link.checked(
+            ["mkdir", "-p", "--", posixpath.join(self.root, "trials")], "creating the root"
+        )
+        await self._install_support(support)
+        answer = await self._refresh(code_archive[1] if code_archive else None)
+        self.launched = set(answer["launched"])
+        if code_archive is not None:
+            self.code_dirs[code_archive[0]] = posixpath.join(self.root, "code")
+        self.prepared, self.link.permanent = True, False
+
+    async def _install_support(self, support: Path) -> None:
+        """The support bundle, once per version; then the keeper must speak this manager's protocol."""
+        directory = self.layout.directory
+        if (await self.link.run(["test", "-d", directory])).exit_status != 0:
+            await self.link.unpack(support, directory)
+        keeper = self.layout.keeper
+        version = (await self.link.checked(["python3", keeper, "--version"], "keeper.py --version")).decode()
+        if version.strip() != KEEPER_VERSION:
+            raise PlatformError(
+                f"{self.name}: trial keeper version mismatch: {keeper} says {version.strip()!r}, "
+                f"this manager speaks {KEEPER_VERSION!r}"
+            )
+
+    async def _refresh(self, code_archive: Path | None) -> dict[str, Any]:
+        """Run ``probe prepare`` (unpacking ``code_archive`` if given) and keep what it tells."""
+        request: dict[str, Any] = {
+            "root": self.root,
+            "real_nni_probe": REAL_NNI_PROBE,
+            "shim_dir": self.layout.shim_dir,
+        }
+        if code_archive is not None:
+            remote = posixpath.join(self.root, "code.tar.gz")
+            await self.link.call(lambda ssh: ssh.put(code_archive, remote, timeout=UPLOAD_TIMEOUT))
+            request["code_archive"] = remote
+        answer: dict[str, Any] = await self.probe.call("prepare", request, timeout=300)
+        self.env, self.real_nni = dict(answer["env"]), bool(answer["real_nni"])
+        return answer
+
+    async def upload_code(self, local_dir: Path, archive: Path) -> str:
+        """A code directory other than the configured one, unpacked once beside it; returns where."""
+        digest = hashlib.sha1(str(local_dir).encode()).hexdigest()[:12]
+        target = posixpath.join(self.root, f"code-{digest}")
+        if (await self.link.run(["test", "-d", target])).exit_status != 0:
+            await self.link.unpack(archive, target)
+        self.code_dirs[local_dir] = target
+        return target
+
+    async def _reconnect(self, link: SshLink) -> None:
+        """How the link comes back: the whole preparation if it never succeeded, else connect and refresh."""
+        if not self.prepared and self._inputs is not None:
+            await self.prepare(*self._inputs)
+            return
+        await link.ssh.connect()
+        await self._refresh(None)
+
+    # ---- GPUs --------------------------------------------------------------------------------------------
+
+    async def read_gpus(self) -> list[GpuInfo]:
+        """This host's GPUs through ``nvidia-smi`` over SSH (none when it is missing), cached a few seconds."""
+        now = time.monotonic()
+        if self._gpus is not None and now - self._gpus[0] <= GPU_READING_MAX_AGE:
+            return self._gpus[1]
+        gpu_query, apps_query = (shlex.join(["nvidia-smi", *q]) for q in (SMI_GPU_QUERY, SMI_APPS_QUERY))
+        line = self.link.shell_line(f"{gpu_query} && echo {_SMI_SEPARATOR} && {apps_query}")
+        result = await self.link.call(lambda ssh: ssh.run(line))
+        gpus: list[GpuInfo] = []
+        if result.exit_status == 0:
+            gpu_csv, _, apps_csv = result.stdout.decode("utf-8", "replace").partition(_SMI_SEPARATOR)
+            gpus = parse_nvidia_smi(gpu_csv, apps_csv)
+        else:
+            log.info("remote: %s: no GPU reading (%s)", self.name, result.explain())
+        self._gpus = (now, gpus)
+        return gpus
+
+    def forget_gpu_reading(self) -> None:
+        self._gpus = None
+
+    def allocate(self, gpus: list[GpuInfo], count: int, assigned: Mapping[int, int]) -> list[int] | str:
+        indices = self.config.gpu_indices
+        return allocate_gpus(
+            gpus,
+            count,
+            assigned=assigned,
+            max_trials_per_gpu=self.config.max_trial_number_per_gpu,
+            use_active_gpu=self.config.use_active_gpu,
+            only_indices=set(indices) if indices is not None else None,
+        )
+
+    # ---- trial files -------------------------------------------------------------------------------------
+
+    async def copy_trial_files(self, trial_dir: str, names: Sequence[str], local_dir: Path) -> None:
+        """Copy what exists of ``names`` to ``local_dir`` (an ended trial's logs, kept on the manager)."""
+        local_dir.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            path = posixpath.join(trial_dir, name)
+            try:
+                data = await self.link.call(lambda ssh, path=path: ssh.read(path))  # type: ignore[misc]
+            except FileNotFoundError:
+                continue
+            except PlatformError as exc:
+                log.info("remote: could not copy %s from %s: %s", path, self.name, exc)
+                return
+            (local_dir / name).write_bytes(data)

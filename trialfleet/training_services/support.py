@@ -1,0 +1,105 @@
+"""The support bundle: what a worker needs of trialfleet, one archive for every platform.
+
+The stdlib trial keeper, the probe (the manager's hands on a worker, ``trial_keeper/probe.py``) and the ``nni``
+shim, packed once. A worker unpacks it into ``<root>/.trialfleet/<version>/``, a directory named after the
+bundle's content, so a newer manager never rewrites files that running trials of an older one use, and a worker
+that has this version already is not sent it again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import posixpath
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from trialfleet.compat import SHIM_PATH
+from trialfleet.training_services.trial_dir import KEEPER_SCRIPT
+
+PROBE_SCRIPT = KEEPER_SCRIPT.with_name("probe.py")
+MIN_PYTHON = (3, 8)  # what the keeper and the probe need on a worker
+KEEPER_PATH = "keeper/keeper.py"
+PROBE_PATH = "keeper/probe.py"
+SHIM_DIR = "nni-shim"
+
+#: unpacks an uploaded archive as ``target``, which appears whole or not at all; runs on the worker's python,
+#: which may be old (it must then fail on the version check, not here)
+UNPACK_SCRIPT = """\
+import os, shutil, sys, tarfile
+archive, target = sys.argv[1], sys.argv[2]
+staging = "%s.tmp.%d" % (target, os.getpid())
+os.makedirs(staging)  # an empty code directory is still a directory
+with tarfile.open(archive) as tar:
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(staging, filter="data")
+    else:
+        tar.extractall(staging)
+try:
+    os.rename(staging, target)
+except OSError:
+    shutil.rmtree(staging, ignore_errors=True)
+    if not os.path.isdir(target):
+        raise
+    # else another manager unpacked the same content first
+os.unlink(archive)
+"""
+
+
+def _bundle_files() -> list[tuple[str, Path]]:
+    files = [(KEEPER_PATH, KEEPER_SCRIPT), (PROBE_PATH, PROBE_SCRIPT)]
+    files += [
+        (f"{SHIM_DIR}/{p.relative_to(SHIM_PATH).as_posix()}", p) for p in (SHIM_PATH / "nni").rglob("*.py")
+    ]
+    return sorted(files)
+
+
+@functools.cache
+def support_archive() -> bytes:
+    """keeper.py, probe.py and the nni shim as one .tar.gz."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for name, path in _bundle_files():
+            tar.add(path, arcname=name)
+    return buffer.getvalue()
+
+
+@functools.cache
+def support_version() -> str:
+    """The bundle's content, as a short digest: names its directory on every worker."""
+    digest = hashlib.sha256()
+    for name, path in _bundle_files():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SupportLayout:
+    """Where the bundle lives below a worker's root (POSIX paths as the worker sees them)."""
+
+    root: str
+
+    @property
+    def directory(self) -> str:
+        return posixpath.join(self.root, ".trialfleet", support_version())
+
+    @property
+    def keeper(self) -> str:
+        return posixpath.join(self.directory, KEEPER_PATH)
+
+    @property
+    def probe(self) -> str:
+        return posixpath.join(self.directory, PROBE_PATH)
+
+    @property
+    def shim_dir(self) -> str:
+        return posixpath.join(self.directory, SHIM_DIR)
+
+
+def extract_archive(tar: tarfile.TarFile, dest: Path) -> None:
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+    else:
+        tar.extractall(dest)  # our own archive; Python before 3.11.4 has no extraction filters

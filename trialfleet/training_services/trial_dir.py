@@ -1,0 +1,166 @@
+"""The manager's side of the trial directory protocol (docs/trial-directory.md), shared by every platform.
+
+A trial directory holds what the manager writes before the trial starts (``parameter.cfg``, ``command.json``),
+what the keeper writes while it runs (``launch.json``, ``keeper.json``, ``result.json``, the command's
+``trial.stdout`` / ``trial.stderr``) and the trial's metric stream (``.nni/metrics``). The keeper's own helpers
+(``trialfleet/trial_keeper/keeper.py``, stdlib only) are imported here rather than copied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.events import TrialEnded
+from trialfleet.trial_keeper import keeper
+
+KEEPER_PROTOCOL = keeper.PROTOCOL
+#: what ``keeper.py --version`` prints; a worker whose keeper prints something else gets a new copy
+KEEPER_VERSION = keeper.VERSION
+KEEPER_SCRIPT = Path(keeper.__file__).resolve()
+
+PARAMETER_FILE = "parameter.cfg"
+COMMAND_FILE = "command.json"  # private (0600): it holds the trial's environment
+LAUNCH_RECORD = "launch.json"
+KEEPER_RECORD = "keeper.json"
+RESULT_RECORD = "result.json"
+METRICS_FILE = ".nni/metrics"
+STDOUT_FILE = "trial.stdout"
+STDERR_FILE = "trial.stderr"
+#: records a previous launch of the same attempt may have left, removed before it is launched again
+STALE_RECORDS = (KEEPER_RECORD, RESULT_RECORD, METRICS_FILE, STDOUT_FILE, STDERR_FILE)
+#: what users and NNI's REST routes call the trial's outputs
+FILE_ALIASES = {"stdout": STDOUT_FILE, "stderr": STDERR_FILE}
+#: what a platform whose workers are elsewhere keeps here once a trial ended (its logs and records)
+LOG_FILES = (STDOUT_FILE, STDERR_FILE, "trial.log", "keeper.log", KEEPER_RECORD, RESULT_RECORD)
+
+_FAULT_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGFPE, signal.SIGBUS, signal.SIGILL}
+
+
+def relative_file(name: str, trial_dir: object = "") -> str:
+    """A file name a user asked for (``stdout``, ``trial.log``, ``sub/x.txt``) as a normalised path inside the
+    trial directory; ValueError for one that leads outside it (absolute, or through ``..``).
+
+    Symbolic links a trial made inside its directory are checked where the file is read: see
+    :func:`inside_trial_dir`.
+    """
+    relative = posixpath.normpath(FILE_ALIASES.get(name, name))
+    if not name or posixpath.isabs(relative) or relative in (".", "..") or relative.startswith("../"):
+        raise ValueError(f"{name!r} is not a file of the trial directory {trial_dir}")
+    return relative
+
+
+def inside_trial_dir(base: str, resolved: str, name: str) -> None:
+    """Raise ValueError when ``resolved`` (a real path) is not below the real trial directory ``base``."""
+    if resolved != base and not resolved.startswith(base.rstrip("/") + "/"):
+        raise ValueError(f"{name!r} leads outside the trial directory {base}")
+
+
+def read_local_file(trial_dir: Path, name: str) -> bytes:
+    """A file of a trial directory on this machine, links resolved: ValueError outside it, FileNotFoundError."""
+    base = trial_dir.resolve()
+    path = (base / relative_file(name, base)).resolve()
+    inside_trial_dir(str(base), str(path), name)
+    return path.read_bytes()
+
+
+def command_record(
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str] | None,
+    *,
+    max_duration: float | None = None,
+    kill_grace: float = 5.0,
+) -> dict[str, Any]:
+    """``command.json``. ``env=None`` lets the trial inherit the keeper's environment (a Slurm job's)."""
+    return {
+        "argv": list(argv),
+        "cwd": cwd,
+        "env": None if env is None else dict(env),
+        "max_duration": max_duration,
+        "kill_grace": kill_grace,
+        "protocol": KEEPER_PROTOCOL,
+    }
+
+
+def input_files(parameter_record: str, command: Mapping[str, Any]) -> dict[str, str]:
+    """The files a trial directory must hold before its keeper starts, by name."""
+    return {PARAMETER_FILE: parameter_record, COMMAND_FILE: json.dumps(command)}
+
+
+def write_trial_inputs(trial_dir: Path, files: Mapping[str, str]) -> None:
+    """Prepare a trial directory on this machine: ``files`` written privately, ``.nni/``, no stale records."""
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    for (
+        stale
+    ) in STALE_RECORDS:  # a directory reused for the same attempt must not show the last run's records
+        (trial_dir / stale).unlink(missing_ok=True)
+    (trial_dir / ".nni").mkdir(exist_ok=True)
+    for name, content in files.items():
+        write_private(trial_dir / name, content)
+
+
+def write_private(path: Path, content: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(content)
+
+
+def write_record(path: Path, record: Mapping[str, Any]) -> None:
+    """Write a JSON record the way the keeper does: temp file, fsync, rename."""
+    keeper.write_json_atomically(str(path), dict(record))
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """keeper.json / result.json, or None while it does not exist (they are written atomically)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def canceled_by_manager() -> dict[str, Any]:
+    """The result.json the manager writes for a canceled trial whose keeper is gone."""
+    record: dict[str, Any] = keeper.result_record("canceled", canceled=True, written_by="manager")
+    return record
+
+
+def ended_from_result(
+    trial_id: str, result: Mapping[str, Any], cancel_status: TrialStatus | None = None
+) -> TrialEnded:
+    """The keeper's result.json → how the trial ended, for the manager."""
+    exit_code = result.get("exit_code")
+    signo = result.get("signal")
+    reason = str(result.get("reason") or "ended")
+    when = float(result.get("end_time") or time.time())
+
+    def ended(status: TrialStatus, kind: FailureKind | None, message: str = reason) -> TrialEnded:
+        return TrialEnded(trial_id, status, when, exit_code, message, kind)
+
+    if result.get("canceled"):
+        return ended(cancel_status or TrialStatus.USER_CANCELED, FailureKind.CANCELED)
+    if result.get("timed_out"):
+        return ended(TrialStatus.EARLY_STOPPED, FailureKind.TIMEOUT)
+    if exit_code == 0:
+        return ended(TrialStatus.SUCCEEDED, None)
+    if isinstance(exit_code, int):
+        return ended(TrialStatus.FAILED, FailureKind.USER_CODE)
+    if isinstance(signo, int):
+        # a crash of the program itself is the user's; SIGKILL/SIGTERM from outside (OOM killer, admin) is not
+        kind = FailureKind.USER_CODE if signo in _FAULT_SIGNALS else FailureKind.INFRASTRUCTURE
+        return ended(TrialStatus.FAILED, kind, f"killed by signal {signo}")
+    return ended(TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
+
+
+def lost(
+    trial_id: str, message: str = "lost: the trial keeper disappeared without a final record"
+) -> TrialEnded:
+    return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, FailureKind.INFRASTRUCTURE)
