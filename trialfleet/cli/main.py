@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from trialfleet.cli import algo, experiments, launch, logs, trials, update
+from trialfleet.cli import algo, experiments, launch, logs, platforms, trials, update
 from trialfleet.cli.output import error_block
 
 app = typer.Typer(
@@ -38,6 +38,7 @@ def root(
 
 launch.register(app)
 app.command("top")(trials.top)
+app.command("platforms")(platforms.platforms)
 app.add_typer(trials.app, name="trial")
 app.add_typer(experiments.app, name="experiment")
 app.add_typer(experiments.config_app, name="config")

@@ -56,6 +56,23 @@ class Platform:
     def available(self) -> bool:
         return self.service is not None
 
+    def describe(self) -> dict[str, Any]:
+        """What ``trialfleet platforms`` shows: whether it runs, where it comes from, what would not load."""
+        status, problem = "available" if self.available else "config only (not available yet)", None
+        try:
+            self.config_class()
+            if self.available:
+                self.service_class()
+        except PlatformNotAvailableError as exc:
+            status, problem = "cannot be loaded", str(exc)
+        return {
+            "name": self.name,
+            "status": status,
+            "source": self.source,
+            "service": self.service,
+            "problem": problem,
+        }
+
 
 def _builtin(name: str, package: str, config: str, service: str | None) -> Platform:
     module = f"{_PACKAGE}.{package}"
