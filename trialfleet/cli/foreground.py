@@ -58,9 +58,11 @@ async def _serve_with_progress(
 
 
 def _best(store: ExperimentStore, maximize: bool, limit: int) -> list[Any]:
-    return store.trials(
+    """The best succeeded trials that reported a final result (nulls sort last, so a page holds them first)."""
+    trials = store.trials(
         status=TrialStatus.SUCCEEDED, order="-final_value" if maximize else "final_value", limit=limit
     )
+    return [t for t in trials if t.final_value is not None]
 
 
 def _panel(store: ExperimentStore, maximize: bool) -> RenderableType:
@@ -84,7 +86,6 @@ def _print_best(store: ExperimentStore, maximize: bool) -> None:
     rows = [
         (t.id, t.sequence_id, f"{t.final_value:.6g}", short_json(t.hyper_parameters))
         for t in _best(store, maximize, _BEST_SHOWN)
-        if t.final_value is not None
     ]
     console().print(f"experiment {experiment.id}: {experiment.status.value}")
     if experiment.error:

@@ -63,6 +63,11 @@ def build_model(
     return built
 
 
+def unacted_warnings(model: BaseModel) -> list[str]:
+    """One line per field set in ``model`` that is accepted but not acted on (the manager logs them)."""
+    return [f"{format_key_path(path)}: accepted but not acted on: {why}" for path, why in unacted_fields(model)]
+
+
 def unacted_fields(model: BaseModel, path: KeyPath = ()) -> list[tuple[KeyPath, str]]:
     """The fields set in ``model`` (and the models below it) that their class accepts but does not act on."""
     found: list[tuple[KeyPath, str]] = []

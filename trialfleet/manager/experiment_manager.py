@@ -73,8 +73,11 @@ class ExperimentManager:
         """Build tuner, assessor and training service; re-adopt or re-queue unfinished trials on resume."""
         if self.readonly:
             return
+        from trialfleet.config.pipeline import unacted_warnings
         from trialfleet.tuning import create_assessor, create_tuner
 
+        for warning in unacted_warnings(self.config):
+            log.warning("config: %s", warning)
         # NNI's place for tuner checkpoints (PBT keeps the trials' model checkpoints there)
         os.environ["NNI_CHECKPOINT_DIRECTORY"] = str(self.experiment_dir / "checkpoint")
         self.tuner = await self._in_tuner_thread(create_tuner, self.config.tuner, self.config.search_space)

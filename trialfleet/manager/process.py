@@ -29,6 +29,17 @@ log = logging.getLogger("trialfleet.manager")
 _FINISHED = {ExperimentStatus.DONE, ExperimentStatus.ERROR}
 
 
+#: NNI's logLevel names → logging's levels ("trace" is NNI's most verbose)
+LOG_LEVELS = {
+    "fatal": logging.CRITICAL,
+    "error": logging.ERROR,
+    "warning": logging.WARNING,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "trace": logging.DEBUG,
+}
+
+
 def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
     handlers: list[logging.Handler] = [logging.FileHandler(experiment_dir / "log" / "manager.log")]
     if console:
@@ -52,6 +63,10 @@ async def serve(
     """Run the manager and its server until stopped; returns a process exit code. Beyond loopback the
     server asks for the experiment's access token (``public_read``: for changes only)."""
     manager = ExperimentManager(experiment_dir, readonly=action == "view")
+    config = manager.config
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):  # --debug on the command line wins
+        debug = config.debug or any(service.debug for service in config.training_services)
+        logging.getLogger().setLevel(logging.DEBUG if debug else LOG_LEVELS[config.log_level])
     host, port = sock.getsockname()[:2]
     access = AccessPolicy.for_listening(host, experiment_dir, manager.experiment_id, public_read=public_read)
     manifest.upsert(manager.experiment_id, pid=os.getpid(), port=port, webuiUrl=[connect_url(host, port)])

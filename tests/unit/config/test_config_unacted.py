@@ -1,0 +1,67 @@
+"""A key trialfleet accepts but does not act on is named in a warning, where the user wrote it; never silent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from trialfleet.config import load_config
+from trialfleet.config.pipeline import unacted_warnings
+
+BASE = """\
+searchSpaceFile: search_space.json
+trialCommand: python3 trial.py
+trialCodeDirectory: code
+trialConcurrency: 1
+tuner:
+  name: Random
+"""
+
+
+def test_keys_not_acted_on_are_each_named_once(write_config: Callable[[str], Path]) -> None:
+    path = write_config(
+        BASE
+        + """\
+nniManagerIp: 10.0.0.1
+tunerGpuIndices: 0
+trainingService:
+  platform: remote
+  reuse_mode: true
+  machineList: [{host: h, user: u, password: p}]
+"""
+    )
+    warnings = load_config(path).warnings
+    assert [w.split(":", 1)[0] for w in warnings] == [
+        "tunerGpuIndices",
+        "nniManagerIp",
+        "trainingService.reuse_mode",
+    ]
+    assert all("accepted but not acted on" in w for w in warnings)
+
+
+def test_keys_acted_on_give_no_warning(write_config: Callable[[str], Path]) -> None:
+    path = write_config(
+        BASE
+        + """\
+debug: true
+logLevel: trace
+maxTrialRetries: 2
+trainingService:
+  platform: local
+  debug: true
+  useActiveGpu: true
+"""
+    )
+    loaded = load_config(path)
+    assert loaded.warnings == []
+    assert unacted_warnings(loaded.config) == []
+
+
+def test_the_manager_can_name_them_from_a_stored_config(write_config: Callable[[str], Path]) -> None:
+    path = write_config(
+        BASE + "sharedStorage:\n  storageType: AzureBlob\n  localMountPoint: code\n"
+        "  remoteMountPoint: /mnt/blob\n  localMounted: usermount\n  storageAccountName: a\n"
+        "  containerName: c\ntrainingService:\n  platform: local\n"
+    )
+    config = load_config(path).config
+    assert [w.split(":", 1)[0] for w in unacted_warnings(config)] == ["sharedStorage"]
