@@ -65,7 +65,7 @@ async def test_trials_importing_the_real_nni_report_through_its_own_channel(
     _, experiment_dir = create_experiment(config)
     manager = ExperimentManager(experiment_dir)
     await manager.start()
-    assert "PYTHONPATH" not in manager._trial_env, "the shim would shadow the trial's real nni"
+    assert "PYTHONPATH" not in manager.service._shim_env, "the shim would shadow the trial's real nni"  # type: ignore[union-attr]
     for _ in range(3000):
         await manager.step()
         if manager.status is ExperimentStatus.DONE:

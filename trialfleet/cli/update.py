@@ -29,7 +29,7 @@ def _update(experiment_id: str | None, update_type: str, key: str, value: Any) -
 @app.command("concurrency")
 def concurrency(
     experiment_id: str | None = IdArgument,
-    value: int = typer.Option(..., "--value", "-v", min=1, max=1000, help="trials running at once"),
+    value: int = typer.Option(..., "--value", "-v", help="trials running at once"),
 ) -> None:
     """Set trialConcurrency."""
     _update(experiment_id, "TRIAL_CONCURRENCY", "trialConcurrency", value)
@@ -53,7 +53,7 @@ def duration(
 @app.command("trialnum")
 def trial_number(
     experiment_id: str | None = IdArgument,
-    value: int = typer.Option(..., "--value", "-v", min=1, max=999_999_999, help="the trial budget"),
+    value: int = typer.Option(..., "--value", "-v", help="the trial budget"),
 ) -> None:
     """Set maxTrialNumber."""
     _update(experiment_id, "MAX_TRIAL_NUM", "maxTrialNumber", value)

@@ -111,6 +111,9 @@ _TrainingServiceField = Annotated[
     Discriminator(lambda value: "list" if isinstance(value, list) else "single"),
 ]
 
+#: what a running experiment may change (NNI's profile updates)
+UPDATABLE = frozenset({"trial_concurrency", "max_trial_number", "max_experiment_duration", "search_space"})
+
 #: copied into the training-service block(s) when unset there
 SHORTCUT_FIELDS = ("trialCommand", "trialCodeDirectory", "trialGpuNumber", "nniManagerIp", "debug")
 
@@ -232,6 +235,25 @@ class ExperimentConfig(ConfigModel):
             in_top, in_service = fold(name) in fields_of(cls), fold(name) in fields_of(service_class)
             (top["trainingService"] if in_service and not in_top else top)[name] = value
         return cls.from_dict(top)
+
+    def updated(self, **fields: Any) -> ExperimentConfig:
+        """A copy with some of :data:`UPDATABLE` changed while the experiment runs, validated by this model as a
+        config file's values are (the REST server, the CLI and the Python API all come through here)."""
+        def key(name: str) -> str:
+            info = type(self).model_fields.get(name)
+            return (info.alias or name) if info is not None else name
+
+        unknown = set(fields) - UPDATABLE
+        if unknown:
+            raise ConfigError(
+                f"cannot update {', '.join(sorted(map(key, unknown)))} of a running experiment; "
+                f"updatable: {', '.join(sorted(map(key, UPDATABLE)))}"
+            )
+        data = self.to_json(include_secrets=True)
+        for name, value in fields.items():
+            data[key(name)] = value
+        settings = BuildSettings(base_dir=Path.cwd(), check_paths=False, trust_stored=True)
+        return build_experiment_config(data, settings, source="update")
 
     def to_json(self, *, include_secrets: bool = False) -> dict[str, Any]:
         """The canonical config: camelCase keys, unset (None) fields dropped, paths as strings, secrets

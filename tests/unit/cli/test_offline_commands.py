@@ -89,8 +89,6 @@ def test_changes_to_a_stopped_experiment_are_refused(
     assert "Traceback" not in err
     code, _, err = run(capsys, "trial", "kill", experiment_id, "-T", "rC")
     assert code == 2 and "not running" in err
-    code, _, err = run(capsys, "update", "concurrency", experiment_id, "--value", "0")
-    assert code == 2 and "--value" in err
 
 
 def test_no_running_experiment(stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -207,7 +207,7 @@ async def test_stop_kills_everything_and_resume_continues_the_search(
     assert len(trials) == 2
     assert all(t.attempt == 1 and t.hyper_parameters == first_params[t.id] for t in trials)
     proposed = {params["x"] for params in first_params.values()}
-    next_point = resumed.tuner.generate_parameters(99)
+    next_point = resumed.driver.tuner.generate_parameters(99)  # type: ignore[union-attr]
     assert next_point["x"] not in proposed, "the resumed GridSearch would propose a point again"
 
 
@@ -276,8 +276,8 @@ async def test_resume_restores_the_assessor_with_earlier_curves(
     stopper.append(resumed)
     await resumed.start(resume=True)
     # what the resumed assessor knows decides: a curve below both earlier trials' running averages is stopped
-    low = await asyncio.get_running_loop().run_in_executor(None, resumed.assessor.assess_trial, "new", [0.0])
+    low = await asyncio.get_running_loop().run_in_executor(None, resumed.driver.assessor.assess_trial, "new", [0.0])
     high = await asyncio.get_running_loop().run_in_executor(
-        None, resumed.assessor.assess_trial, "new2", [99.0]
+        None, resumed.driver.assessor.assess_trial, "new2", [99.0]
     )
     assert (bool(low.value), bool(high.value)) == (False, True)

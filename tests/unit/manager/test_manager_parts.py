@@ -1,0 +1,120 @@
+"""The manager's named parts on their own: the reconciler over a real store with a batch as the platform
+reports it, the scheduler with an injected training service, and config updates checked by the model."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from test_experiment_manager import drive, make_manager, stopper  # noqa: F401 - the fixture is used
+
+from trialfleet.errors import ConfigError
+from trialfleet.manager.clock import ManualClock
+from trialfleet.manager.driver import AlgorithmDriver
+from trialfleet.manager.experiment_manager import ExperimentManager
+from trialfleet.manager.reconciler import Reconciler
+from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.storage import ExperimentStore
+from trialfleet.training_services import LocalTrainingService
+from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialStarted
+from trialfleet.training_services.gpu import GpuInfo
+
+HELD_TRIAL = (
+    "import os, time, nni\np = nni.get_next_parameter()\n"
+    "while os.path.exists('hold'): time.sleep(0.02)\nnni.report_final_result(p['x'])\n"
+)
+
+
+async def test_a_batch_is_stored_before_the_tuner_hears_of_it(tmp_path: Path) -> None:
+    manager = make_manager(tmp_path, "", max_trial_number=1)
+    store: ExperimentStore = manager.store
+    trial = store.add_trial("t1", {"parameter_id": 0, "parameters": {"x": 1}}, 10.0)
+    store.mark_submitted(trial.id, {"trial_dir": "/nowhere"}, "local:/nowhere", 11.0, running=False)
+    heard: list[str] = []
+    driver = AlgorithmDriver(on_failure=heard.append)
+    await driver.start(manager.config.tuner, None, manager.config.search_space)
+    received = []
+    driver.tuner.receive_trial_result = lambda *args, **kwargs: received.append(store.trial("t1").final_data)  # type: ignore[union-attr, method-assign]
+    reconciler = Reconciler(store, driver, ManualClock())
+    batch = PollBatch(
+        started=[TrialStarted("t1", 12.0)],
+        metrics=[
+            TrialMetric("t1", 0, "PERIODICAL", 0, "0.5", 12.5, {"metrics": 40}),
+            TrialMetric("t1", 0, "FINAL", 0, "0.75", 13.0, {"metrics": 80}),
+            TrialMetric("t1", 0, "FINAL", 1, "0.25", 13.5, {"metrics": 120}),
+        ],
+        ended=[TrialEnded("t1", TrialStatus.SUCCEEDED, 14.0, exit_code=0)],
+    )
+    applied = await reconciler.apply(batch)
+    stored = store.trial("t1")
+    assert (stored.status, stored.start_time, stored.end_time, stored.exit_code) == (
+        TrialStatus.SUCCEEDED,
+        12.0,
+        14.0,
+        0,
+    )
+    assert stored.cursor == {"metrics": 120} and stored.final_data == "0.75"
+    assert [m.data for m in store.metrics("t1")] == ["0.5", "0.75", "0.25"]
+    assert received == ["0.75"], "only the first FINAL reaches the tuner, once it is stored"
+    assert [t.id for t in applied.ended] == ["t1"] and applied.early_stop == []
+    assert heard == []
+    driver.close()
+
+
+async def test_a_trial_cancelled_when_the_experiment_stops_is_marked_for_a_rerun(tmp_path: Path) -> None:
+    manager = make_manager(tmp_path, "", max_trial_number=1)
+    store = manager.store
+    store.add_trial("t1", {"parameter_id": 0, "parameters": {"x": 1}}, 10.0)
+    reconciler = Reconciler(store, AlgorithmDriver(on_failure=print), ManualClock())
+    ended = TrialEnded("t1", TrialStatus.SYS_CANCELED, 12.0, message="canceled")
+    await reconciler.apply(PollBatch(ended=[ended]), stopping=True)
+    assert store.trial("t1").failure_kind == FailureKind.EXPERIMENT_STOPPED.value
+
+
+async def test_the_scheduler_defers_a_trial_until_the_injected_service_has_a_gpu(
+    tmp_path: Path,
+    stopper: list[ExperimentManager],  # noqa: F811
+) -> None:
+    one_gpu = [GpuInfo(index=0, memory_total=16000, memory_used=0, utilization=0.0, process_count=0)]
+    factory = functools.partial(LocalTrainingService, gpu_reader=lambda: one_gpu)
+    manager = make_manager(tmp_path, HELD_TRIAL, max_trial_number=2, trial_gpu_number=1)
+    manager = ExperimentManager(manager.experiment_dir, service_factory=factory)
+    stopper.append(manager)
+    (tmp_path / "code" / "hold").touch()
+    await manager.start()
+
+    def statuses() -> list[TrialStatus]:
+        return [t.status for t in manager.store.trials()]
+
+    await drive(manager, lambda: statuses() == [TrialStatus.RUNNING, TrialStatus.WAITING])
+    waiting = manager.store.trials()[1]
+    assert waiting.message is not None and waiting.message.startswith("waiting for 1 free GPU(s)")
+    (tmp_path / "code" / "hold").unlink()
+    await drive(manager, lambda: statuses() == [TrialStatus.SUCCEEDED] * 2)
+    trials = manager.store.trials()
+    assert [t.handle["gpus"] for t in trials] == [[0], [0]]  # type: ignore[index]
+    assert trials[1].start_time >= trials[0].end_time  # type: ignore[operator]
+
+
+async def test_config_updates_are_checked_by_the_config_model(
+    tmp_path: Path,
+    stopper: list[ExperimentManager],  # noqa: F811
+) -> None:
+    manager = make_manager(tmp_path, HELD_TRIAL)
+    stopper.append(manager)
+    await manager.start()
+    with pytest.raises(ConfigError, match=r"trialConcurrency: expected a number greater than 0, got 0"):
+        await manager.update_config(trial_concurrency=0)
+    with pytest.raises(ConfigError, match=r"maxExperimentDuration: "):
+        await manager.update_config(max_experiment_duration="soon")
+    with pytest.raises(ConfigError, match=r"searchSpace\.x"):
+        await manager.update_config(search_space={"x": {"_type": "uniform", "_value": "wrong"}})
+    with pytest.raises(ConfigError, match="cannot update trialCommand of a running experiment"):
+        await manager.update_config(trial_command=f"{sys.executable} other.py")
+    await manager.update_config(max_experiment_duration="2h", trial_concurrency=3)
+    assert (manager.config.max_experiment_duration, manager.config.trial_concurrency) == (7200, 3)
+    stored = json.loads(json.dumps(manager.store.experiment().config))
+    assert (stored["maxExperimentDuration"], stored["trialConcurrency"]) == (7200, 3)

@@ -1,0 +1,152 @@
+"""The reconciler: what the training service saw, written to the store before anyone acts on it.
+
+Each poll's batch becomes store writes — waiting reasons, starts, metrics together with the channel cursor
+after them (one transaction: every metric stored exactly once), problems, ends — and only then reaches the
+algorithm driver. On resume it walks the stored trials once: a running one is re-adopted from its handle,
+one stopped by the previous manager's shutdown is re-run, one never submitted is queued again; nothing is
+silently dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trialfleet.manager import decisions
+from trialfleet.manager.clock import Clock
+from trialfleet.manager.driver import AlgorithmDriver
+from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.storage import ExperimentStore, NewMetric, TrialRow
+from trialfleet.training_services.base import TrainingService
+from trialfleet.training_services.events import PollBatch, TrialMetric, TrialProblem
+
+log = logging.getLogger("trialfleet.manager")
+
+
+@dataclass
+class Applied:
+    """What a batch asks of the manager once it is stored."""
+
+    ended: list[TrialRow] = field(default_factory=list)  # trials that ended, as stored
+    early_stop: list[str] = field(default_factory=list)  # trials the assessor wants stopped
+
+
+@dataclass
+class Resumed:
+    """How each stored trial was taken up by a resumed manager."""
+
+    pending: list[str] = field(default_factory=list)  # to submit, in order
+    outcome: dict[str, int] = field(
+        default_factory=lambda: {"adopted": 0, "rerun": 0, "queued": 0, "finished": 0}
+    )
+
+
+class Reconciler:
+    def __init__(self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock) -> None:
+        self.store = store
+        self.driver = driver
+        self.clock = clock
+        self.cancel_requested: set[str] = set()  # trials the manager asked to end (user, assessor, limits)
+
+    async def apply(self, batch: PollBatch, *, stopping: bool = False) -> Applied:
+        applied = Applied()
+        for waiting in batch.waiting:
+            self.store.set_waiting_reason(waiting.trial_id, waiting.reason)
+        for started in batch.started:
+            self.store.mark_running(started.trial_id, started.timestamp)
+        if batch.metrics or batch.problems:
+            self._store_metrics(batch)
+        for problem in batch.problems:
+            log.warning("trial %s: %s", problem.trial_id, problem.message)
+            self.store.add_problem(problem.trial_id, problem.message, problem.timestamp)
+        for metric in batch.metrics:
+            if not await self._feed(metric):
+                applied.early_stop.append(metric.trial_id)
+        for ended in batch.ended:
+            status = ended.status
+            failure_kind = ended.failure_kind.value if ended.failure_kind else None
+            if ended.trial_id in self.cancel_requested and status is TrialStatus.FAILED:
+                failure_kind = FailureKind.CANCELED.value
+            if stopping and status is TrialStatus.SYS_CANCELED:
+                failure_kind = FailureKind.EXPERIMENT_STOPPED.value  # re-run by resume
+            self.cancel_requested.discard(ended.trial_id)
+            self.driver.forget(ended.trial_id)
+            self.store.end_trial(
+                ended.trial_id,
+                status,
+                ended.timestamp,
+                exit_code=ended.exit_code,
+                message=ended.message,
+                failure_kind=failure_kind,
+            )
+            applied.ended.append(self.store.trial(ended.trial_id))
+        return applied
+
+    async def _feed(self, metric: TrialMetric) -> bool:
+        """Give a stored metric to the driver; False when the assessor wants the trial stopped."""
+        if metric.type == "FINAL":
+            trial = self.store.trial(metric.trial_id)
+            if trial.final_data == metric.data:  # only the first FINAL metric counts, as in NNI
+                await self.driver.final_result(trial)
+            return True
+        if metric.trial_id in self.cancel_requested:
+            return True
+        if await self.driver.keep_running(metric.trial_id, metric.sequence, metric.data):
+            return True
+        self.cancel_requested.add(metric.trial_id)  # its later metrics in this batch are not assessed again
+        return False
+
+    def _store_metrics(self, batch: PollBatch) -> None:
+        rows = []
+        for m in batch.metrics:
+            final_value = None
+            if m.type == "FINAL":
+                final_value = decisions.scalar_of(decisions.decode_metric(m.data))
+            rows.append(
+                NewMetric(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, final_value)
+            )
+        cursors: dict[str, dict[str, Any]] = {}
+        items: list[TrialMetric | TrialProblem] = [*batch.metrics, *batch.problems]
+        for item in items:
+            cursor = cursors.setdefault(item.trial_id, {})
+            for channel, offset in (item.cursor or {}).items():
+                # metrics and problems interleave in a stream: the cursor is the furthest point read
+                cursor[channel] = max(offset, cursor.get(channel, offset))
+        self.store.add_metrics(rows, {tid: c for tid, c in cursors.items() if c})
+
+    # ---- resume --------------------------------------------------------------------------------------
+
+    async def resume(self, service: TrainingService) -> Resumed:
+        """Every unfinished trial is re-adopted, re-queued or re-run; the driver gets the history."""
+        resumed = Resumed()
+        trials = []
+        for stored in self.store.trials():
+            trial, what = await self._resume_trial(service, stored, resumed.pending.append)
+            resumed.outcome[what] += 1
+            trials.append(trial)
+        periodical = self.store.metrics(type="PERIODICAL") if self.driver.assessor is not None else []
+        await self.driver.restore(trials, periodical)
+        self.store.add_event("EXPERIMENT_RESUMED", self.clock.time(), data=resumed.outcome)
+        log.info(
+            "resumed: %(adopted)d running trials re-adopted, %(rerun)d re-run, %(queued)d queued",
+            resumed.outcome,
+        )
+        return resumed
+
+    async def _resume_trial(
+        self, service: TrainingService, trial: TrialRow, queue: Callable[[str], None]
+    ) -> tuple[TrialRow, str]:
+        if trial.status is TrialStatus.SYS_CANCELED and trial.failure_kind == FailureKind.EXPERIMENT_STOPPED:
+            trial = self.store.retry_trial(trial.id, self.clock.time(), "re-run after resume")
+            queue(trial.id)
+            return trial, "rerun"
+        if trial.status.is_terminal:
+            return trial, "finished"
+        if trial.handle is not None:
+            await service.adopt(trial.id, trial.handle, trial.cursor)
+            self.store.add_event("ADOPTED", self.clock.time(), trial.id)
+            return trial, "adopted"
+        queue(trial.id)
+        return trial, "queued"
