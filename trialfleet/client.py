@@ -164,7 +164,7 @@ def open_experiment(ref: ExperimentRef) -> ExperimentClient:
 
 def rest_client(ref: ExperimentRef) -> RestClient:
     """The running experiment's REST API, with its access token when it has one (read from its directory)."""
-    from trialfleet.server.auth import read_token
+    from trialfleet.access import read_token
 
     return RestClient(ref.url, ref.id, token=read_token(ref.experiment_dir))
 

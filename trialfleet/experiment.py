@@ -77,9 +77,9 @@ class Experiment:
     ) -> None:
         """Start the manager (detached process) and return once its REST API answers."""
         from trialfleet import startup
+        from trialfleet.access import ensure_token, is_loopback, token_path
         from trialfleet.client import resolve_experiment
         from trialfleet.manager.launcher import listen_address
-        from trialfleet.server.auth import ensure_token, is_loopback, token_path
 
         self.mode = RunMode(run_mode)
         if self._action == "create":
@@ -224,8 +224,8 @@ class Experiment:
     @classmethod
     def connect(cls, port: int) -> Experiment:
         """Attach to a manager already running on this machine's ``port`` (stop() leaves it running)."""
+        from trialfleet.access import read_token
         from trialfleet.client import RestClient, all_experiments
-        from trialfleet.server.auth import read_token
 
         # the manifest knows the experiment on that port: its directory holds the access token, if any
         ref = next((r for r in all_experiments() if r.running and r.entry.get("port") == port), None)
@@ -244,8 +244,8 @@ class Experiment:
     # ---- queries and commands ------------------------------------------------------------------------
 
     def _client(self) -> ExperimentClient:
+        from trialfleet.access import read_token
         from trialfleet.client import RestClient, open_experiment, resolve_experiment
-        from trialfleet.server.auth import read_token
 
         if self.port is not None:
             prefix = f"/{self.url_prefix.strip('/')}" if self.url_prefix else ""

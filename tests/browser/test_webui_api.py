@@ -14,8 +14,8 @@ from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.server.app import create_app
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric
+from trialfleet.storage.queries import Cursor, TrialQueries, downsample
 from trialfleet.webui import plotly_js_path
-from trialfleet.webui.queries import Cursor, TrialQueries, downsample
 
 API = "/api/v1/trialfleet"
 N = 12
@@ -57,7 +57,7 @@ def test_changes_sends_only_the_trials_changed_since_the_cursor(client: TestClie
 
 
 def test_too_many_changes_ask_the_client_to_reload(experiment: Path) -> None:
-    queries = TrialQueries(ExperimentStore.for_experiment_dir(experiment, readonly=True).path)
+    queries = TrialQueries(ExperimentStore.for_experiment_dir(experiment, readonly=True))
     assert queries.changed_trial_ids(Cursor(0, 0), limit=N) is not None
     assert queries.changed_trial_ids(Cursor(0, 0), limit=N - 1) is None
     assert Cursor.decode(Cursor(7, 9).encode()) == Cursor(7, 9)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.integration.cli_harness import Cli, free_port, wait_until, write_experiment
-from trialfleet.server.auth import token_path
+from trialfleet.access import token_path
 
 API = "/api/v1/nni"
 MEBIBYTE = 1024 * 1024

@@ -20,17 +20,23 @@ _BEST_SHOWN = 10
 
 
 def run(
-    experiment_dir: Path, action: str, sock: socket.socket, debug: bool, *, public_read: bool = False
+    experiment_dir: Path,
+    action: str,
+    sock: socket.socket,
+    debug: bool,
+    *,
+    public_read: bool = False,
+    url_prefix: str = "",
 ) -> int:
     """Serve the experiment until it is DONE, ERROR or stopped; returns the manager's exit code."""
     from trialfleet.manager.process import setup_logging
 
     setup_logging(experiment_dir, debug, console=debug)
-    return asyncio.run(_serve_with_progress(experiment_dir, action, sock, public_read))
+    return asyncio.run(_serve_with_progress(experiment_dir, action, sock, public_read, url_prefix))
 
 
 async def _serve_with_progress(
-    experiment_dir: Path, action: str, sock: socket.socket, public_read: bool
+    experiment_dir: Path, action: str, sock: socket.socket, public_read: bool, url_prefix: str
 ) -> int:
     from rich.live import Live
 
@@ -38,7 +44,14 @@ async def _serve_with_progress(
     from trialfleet.storage import ExperimentStore
 
     task = asyncio.create_task(
-        serve(experiment_dir, action, sock, exit_when_finished=True, public_read=public_read)
+        serve(
+            experiment_dir,
+            action,
+            sock,
+            exit_when_finished=True,
+            public_read=public_read,
+            url_prefix=url_prefix,
+        )
     )
     store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
     try:
@@ -60,7 +73,7 @@ async def _serve_with_progress(
 def _best(store: ExperimentStore, maximize: bool, limit: int) -> list[Any]:
     """The best succeeded trials that reported a final result (nulls sort last, so a page holds them first)."""
     trials = store.trials(
-        status=TrialStatus.SUCCEEDED, order="-final_value" if maximize else "final_value", limit=limit
+        status=TrialStatus.SUCCEEDED, order="-finalMetric" if maximize else "finalMetric", limit=limit
     )
     return [t for t in trials if t.final_value is not None]
 

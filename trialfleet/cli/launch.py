@@ -90,8 +90,8 @@ class Listening:
     public_read: bool
 
     def token_for(self, experiment_dir: Path) -> Token | None:
+        from trialfleet.access import ensure_token, is_loopback, token_path
         from trialfleet.manager.launcher import listen_address
-        from trialfleet.server.auth import ensure_token, is_loopback, token_path
 
         if is_loopback(listen_address(self.host)):
             return None
@@ -131,19 +131,18 @@ def _run_foreground(
     url_prefix: str | None,
     listening: Listening,
 ) -> None:
-    import os
-
     from trialfleet.cli import foreground
-    from trialfleet.manager.launcher import URL_PREFIX_ENV, connect_url
+    from trialfleet.manager.launcher import connect_url
     from trialfleet.storage import manifest
 
     if url_prefix:
-        os.environ[URL_PREFIX_ENV] = url_prefix
         manifest.upsert(experiment_id, prefixUrl=url_prefix.strip("/"))
     token = listening.token_for(experiment_dir)
     url = connect_url(listening.host, sock.getsockname()[1])
     _print_started(experiment_id, url, url_prefix, token, foreground=True)
-    code = foreground.run(experiment_dir, action, sock, debug, public_read=listening.public_read)
+    code = foreground.run(
+        experiment_dir, action, sock, debug, public_read=listening.public_read, url_prefix=url_prefix or ""
+    )
     raise typer.Exit(code)
 
 

@@ -25,8 +25,6 @@ from trialfleet.status import ExperimentStatus
 from trialfleet.storage import ExperimentStore, manifest
 
 DEFAULT_PORT = 8080
-#: the manager process's URL prefix (``--url_prefix``), read by ``trialfleet.server.app.create_app``
-URL_PREFIX_ENV = "TRIALFLEET_URL_PREFIX"
 READY_TIMEOUT = 60.0
 
 
@@ -131,7 +129,13 @@ def _link_latest(experiment_dir: Path) -> None:
 
 
 def manager_command(
-    experiment_dir: Path, action: str, port: int, host: str, debug: bool, public_read: bool = False
+    experiment_dir: Path,
+    action: str,
+    port: int,
+    host: str,
+    debug: bool,
+    public_read: bool = False,
+    url_prefix: str = "",
 ) -> list[str]:
     cmd = [
         sys.executable,
@@ -150,6 +154,8 @@ def manager_command(
         cmd.append("--debug")
     if public_read:
         cmd.append("--public-read")
+    if url_prefix:
+        cmd += ["--url-prefix", url_prefix]
     return cmd
 
 
@@ -163,20 +169,19 @@ def spawn_manager(
     public_read: bool = False,
 ) -> Launched:
     """Start a detached manager process and wait until its REST server answers (under ``url_prefix``).
-    Beyond loopback the experiment's access token (:mod:`trialfleet.server.auth`) must exist already."""
-    from trialfleet.server.auth import read_token
+    Beyond loopback the experiment's access token (:mod:`trialfleet.access`) must exist already."""
+    from trialfleet.access import read_token
 
     log_dir = experiment_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
     prefix = url_prefix.strip("/")
     with open(log_dir / "nnictl_stdout.log", "ab") as out, open(log_dir / "nnictl_stderr.log", "ab") as err:
         proc = subprocess.Popen(
-            manager_command(experiment_dir, action, port, host, debug, public_read),
+            manager_command(experiment_dir, action, port, host, debug, public_read, prefix),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             start_new_session=True,
-            env={**os.environ, URL_PREFIX_ENV: prefix},
         )
     experiment_id = experiment_dir.name
     url = connect_url(host, port)

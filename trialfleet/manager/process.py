@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trialfleet.access import AccessPolicy
 from trialfleet.errors import TrialfleetError
 from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import bind_socket, connect_url
-from trialfleet.server.auth import AccessPolicy
 from trialfleet.status import ExperimentStatus
 from trialfleet.storage import manifest
 
@@ -59,6 +59,7 @@ async def serve(
     *,
     exit_when_finished: bool = False,
     public_read: bool = False,
+    url_prefix: str = "",
 ) -> int:
     """Run the manager and its server until stopped; returns a process exit code. Beyond loopback the
     server asks for the experiment's access token (``public_read``: for changes only)."""
@@ -84,7 +85,7 @@ async def serve(
     create_app = await asyncio.to_thread(_import_server)
     import uvicorn
 
-    app = create_app(manager, access=access)
+    app = create_app(manager, access=access, url_prefix=url_prefix)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     server_task = asyncio.create_task(server.serve(sockets=[sock]))
     if exit_when_finished:
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true")
     parser.add_argument("--foreground", action="store_true")
     parser.add_argument("--public-read", action="store_true", help="beyond loopback: reads need no token")
+    parser.add_argument("--url-prefix", default="", help="serve the REST API and web UI under this path")
     args = parser.parse_args(argv)
     setup_logging(args.experiment_dir, args.debug, console=args.foreground)
     try:
@@ -134,5 +136,6 @@ def main(argv: list[str] | None = None) -> int:
             sock,
             exit_when_finished=args.foreground,
             public_read=args.public_read,
+            url_prefix=args.url_prefix,
         )
     )

@@ -6,14 +6,13 @@ OpenAPI: ``/api/v1/nni/openapi.json`` and interactive docs at ``/api/v1/nni/docs
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from trialfleet.manager.launcher import URL_PREFIX_ENV
+from trialfleet.access import AccessPolicy
 from trialfleet.server import routes_files, routes_read, routes_write
-from trialfleet.server.auth import AccessMiddleware, AccessPolicy
+from trialfleet.server.auth import AccessMiddleware
 from trialfleet.server.context import ServerContext
 from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
 from trialfleet.server.models import ERROR_RESPONSES
@@ -39,7 +38,7 @@ def create_app(
     """The app serving ``manager``; ``access`` decides who may call it (by default anyone: in-process use)."""
     from trialfleet import __version__
 
-    prefix = normalise_prefix(url_prefix if url_prefix is not None else os.environ.get(URL_PREFIX_ENV))
+    prefix = normalise_prefix(url_prefix)
     api = prefix + API_PATH
     app = FastAPI(
         title="trialfleet",

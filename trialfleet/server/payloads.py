@@ -12,9 +12,9 @@ from typing import Any
 
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentRow, MetricRow, TrialRow
+from trialfleet.training_services.trial_dir import STDERR_FILE
 
 #: names the web UI asks for (``/trial-file/<id>/stdout``) → files of the trial directory protocol
-TRIAL_FILE_ALIASES = {"stdout": "trial.stdout", "stderr": "trial.stderr"}
 
 
 def ms(seconds: float | None) -> int | None:
@@ -58,7 +58,7 @@ def trial_job_info(row: TrialRow, final_metric: MetricRow | None) -> dict[str, A
     if row.status is TrialStatus.SUCCEEDED and final_metric is not None:
         info["finalMetricData"] = [metric_record(final_metric)]
     if row.status is TrialStatus.FAILED and row.location is not None:
-        info["stderrPath"] = f"{row.location.rstrip('/')}/{TRIAL_FILE_ALIASES['stderr']}"
+        info["stderrPath"] = f"{row.location.rstrip('/')}/{STDERR_FILE}"
     return info
 
 

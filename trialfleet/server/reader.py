@@ -14,14 +14,8 @@ from typing import Any
 from trialfleet.server import payloads
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore, TrialRow
-
-#: ``/trial-jobs?sort=`` keys → store columns
-SORT_KEYS = {
-    "sequenceId": "sequence_id",
-    "startTime": "start_time",
-    "endTime": "end_time",
-    "finalMetric": "final_value",
-}
+from trialfleet.training_services.naming import attempt_name
+from trialfleet.training_services.trial_dir import read_local_file
 
 
 class ExperimentReader:
@@ -40,7 +34,7 @@ class ExperimentReader:
         sort: str = "sequenceId",
         descending: bool = False,
     ) -> list[dict[str, Any]]:
-        order = ("-" if descending else "") + SORT_KEYS[sort]
+        order = ("-" if descending else "") + sort
         rows = self.store.trials(status=status, offset=offset, limit=limit, order=order)
         succeeded = [r.id for r in rows if r.status is TrialStatus.SUCCEEDED]
         finals: dict[str, Any] = {}
@@ -97,16 +91,14 @@ class ExperimentReader:
             return Path(handle["trial_dir"])
         if row.location and row.location.startswith("local:"):
             return Path(row.location.removeprefix("local:"))
-        name = row.id if row.attempt == 0 else f"{row.id}.{row.attempt}"
-        return self.experiment_dir / "trials" / name
+        return self.experiment_dir / "trials" / attempt_name(row.id, row.attempt)
 
     def read_trial_file(self, row: TrialRow, name: str) -> bytes:
         """A file of the trial's directory; FileNotFoundError for a missing one or a name that leaves it."""
-        base = self.trial_dir(row).resolve()
-        path = (base / payloads.TRIAL_FILE_ALIASES.get(name, name)).resolve()
-        if not path.is_relative_to(base):
-            raise FileNotFoundError(f"{name!r} is outside the directory of trial {row.id}")
+        base = self.trial_dir(row)
         try:
-            return path.read_bytes()
+            return read_local_file(base, name)
+        except ValueError:
+            raise FileNotFoundError(f"{name!r} is outside the directory of trial {row.id}") from None
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise FileNotFoundError(f"trial {row.id} has no file {name!r} (looked in {base})") from None

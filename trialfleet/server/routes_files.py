@@ -10,7 +10,6 @@ from starlette.concurrency import run_in_threadpool
 
 from trialfleet.server.context import ServerContext, context
 from trialfleet.server.http_errors import not_found
-from trialfleet.server.payloads import TRIAL_FILE_ALIASES
 
 api_router = APIRouter()
 logs_router = APIRouter()
@@ -57,9 +56,7 @@ async def trial_file(
         raise not_found(f"trial {trial_id} has not started yet; it has no files")
     service = ctx.manager.service
     if service is not None:
-        content = await service.read_trial_file(
-            trial_id, row.handle, TRIAL_FILE_ALIASES.get(filename, filename)
-        )
+        content = await service.read_trial_file(trial_id, row.handle, filename)
     else:  # a viewed experiment: no training service, the trial directory is read directly
         content = await run_in_threadpool(ctx.reader.read_trial_file, row, filename)
     if not content:

@@ -26,6 +26,7 @@ from typing import Any
 from trialfleet.errors import StoreError
 from trialfleet.status import ExperimentStatus, TrialStatus
 from trialfleet.storage.schema import migrate
+from trialfleet.storage.sql import order_by
 
 DB_RELATIVE_PATH = Path("db") / "trialfleet.sqlite"
 
@@ -411,20 +412,16 @@ class ExperimentStore:
         status: TrialStatus | Iterable[TrialStatus] | None = None,
         offset: int = 0,
         limit: int | None = None,
-        order: str = "sequence_id",
+        order: str = "sequenceId",
     ) -> list[TrialRow]:
-        if order.removeprefix("-") not in {"sequence_id", "final_value", "start_time", "end_time"}:
-            raise ValueError(f"cannot order by {order}")
+        """Trials in ``order``: a sort key of :data:`~trialfleet.storage.sql.SORTS` (``-`` first: descending)."""
         sql = f"SELECT {_TRIAL_COLUMNS} FROM trials"
         args: list[Any] = []
         if status is not None:
             statuses = [status] if isinstance(status, TrialStatus) else list(status)
             sql += f" WHERE status IN ({', '.join('?' for _ in statuses)})"
             args += [s.value for s in statuses]
-        column = order.lstrip("-")
-        sql += (
-            f" ORDER BY {column} IS NULL, {column} {'DESC' if order.startswith('-') else 'ASC'}, sequence_id"
-        )
+        sql += order_by(order.removeprefix("-"), descending=order.startswith("-"))
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             args += [limit, offset]

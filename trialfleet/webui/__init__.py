@@ -21,8 +21,8 @@ from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse,
 from fastapi.staticfiles import StaticFiles
 
 from trialfleet.storage import ExperimentStore
+from trialfleet.storage.queries import TrialQueries
 from trialfleet.webui.api import build_router
-from trialfleet.webui.queries import TrialQueries
 
 if TYPE_CHECKING:
     from trialfleet.manager.experiment_manager import ExperimentManager
@@ -45,7 +45,7 @@ def plotly_js_path() -> Path | None:
 def mount(app: FastAPI, manager: ExperimentManager, *, prefix: str = "") -> None:
     """Serve the web UI of ``manager``'s experiment from ``app`` (under ``prefix``, e.g. ``/nni``)."""
     reader = ExperimentStore(manager.store.path, readonly=True)
-    queries = TrialQueries(manager.store.path)
+    queries = TrialQueries(ExperimentStore(manager.store.path, readonly=True))
     before = len(app.router.routes)
     app.include_router(build_router(manager, reader, queries), prefix=prefix)
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from trialfleet.storage import ExperimentStore
+from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
 from trialfleet.tuning.catalog import configured_optimize_mode
-from trialfleet.webui.queries import Cursor, SeriesSelection, TrialQueries
 
 if TYPE_CHECKING:
     from trialfleet.manager.experiment_manager import ExperimentManager

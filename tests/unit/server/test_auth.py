@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.unit.server.conftest import API, Served
+from trialfleet.access import AccessPolicy, ensure_token, is_loopback, read_token, token_path
 from trialfleet.server.app import create_app
-from trialfleet.server.auth import AccessPolicy, ensure_token, is_loopback, read_token, token_path
 
 
 @pytest.mark.parametrize(

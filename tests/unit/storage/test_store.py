@@ -106,7 +106,7 @@ def test_listing_pages_and_sorts_by_final_value(store: ExperimentStore) -> None:
         store.add_trial(tid, record({"i": i}), now=float(i))
         if value is not None:
             store.add_metrics([NewMetric(tid, i, "FINAL", 0, json.dumps(value), 1.0, value)], {})
-    assert [t.id for t in store.trials(order="-final_value")] == ["t0002", "t0000", "t0003", "t0001"]
+    assert [t.id for t in store.trials(order="-finalMetric")] == ["t0002", "t0000", "t0003", "t0001"]
     assert [t.id for t in store.trials(offset=1, limit=2)] == ["t0001", "t0002"]
     assert store.trial_counts() == {TrialStatus.WAITING: 4}
 

@@ -1,45 +1,25 @@
-"""Read-only queries the web UI needs and the store does not offer: paging with search and sort,
-"what changed since cursor N", downsampled intermediate series.
+"""The web UI's read model: paging with search and sort, "what changed since cursor N", downsampled
+intermediate series — queries the store's own methods do not offer.
 
-They run on a separate read-only connection to the experiment database (the store's contract allows
-any number of readers), so a slow page never holds the manager's write lock. Metric values are
-extracted inside SQLite (``json_extract``) so 100,000 metrics are never decoded in Python.
+They run on a read-only store of their own (the store's contract allows any number of readers), so a slow page
+never holds the manager's write lock. Metric values are extracted inside SQLite (``json_extract``) so 100,000
+metrics are never decoded in Python. Sort keys are the store's (:data:`~.sql.SORTS`).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from trialfleet.errors import StoreError
-
-#: the default metric of a stored metric JSON: a number, or the "default" key of a dict
-_VALUE_SQL = (
-    "CASE WHEN json_valid({c}) THEN CASE json_type({c}) "
-    "WHEN 'object' THEN json_extract({c}, '$.default') "
-    "WHEN 'real' THEN json_extract({c}, '$') WHEN 'integer' THEN json_extract({c}, '$') END END"
-)
+from trialfleet.storage.sql import order_by, value_sql
+from trialfleet.storage.store import ExperimentStore
 
 _SUMMARY_COLUMNS = (
     "id, sequence_id, status, parameters, final_data, final_value, submit_time, start_time, end_time, "
     "location, message, parameter_source"
 )
-
-_SORTS = {
-    "sequenceId": "sequence_id",
-    "trialJobId": "id",
-    "status": "status",
-    "startTime": "start_time",
-    "endTime": "end_time",
-    "duration": "(COALESCE(end_time, strftime('%s','now')) - start_time)",
-    "final": "final_value",
-}
-
 
 @dataclass(frozen=True)
 class TrialPage:
@@ -68,24 +48,6 @@ class Cursor:
             return None
 
 
-def value_sql(column: str) -> str:
-    return _VALUE_SQL.format(c=column)
-
-
-def sort_sql(sort: str) -> str:
-    """SQL for a sort key: a known column, ``param.<name>`` or ``metric.<key>``; ValueError if unknown."""
-    if sort in _SORTS:
-        return _SORTS[sort]
-    kind, _, name = sort.partition(".")
-    if not name or not name.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"cannot sort by {sort!r}")
-    if kind == "param":
-        return f"json_extract(parameters, '$.parameters.\"{name}\"')"
-    if kind == "metric":
-        return f"json_extract(final_data, '$.\"{name}\"')"
-    raise ValueError(f"cannot sort by {sort!r}")
-
-
 def trial_summary(row: Sequence[Any]) -> dict[str, Any]:
     record = json.loads(row[3])
     final = json.loads(row[4]) if row[4] else None
@@ -110,28 +72,16 @@ def _ms(seconds: float | None) -> int | None:
 
 
 class TrialQueries:
-    """Queries over one experiment database, on a private read-only connection."""
+    """Queries over one experiment database, through a read-only store of their own."""
 
-    def __init__(self, db_path: str | Path) -> None:
-        try:
-            self._conn = sqlite3.connect(
-                f"file:{db_path}?mode=ro", uri=True, check_same_thread=False, timeout=30
-            )
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{db_path}: cannot open experiment database: {exc}") from exc
-        self._lock = threading.Lock()
-        self._path = db_path
+    def __init__(self, store: ExperimentStore) -> None:
+        self.store = store
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self.store.close()
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, args).fetchall()
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{self._path}: {exc}") from exc
+        return self.store._query(sql, args)
 
     def cursor(self) -> Cursor:
         (event,) = self._rows("SELECT COALESCE(MAX(id), 0) FROM events")[0]
@@ -170,13 +120,10 @@ class TrialQueries:
     ) -> TrialPage:
         where, args = _filters(statuses, search)
         (total,) = self._rows(f"SELECT COUNT(*) FROM trials{where}", args)[0]
-        column = sort_sql(sort)
-        direction = "DESC" if descending else "ASC"
         rows = self._rows(
             f"SELECT {_SUMMARY_COLUMNS}, "
             "(SELECT COUNT(*) FROM metrics m WHERE m.trial_id = trials.id AND m.type = 'PERIODICAL') "
-            f"FROM trials{where} ORDER BY {column} IS NULL, {column} {direction}, sequence_id "
-            "LIMIT ? OFFSET ?",
+            f"FROM trials{where}{order_by(sort, descending=descending)} LIMIT ? OFFSET ?",
             [*args, limit, offset],
         )
         page = []
