@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +172,29 @@ def allocate_gpus(
         key=lambda g: (assigned.get(g.index, 0), g.process_count, g.memory_fraction, g.utilization, g.index)
     )
     return sorted(gpu.index for gpu in free[:request])
+
+
+class GpuPolicy(Protocol):
+    """The GPU settings a local machine or a remote host has (LocalConfig, RemoteMachineConfig)."""
+
+    max_trial_number_per_gpu: int
+    use_active_gpu: bool
+    gpu_indices: list[int] | None
+
+
+def allocate_for(
+    policy: GpuPolicy, gpus: Sequence[GpuInfo], request: int, assigned: Mapping[int, int]
+) -> list[int] | str:
+    """:func:`allocate_gpus` with a machine's configured policy."""
+    indices = policy.gpu_indices
+    return allocate_gpus(
+        gpus,
+        request,
+        assigned=assigned,
+        max_trials_per_gpu=policy.max_trial_number_per_gpu,
+        use_active_gpu=policy.use_active_gpu,
+        only_indices=set(indices) if indices is not None else None,
+    )
 
 
 def _too_few(

@@ -29,7 +29,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.environment import trial_environment
 from trialfleet.training_services.events import PollBatch
-from trialfleet.training_services.gpu import GpuInfo, allocate_gpus, read_gpus
+from trialfleet.training_services.gpu import GpuInfo, allocate_for, allocate_gpus, read_gpus
 from trialfleet.training_services.local.config import LocalConfig
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
@@ -87,9 +87,9 @@ class LocalTrainingService(TrainingService):
         if not wanted:
             return
         gpus = await self._read_gpus()
-        possible = allocate_gpus(
-            gpus, wanted, assigned={}, use_active_gpu=True, only_indices=self._gpu_indices()
-        )
+        indices = self.config.gpu_indices  # could a trial run at all, once the GPUs are free?
+        only = set(indices) if indices is not None else None
+        possible = allocate_gpus(gpus, wanted, assigned={}, use_active_gpu=True, only_indices=only)
         if isinstance(possible, str):
             raise PlatformError(f"local: trialGpuNumber is {wanted}, but {possible}")
 
@@ -327,14 +327,7 @@ class LocalTrainingService(TrainingService):
     async def _allocate(self, count: int) -> list[int] | str:
         gpus = await self._read_gpus()
         assigned = Counter(index for indices in self._gpu_assignments.values() for index in indices)
-        return allocate_gpus(
-            gpus,
-            count,
-            assigned=assigned,
-            max_trials_per_gpu=self.config.max_trial_number_per_gpu,
-            use_active_gpu=self.config.use_active_gpu,
-            only_indices=self._gpu_indices(),
-        )
+        return allocate_for(self.config, gpus, count, assigned)
 
     async def _read_gpus(self) -> list[GpuInfo]:
         now = time.monotonic()
@@ -342,7 +335,3 @@ class LocalTrainingService(TrainingService):
             self._gpus = await asyncio.to_thread(self._gpu_reader)
             self._gpus_read_at = now
         return self._gpus
-
-    def _gpu_indices(self) -> set[int] | None:
-        indices = self.config.gpu_indices
-        return set(indices) if indices is not None else None

@@ -25,7 +25,7 @@ from trialfleet.training_services.gpu import (
     SMI_APPS_QUERY,
     SMI_GPU_QUERY,
     GpuInfo,
-    allocate_gpus,
+    allocate_for,
     parse_nvidia_smi,
 )
 from trialfleet.training_services.remote.config import RemoteMachineConfig
@@ -180,15 +180,7 @@ class RemoteMachine:
         self._gpus = None
 
     def allocate(self, gpus: list[GpuInfo], count: int, assigned: Mapping[int, int]) -> list[int] | str:
-        indices = self.config.gpu_indices
-        return allocate_gpus(
-            gpus,
-            count,
-            assigned=assigned,
-            max_trials_per_gpu=self.config.max_trial_number_per_gpu,
-            use_active_gpu=self.config.use_active_gpu,
-            only_indices=set(indices) if indices is not None else None,
-        )
+        return allocate_for(self.config, gpus, count, assigned)
 
     # ---- trial files -------------------------------------------------------------------------------------
 
