@@ -32,7 +32,8 @@ def test_every_platform_names_its_own_config_model() -> None:
         config_class = platform.config_class()
         assert issubclass(config_class, trialfleet.config.TrainingServiceConfig)
         assert config_class.model_fields["platform"].default == name
-        assert getattr(trialfleet.config, config_class.__name__) is config_class
+        if name in BUILTIN_PLATFORMS:  # NNI's class names, exported as nni.experiment exports them
+            assert getattr(trialfleet.config, config_class.__name__) is config_class
     assert set(BUILTIN_PLATFORMS) == {
         "local",
         "remote",
