@@ -84,19 +84,22 @@ class TrialFiles(Protocol):
 
 
 class LocalTrialFiles:
-    """Trial directories on this machine."""
+    """Trial directories on this machine. ``to_local`` maps a handle's trial directory to this machine's path,
+    for a storage that workers mount elsewhere (:class:`~.mounted_storage.MountedStorage`)."""
 
     description = "this machine"
 
+    def __init__(self, to_local: Callable[[str], Path] = Path) -> None:
+        self.to_local = to_local
+
     async def write(self, trial_dir: str, files: Mapping[str, str]) -> None:
-        await asyncio.to_thread(write_trial_inputs, Path(trial_dir), files)
+        await asyncio.to_thread(write_trial_inputs, self.to_local(trial_dir), files)
 
     async def look(self, trials: Sequence[LiveTrial]) -> dict[str, TrialLook]:
         return {trial.trial_id: self.look_one(trial) for trial in trials}
 
-    @staticmethod
-    def look_one(trial: LiveTrial) -> TrialLook:
-        trial_dir = Path(trial.handle["trial_dir"])
+    def look_one(self, trial: LiveTrial) -> TrialLook:
+        trial_dir = self.to_local(trial.handle["trial_dir"])
         reader: MetricReader = trial.state.setdefault(
             "reader", MetricReader(trial.trial_id, trial_dir, trial.cursor)
         )
@@ -110,16 +113,16 @@ class LocalTrialFiles:
         )
 
     async def read(self, trial_dir: str, name: str) -> bytes:
-        return await asyncio.to_thread(read_local_file, Path(trial_dir), name)
+        return await asyncio.to_thread(read_local_file, self.to_local(trial_dir), name)
 
     async def exists(self, trial_dir: str, name: str) -> bool:
-        return (Path(trial_dir) / relative_file(name, trial_dir)).exists()
+        return (self.to_local(trial_dir) / relative_file(name, trial_dir)).exists()
 
     async def ended(self, trials: Sequence[LiveTrial]) -> set[str]:
         return {
             t.trial_id
             for t in trials
-            if (Path(t.handle["trial_dir"]) / RESULT_RECORD).exists() or _keeper_alive(t.handle) is False
+            if (self.to_local(t.handle["trial_dir"]) / RESULT_RECORD).exists() or _keeper_alive(t.handle) is False
         }
 
 

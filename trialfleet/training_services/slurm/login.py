@@ -23,10 +23,9 @@ from pathlib import Path
 
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.code_packing import pack_code_dir
+from trialfleet.training_services.mounted_storage import code_copy_name
 from trialfleet.training_services.remote.config import RemoteMachineConfig
 from trialfleet.training_services.slurm.runner import COMMAND_TIMEOUT, CommandResult
-from trialfleet.training_services.slurm.script import JOB_ID_FILE
-from trialfleet.training_services.slurm.shared_directory import code_copy_name
 from trialfleet.training_services.ssh_link import Probe, SshLink
 from trialfleet.training_services.support import MIN_PYTHON, SupportLayout, support_archive, support_version
 from trialfleet.training_services.trial_files import ProbeTrialFiles, TrialFiles
@@ -96,13 +95,11 @@ class LoginNodeDirectory:
             self._code_dirs[local] = target
         return self._code_dirs[local]
 
-    async def read_job_id(self, trial_dir: str) -> str | None:
-        path = posixpath.join(trial_dir, JOB_ID_FILE)
+    async def read(self, path: str) -> bytes | None:
         try:
-            data = await self.link.call(lambda ssh: ssh.read(path))
+            return await self.link.call(lambda ssh: ssh.read(path))
         except FileNotFoundError:
             return None
-        return data.decode("utf-8", "replace")
 
     async def close(self) -> None:
         await self.link.close()

@@ -25,10 +25,12 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.environment import nni_variables
 from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
+from trialfleet.training_services.mounted_storage import MountedStorage
 from trialfleet.training_services.naming import attempt_name, nni_job_name
 from trialfleet.training_services.slurm.config import SlurmConfig
 from trialfleet.training_services.slurm.runner import CommandRunner, LocalCommandRunner
 from trialfleet.training_services.slurm.script import (
+    JOB_ID_FILE,
     SCRIPT_NAME,
     JobResources,
     TrialJob,
@@ -37,7 +39,7 @@ from trialfleet.training_services.slurm.script import (
     sbatch_argv,
     sbatch_script,
 )
-from trialfleet.training_services.slurm.shared_directory import LocalSharedDirectory, SharedDirectory
+from trialfleet.training_services.slurm.shared_directory import SharedDirectory
 from trialfleet.training_services.slurm.status import (
     JobWatcher,
     SlurmJob,
@@ -70,7 +72,7 @@ class SlurmTrainingService(TrainingService):
         self.shared: SharedDirectory
         if self.config.login_node is None:
             self.root = PurePosixPath(shared.absolute()) / context.experiment_id
-            self.shared = LocalSharedDirectory(shared, Path(self.root))
+            self.shared = MountedStorage(shared, str(shared.absolute()), context.experiment_id)
             self.runner: CommandRunner = runner or LocalCommandRunner()
         else:
             from trialfleet.training_services.slurm.login import (
@@ -170,7 +172,7 @@ class SlurmTrainingService(TrainingService):
             if comment.strip() == job_comment(spec.attempt) and job_id.strip().isdigit():
                 return job_id.strip()
         # a job that started wrote its id; this finds it after Slurm forgot it (MinJobAge)
-        started = (await self.shared.read_job_id(trial_dir) or "").strip()
+        started = (await self.shared.read(posixpath.join(trial_dir, JOB_ID_FILE)) or b"").decode().strip()
         return started if started.isdigit() else None
 
     def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
