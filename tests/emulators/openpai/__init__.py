@@ -85,7 +85,12 @@ class OpenPAIEmulator:
 
     def start(self) -> OpenPAIEmulator:
         self.cluster.start()
-        self._thread = threading.Thread(target=self._server.serve_forever, name="openpai-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="openpai-http",
+            daemon=True,
+        )
         self._thread.start()
         return self
 

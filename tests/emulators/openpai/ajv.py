@@ -150,7 +150,11 @@ class Validator:
         if schema is True:
             return True
         if schema is False:
-            errors.append(_error("false schema", data_path, schema_path, {}, "boolean schema is false"))
+            errors.append(
+                _error(
+                    "false schema", data_path, f"{schema_path}/false schema", {}, "boolean schema is false"
+                )
+            )
             return False
         if "$merge" in schema:
             return self._merge(schema["$merge"], data, data_path, schema_path, errors)
