@@ -80,4 +80,14 @@ def watch(
     return seen, last
 
 
-__all__ = ["TERMINAL_STATES", "protocol", "submit", "wait_for", "watch"]
+def read_log(
+    client: httpx.Client, detail: dict[str, Any], name: str, role: str = "main", index: int = 0
+) -> str:
+    """A task's log (``stdout``, ``stderr``, ``all``) through the log-list URL and the log manager's URI."""
+    task = detail["taskRoles"][role]["taskStatuses"][index]
+    listing = client.get(task["containerLog"].removeprefix("/api/v2")).json()
+    uri = next(location["uri"] for location in listing["locations"] if location["name"] == name)
+    return httpx.get(str(client.base_url).split("/rest-server")[0] + uri).text
+
+
+__all__ = ["TERMINAL_STATES", "protocol", "read_log", "submit", "wait_for", "watch"]
