@@ -77,6 +77,7 @@ class OpenPAIEmulator:
         routes_jobs.register(api, self.ctx)
         routes_cluster.register(api, pylon, self.ctx)
         control.register(control_routes, self.ctx)
+        self._host = host
         self._server = Server((host, port), App(self.ctx, api, pylon, control_routes))
         self._thread: threading.Thread | None = None
         self._tokens: dict[str, str] = {}
@@ -112,8 +113,7 @@ class OpenPAIEmulator:
     @property
     def url(self) -> str:
         """The cluster's address, what NNI's ``host`` holds."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{self._host}:{self._server.server_port}"
 
     @property
     def api(self) -> str:

@@ -52,7 +52,7 @@ class Context:
 
     def authenticate(self, request: Request) -> Principal:
         request.user = self.tokens.check(request.headers.get("Authorization"))
-        return request.user  # type: ignore[no-any-return]
+        return request.user
 
     def limit(self, limiter: Limiter, key: str) -> dict[str, str]:
         hit = limiter.hit(key)
@@ -134,10 +134,10 @@ class App:
 
     def _rest(self, request: Request) -> Response:
         inner = request.path[len("/rest-server") :] or "/"
+        request.body = parse_body(request, self.ctx.config.limits.body_bytes)  # the body parsers come first
         hit = self.ctx.api_limiter.hit(request.client)
         if hit.blocked:
             return rate_limited(hit)
-        request.body = parse_body(request, self.ctx.config.limits.body_bytes)
         found = self.api.match(request.method, inner)
         if found is None:
             url = inner + ("?" + request.query_string if request.query_string else "")

@@ -92,7 +92,8 @@ class Faults:
         return None
 
     def hide_next_jobs(self, gets: int = 1, jobs: int = 1) -> None:
-        """The next ``jobs`` submitted jobs answer 404 to their first ``gets`` GETs (detail, list, config)."""
+        """The next ``jobs`` submitted jobs answer 404 NoJobError to their first ``gets`` GETs of their detail or
+        config, and the job list leaves them out meanwhile (a database that has not caught up yet)."""
         with self.lock:
             self.hide_next.extend([gets] * jobs)
 

@@ -30,7 +30,7 @@ ORDER_FIELDS = {
 def register(router: Router, ctx: Context) -> None:
     jobs = JobRoutes(ctx)
     base = "/api/v2/jobs"
-    router.add("GET", base, jobs.list)
+    router.add("GET", base, jobs.list_jobs)
     router.add("POST", base, jobs.submit)
     router.add("GET", f"{base}/:fw", jobs.detail)
     router.add("GET", f"{base}/:fw/attempts/:attempt", jobs.detail)
@@ -60,7 +60,7 @@ class JobRoutes:
                 raise no_job(name)
             return fw
 
-    def list(self, request: Request) -> Response:
+    def list_jobs(self, request: Request) -> Response:
         user = self.ctx.authenticate(request)
         headers = self.ctx.limit(self.ctx.list_limiter, user.username)
         query = request.query

@@ -64,10 +64,10 @@ def test_storages_are_mounted_at_their_container_paths(
     (tmp_path / "nfs" / "code.txt").write_text("from the team storage\n")
     commands = [
         "cat /mnt/confignfs/code.txt",
-        "echo mine > /data/own.txt",
+        "echo mine > /mnt/private-data/own.txt",
         "ls /mnt",
     ]
-    storages = [{"name": "confignfs"}, {"name": "private", "mountPath": "/data"}]
+    storages = [{"name": "confignfs"}, {"name": "private", "mountPath": "/mnt/private-data"}]
     submit(client, protocol("mounts", commands, extras={"storages": storages}))
     _, detail = watch(client, "alice~mounts")
     assert detail["jobStatus"]["state"] == "SUCCEEDED", detail["jobStatus"]["appExitDiagnostics"]

@@ -114,7 +114,7 @@ class Router:
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self.routes:
-            if route.method not in (method, "*"):
+            if route.method not in (method, "*") and not (method == "HEAD" and route.method == "GET"):
                 continue
             found = route.pattern.match(path)
             if found:

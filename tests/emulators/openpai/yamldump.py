@@ -97,7 +97,7 @@ def _block(text: str, indent: int, style: str, width: int) -> str:
     header = style + (str(2) if text.startswith(" ") else "") + chomp
     body = text[:-1] if text.endswith("\n") else text
     pad = " " * (indent + 2)
-    lines = []
+    lines: list[str] = []
     for line in body.split("\n"):
         pieces = _fold(line, width) if style == ">" else [line]
         lines.extend(pad + piece if piece else "" for piece in pieces)
