@@ -112,6 +112,8 @@ class App:
             return Response.error(error)
         except (KeyError, TypeError, ValueError) as error:
             return Response.json({"message": f"bad control request: {error}"}, 400)
+        except Exception as error:  # keep the server answering whatever a control request does
+            return Response.json({"message": f"{type(error).__name__}: {error}"}, 500)
 
     def _serve(self, request: Request) -> Response:
         status = self.ctx.faults.take(request.method, request.path)

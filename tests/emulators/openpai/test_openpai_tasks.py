@@ -92,6 +92,18 @@ def test_the_deprecated_teamwise_storage_plugin_is_converted(client: httpx.Clien
     assert (tmp_path / "nfs" / "teamwise").exists()
 
 
+def test_a_relative_mount_path_is_a_pod_creation_error(client: httpx.Client) -> None:
+    submit(
+        client,
+        protocol("relative", ["true"], extras={"storages": [{"name": "confignfs", "mountPath": "mnt/x"}]}),
+    )
+    _, detail = watch(client, "alice~relative")
+    status = detail["jobStatus"]
+    assert status["state"] == "FAILED" and status["appExitCode"] == -200
+    assert status["appExitSpec"]["phrase"] == "PodCreationPermanentError"
+    assert status["appExitDiagnostics"].startswith("Failed to create Pod:")
+
+
 def test_an_unknown_storage_is_not_found(client: httpx.Client) -> None:
     response = submit(client, protocol("nostorage", ["true"], extras={"storages": [{"name": "elsewhere"}]}))
     assert response.status_code == 404
