@@ -109,7 +109,8 @@ class KubernetesEmulator:
 
     def start(self) -> KubernetesEmulator:
         self._server = EmulatorHTTPServer((self.host, self._port), self)  # type: ignore[arg-type]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="emu-k8s-http", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="emu-k8s-http", daemon=True)
         self._thread.start()
         from .scheduler import Scheduler
 

@@ -125,7 +125,7 @@ def _transient(code: int, retry_after: int) -> tuple[err.ApiError, dict[str, str
     if code == 429:
         return err.too_many_requests(retry_after), {"Retry-After": str(retry_after)}
     if code == 503:
-        return err.service_unavailable(), {"Retry-After": str(retry_after)}
+        return err.service_unavailable(), {}
     if code == 504:
         return err.ApiError(504, "Timeout", "Timeout: request did not complete within the allotted timeout", {}), {}
     return err.internal("injected fault: etcdserver: request timed out"), {}

@@ -45,6 +45,10 @@ class GarbageCollector(Loop):
                  uids: set[str]) -> None:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp"):
+            if meta["uid"] not in self._not_before:  # a deleting object stays visible for a while
+                self.hold(meta["uid"])
+            if not self.due(meta["uid"]):
+                return
             finalizers = meta.get("finalizers") or []
             if "foregroundDeletion" in finalizers:
                 self._foreground(rt, obj, objects)

@@ -174,6 +174,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _route(self, method: str, path: str, query: Query, raw: bytes) -> None:
         cluster = self.server.cluster
+        path = path.rstrip("/") or "/"
         if path in ("/healthz", "/livez", "/readyz"):
             self._send_text(200, b"ok")
             return
