@@ -8,7 +8,8 @@ pods keep the last status the kubelet posted; then, each step ``delay`` apart:
 2. taint-based eviction deletes the pods (``deletionTimestamp``, ``DisruptionTarget`` condition, reason
    ``DeletionByTaintManager``) - they stay ``Terminating`` since no kubelet confirms;
 3. the node object is removed and the pod garbage collector marks its pods ``Failed``
-   (``DisruptionTarget`` reason ``DeletionByPodGC``, ``PodGC: node no longer exists``) and force-deletes them.
+   (``DisruptionTarget`` reason ``DeletionByPodGC``, ``PodGC: node no longer exists``);
+4. then force-deletes them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .apiserver import ApiServer
+from .apiserver import ApiServer, DeleteOptions
 from .clock import Clock
 from .loop import Loop
 from .resources import POD_TYPE
@@ -77,9 +78,9 @@ class NodeLifecycle(Loop):
 
     def reconcile(self) -> None:
         for node, step in list(self.lost.items()):
-            if step >= 3 or not self.due(node):
+            if step >= 4 or not self.due(node):
                 continue
-            [self._not_ready, self._evict, self._collect][step](node)
+            [self._not_ready, self._evict, self._collect, self._force_delete][step](node)
             self.lost[node] = step + 1
             self.hold(node)
 
@@ -121,9 +122,9 @@ class NodeLifecycle(Loop):
                     status["phase"] = "Failed"
                 self._set_conditions(pod, [self._disruption("DeletionByPodGC", "PodGC: node no longer exists")],
                                      status=status)
-        for pod in self._pods(node):
-            from .apiserver import DeleteOptions
 
+    def _force_delete(self, node: str) -> None:
+        for pod in self._pods(node):
             self.api.delete(POD_TYPE, pod["metadata"]["namespace"], pod["metadata"]["name"],
                             DeleteOptions(grace_seconds=0))
 
