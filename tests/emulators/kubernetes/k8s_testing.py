@@ -12,7 +12,7 @@ from kubernetes import client
 from tests.emulators.kubernetes import KubeletConfig, KubernetesEmulator
 
 T = TypeVar("T")
-DELAY = 0.05
+DELAY = 0.02
 
 
 def wait_for(condition: Callable[[], T], timeout: float = 20.0, message: str = "condition") -> T:
@@ -29,7 +29,8 @@ def wait_for(condition: Callable[[], T], timeout: float = 20.0, message: str = "
 
 def start(directory: Path, **options: Any) -> KubernetesEmulator:
     options.setdefault("delay", DELAY)
-    options.setdefault("kubelet", KubeletConfig(create_delay=DELAY, restart_backoff=0.1, max_backoff=0.4, kill_grace=2.0))
+    options.setdefault("tick", 0.01)
+    options.setdefault("kubelet", KubeletConfig(create_delay=DELAY, restart_backoff=0.05, max_backoff=0.2, kill_grace=2.0))
     return KubernetesEmulator(directory, **options).start()
 
 

@@ -265,15 +265,14 @@ def test_unschedulable_pods_stay_pending(cluster: KubernetesEmulator, core: clie
 def test_node_loss(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
     core.create_namespaced_pod(NS, pod_manifest("stranded", "sleep 60"))
     wait_for(lambda: phase_of(core, "stranded") == "Running")
+    version = core.list_namespaced_pod(NS).metadata.resource_version
     cluster.lose_node("node-1")
     history = []
-
-    def gone() -> bool:
-        pods = core.list_namespaced_pod(NS).items
-        history.extend(pods)
-        return not pods
-
-    wait_for(gone, message="pod garbage-collected")
+    watcher = watch.Watch()
+    for event in watcher.stream(core.list_namespaced_pod, NS, resource_version=version, timeout_seconds=20):
+        history.append(event["object"])
+        if event["type"] == "DELETED":
+            watcher.stop()
     failed = next(p for p in history if p.status.phase == "Failed")
     disruption = next(c for c in failed.status.conditions if c.type == "DisruptionTarget")
     assert (disruption.reason, disruption.message) == ("DeletionByPodGC", "PodGC: node no longer exists")

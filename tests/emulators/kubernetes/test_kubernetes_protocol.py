@@ -275,6 +275,9 @@ def test_namespaces_names_and_dry_run(cluster: KubernetesEmulator, core: client.
     core.create_namespace({"metadata": {"name": "exp"}})
     core.create_namespaced_secret("exp", {"metadata": {"name": "s"}, "stringData": {"k": "v"}})
     assert core.read_namespaced_secret("s", "exp").data == {"k": "dg=="}
+    version = core.list_namespace().metadata.resource_version
     core.delete_namespace("exp")
-    assert core.read_namespace("exp").status.phase == "Terminating"
-    wait_for(lambda: "exp" not in [n.metadata.name for n in core.list_namespace().items], message="namespace gone")
+    phases = [(e["type"], e["object"].status.phase) for e in watch.Watch().stream(
+        core.list_namespace, field_selector="metadata.name=exp", resource_version=version, timeout_seconds=1)]
+    assert phases == [("MODIFIED", "Terminating"), ("DELETED", "Terminating")]
+    assert core.list_namespaced_secret("exp").items == []
