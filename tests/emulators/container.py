@@ -10,7 +10,8 @@ namespace mapping the caller to root (``unshare --user --map-root-user``), which
 Mount points that do not exist are created on this machine (a mount needs a directory to cover) and removed
 again, when empty, by :func:`remove_created_mountpoints` (emulators call it when they stop; also at exit).
 
-Exit codes follow container runtimes: a command killed by signal N exits 128 + N.
+Exit codes follow container runtimes: a command killed by signal N exits 128 + N; a command that cannot be
+found exits 127, one that cannot be executed 126.
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ for mount in spec["mounts"]:
     if mount["read_only"]:
         subprocess.run(["mount", "-o", "remount,bind,ro", mount["target"]], check=True)
 os.chdir(spec["cwd"])
-os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+try:
+    os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+except FileNotFoundError:
+    sys.stderr.write('exec: "%s": executable file not found in $PATH\\n' % spec["argv"][0])
+    os._exit(127)
+except OSError as error:  # not executable, or not a program (exec format error)
+    sys.stderr.write('exec: "%s": %s\\n' % (spec["argv"][0], error.strerror))
+    os._exit(126)
 """
 
 _created: list[Path] = []
