@@ -51,8 +51,10 @@ def node_object(config: NodeConfig, address: str) -> dict[str, Any]:
             "capacity": capacity, "allocatable": dict(capacity),
             "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": config.name}],
             "conditions": [_ready("True", "KubeletReady", "kubelet is posting ready status")],
-            "nodeInfo": {"kubeletVersion": "v1.30.0", "containerRuntimeVersion": "containerd://1.7.0",
-                         "operatingSystem": "linux", "architecture": "amd64"},
+            "nodeInfo": {"architecture": "amd64", "bootID": f"boot-{config.name}", "containerRuntimeVersion": "containerd://1.7.0",
+                         "kernelVersion": "6.1.0", "kubeProxyVersion": "v1.30.0", "kubeletVersion": "v1.30.0",
+                         "machineID": f"machine-{config.name}", "operatingSystem": "linux", "osImage": "Debian GNU/Linux 12",
+                         "systemUUID": f"uuid-{config.name}"},
         },
     }
 
