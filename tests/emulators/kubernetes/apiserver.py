@@ -20,7 +20,8 @@ from typing import Any
 
 from . import errors as err
 from . import fielderrors as fe
-from . import names, patch, selectors
+from . import names, patch
+from . import query_selectors as selectors
 from .clock import Clock, rfc3339
 from .resources import NAMESPACE_TYPE, Registry, ResourceType
 from .store import Store, TypeKey

@@ -6,6 +6,7 @@ See the package docstring (``__init__.py``) for what a test uses; this module on
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,7 +24,7 @@ from .control import Control
 from .faults import Faults
 from .frameworkcontroller import FrameworkController
 from .gc import GarbageCollector
-from .kubelet import Kubelet, KubeletConfig
+from .kubelet import BuiltinImage, Kubelet, KubeletConfig
 from .loop import Loop
 from .nodes import NodeConfig, NodeLifecycle, node_object
 from .podenv import service_env
@@ -115,6 +116,10 @@ class KubernetesEmulator:
         from .scheduler import Scheduler
 
         self.scheduler = Scheduler(self.api, self.store, self.clock, delay=self.delay, tick=self.tick)
+        self._kubelet_config.images.setdefault("frameworkcontroller/frameworkbarrier", BuiltinImage(
+            (sys.executable, "-I", str(Path(__file__).with_name("frameworkbarrier.py"))),
+            {"KUBE_APISERVER_ADDRESS": self.url, "KUBE_APISERVER_TOKEN": self.token or "",
+             "BARRIER_CHECK_INTERVAL_SEC": str(self.delay)}))
         self.kubelet = Kubelet(self.api, self.store, self.clock, delay=self.delay, tick=self.tick,
                                config=self._kubelet_config, volumes=self.volumes,
                                service_env=service_env(self.host, self.port))

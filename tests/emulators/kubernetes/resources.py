@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .selectors import COMMON_FIELDS, EVENT_FIELDS, POD_FIELDS, SECRET_FIELDS, FieldGetter
+from .query_selectors import COMMON_FIELDS, EVENT_FIELDS, POD_FIELDS, SECRET_FIELDS, FieldGetter
 
 
 @dataclass(frozen=True)

@@ -273,7 +273,7 @@ class Handler(BaseHTTPRequestHandler):
             raise err.method_not_allowed()
 
     def _watch(self, rt: Any, target: routes.ResourcePath, query: Query) -> None:
-        from .selectors import parse_fields, parse_labels
+        from .query_selectors import parse_fields, parse_labels
 
         cluster = self.server.cluster
         version = query.get("resourceVersion")

@@ -254,3 +254,29 @@ def test_controller_restart_resumes_from_the_status(cluster: KubernetesEmulator,
     cluster.restart_controller("frameworkcontroller")
     gate.touch()
     assert completion(custom, "resumed")["code"] == 0
+
+
+def test_nni_trial_with_the_frameworkbarrier_init_container(cluster: KubernetesEmulator, custom: client.CustomObjectsApi,
+                                                            core: client.CoreV1Api, tmp_path: Path) -> None:
+    """NNI's FrameworkController trial: the barrier image (no command) writes injector.sh for the run script."""
+    body = framework("nniexpe1trialt1", "", tasks=2, policy=(1, -1))
+    pod = body["spec"]["taskRoles"][0]["task"]["pod"]
+    barrier = {"name": "frameworkbarrier-volume", "mountPath": "/mnt/frameworkbarrier"}
+    pod["spec"].update({
+        "restartPolicy": "OnFailure",
+        "volumes": [{"name": "frameworkbarrier-volume", "emptyDir": {}}],
+        "initContainers": [{"name": "frameworkbarrier", "image": "frameworkcontroller/frameworkbarrier",
+                            "volumeMounts": [barrier]}],
+    })
+    pod["spec"]["containers"][0].update({
+        "command": ["sh", "-c", "FB_WORKER_PORT=4000 . /mnt/frameworkbarrier/injector.sh >/dev/null && "
+                                f"echo $FB_WORKER_IPS $FB_WORKER_ADDRESSES > {tmp_path}/seen-$FC_TASK_INDEX"],
+        "volumeMounts": [barrier]})
+    custom.create_namespaced_custom_object(G, V, NS, PLURAL, body)
+    assert completion(custom, "nniexpe1trialt1")["code"] == 0
+    tasks = get(custom, "nniexpe1trialt1")["status"]["attemptStatus"]["taskRoleStatuses"][0]["taskStatuses"]
+    ips = [t["attemptStatus"]["podIP"] for t in tasks]
+    expected = f"{','.join(ips)} {','.join(ip + ':4000' for ip in ips)}\n"
+    assert [(tmp_path / f"seen-{i}").read_text() for i in range(2)] == [expected, expected]
+    containers = [(c["name"], c["code"]) for t in tasks for c in t["attemptStatus"]["completionStatus"]["pod"]["containers"]]
+    assert containers == [("frameworkbarrier", 0), ("framework", 0)] * 2

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ApiError, bad_request, expired
+from .query_selectors import FieldSelector, LabelSelector, fields_match, labels_match
 from .resources import ResourceType
-from .selectors import FieldSelector, LabelSelector, fields_match, labels_match
 from .store import Event, Store
 
 
