@@ -43,3 +43,13 @@ def pod_manifest(name: str, command: str, *, restart: str = "Never", **spec: Any
 
 def phase_of(core: client.CoreV1Api, name: str, namespace: str = "default") -> str | None:
     return core.read_namespaced_pod(name, namespace).status.phase
+
+
+def log_or_empty(core: client.CoreV1Api, name: str, namespace: str = "default", **options: Any) -> str:
+    """A pod's log, or "" while it cannot be read yet (pod not created or container not started)."""
+    try:
+        return core.read_namespaced_pod_log(name, namespace, **options)
+    except client.ApiException as error:
+        if error.status in (400, 404):
+            return ""
+        raise

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client, watch
 
 from tests.emulators.kubernetes import KubernetesEmulator
-from tests.emulators.kubernetes.k8s_testing import wait_for
+from tests.emulators.kubernetes.k8s_testing import log_or_empty, wait_for
 
 G, V, NS, PLURAL = "frameworkcontroller.microsoft.com", "v1", "default", "frameworks"
 
@@ -97,7 +97,7 @@ def test_pods_configmap_and_fc_variables(cluster: KubernetesEmulator, custom: cl
     script = f"env | grep ^FC_ | sort; echo index={{{{FC_TASK_INDEX}}}}; while [ ! -e {gate} ]; do sleep 0.05; done"
     custom.create_namespaced_custom_object(G, V, NS, PLURAL, framework("fcvars", script, tasks=2))
     wait_for(lambda: state(custom, "fcvars") == "AttemptRunning")
-    wait_for(lambda: "index=" in core.read_namespaced_pod_log("fcvars-worker-1", NS))
+    wait_for(lambda: "index=" in log_or_empty(core, "fcvars-worker-1"))
     status = get(custom, "fcvars")["status"]
     attempt = status["attemptStatus"]
     cm = core.read_namespaced_config_map("fcvars-attempt", NS)

@@ -117,8 +117,9 @@ def test_pytorch_default_on_failure_restarts_forever(cluster: KubernetesEmulator
     custom.create_namespaced_custom_object(G, V, NS, "pytorchjobs", job)
 
     def restarts() -> int:
-        pod = core.read_namespaced_pod("loop-master-0", NS)
-        return pod.status.container_statuses[0].restart_count if pod.status.container_statuses else 0
+        pods = core.list_namespaced_pod(NS, field_selector="metadata.name=loop-master-0").items
+        statuses = pods[0].status.container_statuses if pods else None
+        return statuses[0].restart_count if statuses else 0
 
     wait_for(lambda: restarts() >= 3, message="three restarts")
     assert core.read_namespaced_pod("loop-master-0", NS).spec.restart_policy == "OnFailure"

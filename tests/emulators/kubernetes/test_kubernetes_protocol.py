@@ -277,7 +277,11 @@ def test_namespaces_names_and_dry_run(cluster: KubernetesEmulator, core: client.
     assert core.read_namespaced_secret("s", "exp").data == {"k": "dg=="}
     version = core.list_namespace().metadata.resource_version
     core.delete_namespace("exp")
-    phases = [(e["type"], e["object"].status.phase) for e in watch.Watch().stream(
-        core.list_namespace, field_selector="metadata.name=exp", resource_version=version, timeout_seconds=1)]
+    phases = []
+    for event in watch.Watch().stream(core.list_namespace, field_selector="metadata.name=exp", resource_version=version,
+                                      timeout_seconds=10):
+        phases.append((event["type"], event["object"].status.phase))
+        if event["type"] == "DELETED":
+            break
     assert phases == [("MODIFIED", "Terminating"), ("DELETED", "Terminating")]
     assert core.list_namespaced_secret("exp").items == []
