@@ -18,7 +18,8 @@ Use in a test::
             assert emu.errors() == []
 
     def test_submit(cluster):
-        api = client.ApiClient(config.load_kube_config(str(cluster.kubeconfig)) or None)  # or new_client_from_config
+        custom = client.CustomObjectsApi(config.new_client_from_config(str(cluster.kubeconfig)))
+        custom.create_namespaced_custom_object("kubeflow.org", "v1", "default", "tfjobs", manifest)
         ...
 
 Public names: :class:`KubernetesEmulator` (start/stop, ``url``, ``token``, ``kubeconfig``, ``requests``,

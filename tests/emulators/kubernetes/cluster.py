@@ -90,6 +90,7 @@ class KubernetesEmulator:
             pvc_root=self.directory / "pvc",
         )
         self.api.strategies[("", "persistentvolumeclaims")] = PersistentVolumeClaimStrategy(storage_class)
+        self._storage_class_name = storage_class
         self.api.on_created.append(self._created)
         self.api.on_removed.append(self._removed)
         self._node_configs = list(nodes)
@@ -129,6 +130,7 @@ class KubernetesEmulator:
             self.api.create(NAMESPACE_TYPE, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         for config in self._node_configs:
             self.add_node(config)
+        self._storage_class()
         self.write_kubeconfig(self.kubeconfig)
         for loop in self.loops:
             loop.start()
@@ -249,6 +251,16 @@ class KubernetesEmulator:
         nodes = self.registry.by_key("", "nodes")
         assert nodes is not None
         self.api.create(nodes, "", node_object(config, "127.0.0.1"))
+
+    def _storage_class(self) -> None:
+        """The default StorageClass every claim gets (provisioned at once into ``pvc_root``)."""
+        classes = self.registry.by_key("storage.k8s.io", "storageclasses")
+        assert classes is not None
+        self.api.create(classes, "", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": self._storage_class_name,
+                         "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "emulator.local/hostpath", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
 
     def lose_node(self, name: str) -> None:
         self.node_lifecycle.lose(name)

@@ -110,6 +110,31 @@ def test_backoff_limit_zero_fails_on_the_first_failure_and_deletes_the_pods(
     wait_for(lambda: not core.list_namespaced_pod(NS, label_selector="training.kubeflow.org/job-name=strict").items)
 
 
+def test_exit_code_policy_restarts_retryable_failures(cluster: KubernetesEmulator, custom: client.CustomObjectsApi,
+                                                      tmp_path: Path) -> None:
+    marker = tmp_path / "once"
+    script = f"sleep 0.2; if [ -e {marker} ]; then exit 0; fi; touch {marker}; exit 130"
+    custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("retry", {"Worker": replica(script, restart="ExitCode")}))
+    lasts: list[str] = []
+    watcher = watch.Watch()
+    for event in watcher.stream(custom.list_namespaced_custom_object, G, V, NS, "tfjobs", timeout_seconds=20):
+        found = (event["object"].get("status") or {}).get("conditions") or []
+        if found and (not lasts or lasts[-1] != found[-1]["type"]):
+            lasts.append(found[-1]["type"])
+        if lasts[-1:] == ["Succeeded"]:
+            watcher.stop()
+    assert lasts == ["Created", "Running", "Restarting", "Running", "Succeeded"]
+    final = custom.get_namespaced_custom_object(G, V, NS, "tfjobs", "retry")["status"]["conditions"]
+    assert [c["type"] for c in final] == ["Created", "Running", "Succeeded"]
+
+
+def test_exit_code_policy_fails_on_a_permanent_code(cluster: KubernetesEmulator, custom: client.CustomObjectsApi) -> None:
+    custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("permanent", {"Worker": replica("exit 1", restart="ExitCode")}))
+    assert wait_for(lambda: finished(custom, "tfjobs", "permanent")) == "Failed"
+    message = custom.get_namespaced_custom_object(G, V, NS, "tfjobs", "permanent")["status"]["conditions"][-1]["message"]
+    assert message == 'job "permanent" is failing because "Worker" replica(s) failed.'
+
+
 def test_pytorch_default_on_failure_restarts_forever(cluster: KubernetesEmulator, custom: client.CustomObjectsApi,
                                                      core: client.CoreV1Api) -> None:
     """NNI left the replica policy unset: PyTorch's default OnFailure restarts a failing trial in place."""

@@ -144,6 +144,8 @@ def test_volumes_map_to_host_directories(cluster: KubernetesEmulator, core: clie
     assert (storage["share"] / "result").read_text() == "out\n"
     claim = core.read_namespaced_persistent_volume_claim("ckpt", NS)
     assert claim.status.phase == "Bound" and claim.spec.volume_name == f"pvc-{claim.metadata.uid}"
+    classes = client.StorageV1Api(core.api_client).list_storage_class().items
+    assert [(c.metadata.name, c.provisioner) for c in classes] == [(claim.spec.storage_class_name, "emulator.local/hostpath")]
     assert (cluster.directory / "pvc" / NS / "ckpt" / "adaptdl" / "checkpoint" / "state").read_text() == "saved\n"
     assert not Path("/tmp/mount/code.py").exists()  # mounted inside the container only
 
