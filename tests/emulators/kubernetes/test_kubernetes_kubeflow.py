@@ -58,8 +58,12 @@ def finished(custom: client.CustomObjectsApi, plural: str, name: str) -> str | N
 
 def test_nni_style_tfjob_walks_its_conditions(cluster: KubernetesEmulator, custom: client.CustomObjectsApi,
                                               core: client.CoreV1Api) -> None:
-    job = tfjob("nni-exp-e1-trial-t1", {"Worker": replica("echo training; sleep 0.3")},
-                app="nni-kubernetes-trial", expId="e1", trialId="t1")
+    worker = replica("", restart=None)
+    pod_spec = worker["template"]["spec"]
+    pod_spec["restartPolicy"] = "ExitCode"  # NNI put it at pod level; the operator overwrites it
+    pod_spec["containers"][0]["args"] = ["bash", "-c", "echo training; sleep 0.3"]  # NNI sent args, not command
+    del pod_spec["containers"][0]["command"]
+    job = tfjob("nni-exp-e1-trial-t1", {"Worker": worker}, app="nni-kubernetes-trial", expId="e1", trialId="t1")
     custom.create_namespaced_custom_object(G, V, NS, "tfjobs", job)
     lasts: list[str] = []
     watcher = watch.Watch()
@@ -86,6 +90,9 @@ def test_nni_style_tfjob_walks_its_conditions(cluster: KubernetesEmulator, custo
     assert pod.spec.containers[0].ports[0].name == "tfjob-port" and pod.spec.containers[0].ports[0].container_port == 2222
     assert core.read_namespaced_pod_log(pod.metadata.name, NS, container="tensorflow") == "training\n"
     assert core.read_namespaced_service(pod.metadata.name, NS).spec.cluster_ip == "None"
+    assert pod.spec.restart_policy == "Never"  # TF's default replica policy, not the template's
+    warnings = core.list_namespaced_event(NS, field_selector="involvedObject.name=nni-exp-e1-trial-t1").items
+    assert [e.reason for e in warnings] == ["SetPodTemplateRestartPolicy"]
 
 
 def test_failing_worker_fails_the_job_with_its_exit_code_on_the_pod(cluster: KubernetesEmulator,

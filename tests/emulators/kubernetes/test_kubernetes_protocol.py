@@ -285,3 +285,11 @@ def test_namespaces_names_and_dry_run(cluster: KubernetesEmulator, core: client.
             break
     assert phases == [("MODIFIED", "Terminating"), ("DELETED", "Terminating")]
     assert core.list_namespaced_secret("exp").items == []
+
+
+def test_yaml_bodies_are_accepted(cluster: KubernetesEmulator, api: client.ApiClient) -> None:
+    manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n"
+    created = api.call_api(f"/api/v1/namespaces/{NS}/configmaps", "POST", body=manifest, auth_settings=["BearerToken"],
+                           header_params={"Content-Type": "application/yaml", "Accept": "application/json"},
+                           response_type="object", _return_http_data_only=True)
+    assert (created["metadata"]["name"], created["data"]) == ("from-yaml", {"k": "v"})
