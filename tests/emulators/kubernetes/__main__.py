@@ -28,13 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--volumes", type=Path, required=True, help="directory for NFS exports, shares, claims and state")
     parser.add_argument("--token", default="emulator-token", help="the bearer token clients must send")
+    parser.add_argument("--no-auth", action="store_true",
+                        help="accept requests without a token (kubectl and client-go send tokens over TLS only)")
     parser.add_argument("--operators", default=",".join(ALL_OPERATORS), help="operators to install (comma separated)")
     parser.add_argument("--node", action="append", type=_node, help="name[:cpu[:memory[:gpus]]] (repeatable)")
     parser.add_argument("--delay", type=float, default=1.0, help="seconds each state stays visible at least")
     args = parser.parse_args(argv)
 
     emulator = KubernetesEmulator(
-        args.volumes, host=args.host, port=args.port, token=args.token, delay=args.delay,
+        args.volumes, host=args.host, port=args.port, token=None if args.no_auth else args.token, delay=args.delay,
         operators=[name for name in args.operators.split(",") if name],
         nodes=args.node or [NodeConfig("node-1", gpus=1)],
     )
