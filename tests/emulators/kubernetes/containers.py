@@ -81,10 +81,21 @@ class ContainerRun:
             return False
         self.process.signal_tree(signal.SIGKILL)  # what the command left in the background dies with it
         reason = "OOMKilled" if self.oom and code == 137 else "Completed" if code == 0 else "Error"
-        self.state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": rfc3339(self.started_at or now),
-                                     "finishedAt": rfc3339(now), "containerID": self.container_id()}}
+        terminated = {"exitCode": code, "reason": reason, "startedAt": rfc3339(self.started_at or now),
+                      "finishedAt": rfc3339(now), "containerID": self.container_id()}
+        message = self._fallback_message(code)
+        if message:
+            terminated["message"] = message
+        self.state = {"terminated": terminated}
         self.process = None
         return True
+
+    def _fallback_message(self, code: int) -> str:
+        """``FallbackToLogsOnError``: a failed container's message is the tail of its log (80 lines, 2 KiB)."""
+        if code == 0 or self.spec.get("terminationMessagePolicy") != "FallbackToLogsOnError" or not self.instances:
+            return ""
+        data = self.instances[-1].read_bytes() if self.instances[-1].exists() else b""
+        return b"".join(data.splitlines(keepends=True)[-80:])[-2048:].decode(errors="replace")
 
     def signal(self, signo: int) -> None:
         if self.process is not None:

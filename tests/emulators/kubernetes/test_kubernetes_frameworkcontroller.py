@@ -181,10 +181,12 @@ def test_transient_failure_is_retried_by_the_fancy_policy(cluster: KubernetesEmu
 
 def test_unrecognized_exit_code_and_normal_retries(cluster: KubernetesEmulator, custom: client.CustomObjectsApi) -> None:
     custom.create_namespaced_custom_object(G, V, NS, PLURAL, framework(
-        "batchfailedunknown", "exit 3", retry={"fancyRetryPolicy": False, "maxRetryCount": 1}))
+        "batchfailedunknown", "echo giving up; exit 3", retry={"fancyRetryPolicy": False, "maxRetryCount": 1}))
     outcome = completion(custom, "batchfailedunknown")
     assert (outcome["code"], outcome["phrase"], outcome["type"]) == (
         3, "ContainerUnrecognizedFailed", {"name": "Failed", "attributes": []})
+    container = first_task(get(custom, "batchfailedunknown")["status"])["attemptStatus"]["completionStatus"]["pod"]["containers"][0]
+    assert container == {"name": "framework", "reason": "Error", "message": "giving up\n", "code": 3}  # FallbackToLogsOnError
     assert get(custom, "batchfailedunknown")["status"]["retryPolicyStatus"]["accountableRetriedCount"] == 1
 
 

@@ -129,6 +129,8 @@ def test_status_bodies_for_missing_and_existing_objects(cluster: KubernetesEmula
         "message": 'tfjobs.kubeflow.org "ghost" not found', "reason": "NotFound",
         "details": {"name": "ghost", "group": "kubeflow.org", "kind": "tfjobs"}, "code": 404}
     custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("twice"))
+    everywhere = custom.list_cluster_custom_object(G, V, "tfjobs")
+    assert [i["metadata"]["name"] for i in everywhere["items"]] == ["twice"] and everywhere["kind"] == "TFJobList"
     with pytest.raises(client.ApiException) as again:
         custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("twice"))
     body = json.loads(again.value.body)
@@ -293,3 +295,18 @@ def test_yaml_bodies_are_accepted(cluster: KubernetesEmulator, api: client.ApiCl
                            header_params={"Content-Type": "application/yaml", "Accept": "application/json"},
                            response_type="object", _return_http_data_only=True)
     assert (created["metadata"]["name"], created["data"]) == ("from-yaml", {"k": "v"})
+
+
+def test_deployments_are_accepted_and_recorded(cluster: KubernetesEmulator, api: client.ApiClient) -> None:
+    """AdaptDL's TensorBoard in NNI: a Deployment, created and deleted (no controller runs it)."""
+    apps = client.AppsV1Api(api)
+    labels = {"app": "adaptdl-tensorboard-e1"}
+    container = {"name": "tensorboard", "image": "tensorflow/tensorflow", "ports": [{"containerPort": 6006}]}
+    body = {"metadata": {"name": "adaptdl-tensorboard-e1", "labels": labels},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}
+    created = apps.create_namespaced_deployment(NS, body)
+    assert created.metadata.generation == 1
+    assert [d.metadata.name for d in apps.list_namespaced_deployment(NS).items] == ["adaptdl-tensorboard-e1"]
+    apps.delete_namespaced_deployment("adaptdl-tensorboard-e1", NS)
+    assert apps.list_namespaced_deployment(NS).items == []
