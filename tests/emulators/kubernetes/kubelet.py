@@ -110,9 +110,9 @@ class Kubelet(Loop):
 
     def reconcile(self) -> None:
         present = set()
+        nodes = {n["metadata"]["name"] for n in self.store.list(("", "nodes"))} - self.lost_nodes
         for pod in self.store.list(POD_TYPE.key):
-            node = pod["spec"].get("nodeName")
-            if not node or node in self.lost_nodes:
+            if pod["spec"].get("nodeName") not in nodes:  # unbound, or bound to a node no kubelet runs
                 continue
             uid = pod["metadata"]["uid"]
             present.add(uid)
@@ -131,9 +131,11 @@ class Kubelet(Loop):
         for uid in list(self.runtimes):
             self._discard(uid)
 
-    def reset(self) -> None:
+    def restart(self) -> None:
         """A kubelet restart keeps the containers running (they belong to the runtime, not the kubelet)."""
-        super().reset()
+        Loop.stop(self)
+        self.reset()
+        self.start()
 
     def _admit(self, pod: dict[str, Any]) -> PodRuntime:
         meta = pod["metadata"]

@@ -289,3 +289,22 @@ def test_unknown_entrypoint_is_a_start_error(cluster: KubernetesEmulator, core: 
     wait_for(lambda: phase_of(core, "noentry") == "Failed")
     terminated = core.read_namespaced_pod("noentry", NS).status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.reason) == (128, "StartError")
+
+
+def test_kubelet_restart_keeps_containers_running(cluster: KubernetesEmulator, core: client.CoreV1Api,
+                                                  tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    core.create_namespaced_pod(NS, pod_manifest("steady", f"while [ ! -e {gate} ]; do sleep 0.05; done; echo done"))
+    wait_for(lambda: phase_of(core, "steady") == "Running")
+    cluster.restart_controller("kubelet")
+    gate.touch()
+    wait_for(lambda: phase_of(core, "steady") == "Succeeded")
+    assert core.read_namespaced_pod_log("steady", NS) == "done\n"
+
+
+def test_pod_bound_to_an_unknown_node_never_starts(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod_manifest("stray", "true", nodeName="node-9"))
+    core.create_namespaced_pod(NS, pod_manifest("normal", "true"))
+    wait_for(lambda: phase_of(core, "normal") == "Succeeded")
+    stray = core.read_namespaced_pod("stray", NS)
+    assert (stray.status.phase, stray.status.container_statuses) == ("Pending", None)
