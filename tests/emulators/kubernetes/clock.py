@@ -46,10 +46,5 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(int(seconds), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def rfc3339_micro(seconds: float) -> str:
-    """``metav1.MicroTime`` (events, leases)."""
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def parse_rfc3339(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

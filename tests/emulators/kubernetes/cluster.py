@@ -68,6 +68,7 @@ class KubernetesEmulator:
         watch_timeout: float = 1800.0,
         adaptdl_webhook: str = "adaptdl-validator.adaptdl.svc.cluster.local",
         storage_class: str = "standard",
+        schedule_delay: float | None = None,
     ) -> None:
         self._temporary = directory is None
         self.directory = Path(tempfile.mkdtemp(prefix="k8s-emulator-")) if directory is None else Path(directory)
@@ -98,6 +99,7 @@ class KubernetesEmulator:
         self._kubelet_config = kubelet or KubeletConfig(create_delay=delay, restart_backoff=delay * 2, max_backoff=delay * 20)
         self._wanted_operators = list(operators)
         self._adaptdl_webhook = adaptdl_webhook
+        self._schedule_delay = delay if schedule_delay is None else schedule_delay
         self.operators: dict[str, _Operator] = {}
         self._server: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -116,7 +118,7 @@ class KubernetesEmulator:
         self._thread.start()
         from .scheduler import Scheduler
 
-        self.scheduler = Scheduler(self.api, self.store, self.clock, delay=self.delay, tick=self.tick)
+        self.scheduler = Scheduler(self.api, self.store, self.clock, delay=self._schedule_delay, tick=self.tick)
         self._kubelet_config.images.setdefault("frameworkcontroller/frameworkbarrier", BuiltinImage(
             (sys.executable, "-I", str(Path(__file__).with_name("frameworkbarrier.py"))),
             {"KUBE_APISERVER_ADDRESS": self.url, "KUBE_APISERVER_TOKEN": self.token or "",

@@ -117,16 +117,6 @@ def labels_match(selector: LabelSelector, labels: Mapping[str, str] | None) -> b
     return all(requirement.matches(labels or {}) for requirement in selector)
 
 
-def from_label_selector_object(selector: Mapping[str, Any]) -> LabelSelector:
-    """A ``metav1.LabelSelector`` (``matchLabels``/``matchExpressions``) as requirements."""
-    requirements = [Requirement(k, "=", (v,)) for k, v in (selector.get("matchLabels") or {}).items()]
-    operators = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
-    for expression in selector.get("matchExpressions") or []:
-        operator = operators[expression["operator"]]
-        requirements.append(Requirement(expression["key"], operator, tuple(expression.get("values") or ())))
-    return requirements
-
-
 # ---- field selectors ------------------------------------------------------------------------------------
 
 FieldGetter = Callable[[dict[str, Any]], str]

@@ -133,9 +133,6 @@ class Registry:
     def by_key(self, group: str, plural: str) -> ResourceType | None:
         return next((rt for rt in self.all() if rt.key == (group, plural)), None)
 
-    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        return next((rt for rt in self.all() if rt.api_version == api_version and rt.kind == kind), None)
-
     def group_versions(self) -> dict[str, list[str]]:
         versions: dict[str, list[str]] = {}
         for rt in self.all():

@@ -73,14 +73,6 @@ class Store:
             snapshot = [(key, copy.deepcopy(obj)) for key, objs in self._objects.items() for obj in objs.values()]
         yield from snapshot
 
-    def find_uid(self, uid: str) -> tuple[TypeKey, dict[str, Any]] | None:
-        with self.lock:
-            for key, objs in self._objects.items():
-                for obj in objs.values():
-                    if obj["metadata"].get("uid") == uid:
-                        return key, copy.deepcopy(obj)
-        return None
-
     def events_after(self, rv: int) -> list[Event] | None:
         """Events newer than ``rv``, or None when some of them were already compacted away."""
         with self.lock:

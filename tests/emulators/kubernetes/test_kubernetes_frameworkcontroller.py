@@ -179,6 +179,20 @@ def test_transient_failure_is_retried_by_the_fancy_policy(cluster: KubernetesEmu
     assert status["attemptStatus"]["id"] == 1 and status["attemptStatus"]["configMapName"] == "batchfailedtransient-attempt"
 
 
+def test_task_level_retry_keeps_the_framework_attempt(cluster: KubernetesEmulator, custom: client.CustomObjectsApi,
+                                                       tmp_path: Path) -> None:
+    marker = tmp_path / "tried"
+    script = f"if [ -e {marker} ]; then exit 0; fi; touch {marker}; exit 1"
+    custom.create_namespaced_custom_object(G, V, NS, PLURAL, framework(
+        "taskretry", script, task_retry={"fancyRetryPolicy": False, "maxRetryCount": 1}))
+    assert completion(custom, "taskretry")["code"] == 0
+    status = get(custom, "taskretry")["status"]
+    task = first_task(status)
+    assert status["attemptStatus"]["id"] == 0 and status["retryPolicyStatus"]["totalRetriedCount"] == 0
+    assert task["retryPolicyStatus"] == {"totalRetriedCount": 1, "accountableRetriedCount": 1, "retryDelaySec": None}
+    assert task["attemptStatus"]["id"] == 1 and task["attemptStatus"]["instanceUID"].startswith("1_")
+
+
 def test_unrecognized_exit_code_and_normal_retries(cluster: KubernetesEmulator, custom: client.CustomObjectsApi) -> None:
     custom.create_namespaced_custom_object(G, V, NS, PLURAL, framework(
         "batchfailedunknown", "echo giving up; exit 3", retry={"fancyRetryPolicy": False, "maxRetryCount": 1}))

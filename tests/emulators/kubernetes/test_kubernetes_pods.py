@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config, watch
 
-from tests.emulators.kubernetes import KubernetesEmulator, NodeConfig
+from tests.emulators.kubernetes import KubernetesEmulator, ManualClock, NodeConfig
 from tests.emulators.kubernetes.k8s_testing import phase_of, pod_manifest, start, wait_for
 
 NS = "default"
@@ -308,3 +308,17 @@ def test_pod_bound_to_an_unknown_node_never_starts(cluster: KubernetesEmulator, 
     wait_for(lambda: phase_of(core, "normal") == "Succeeded")
     stray = core.read_namespaced_pod("stray", NS)
     assert (stray.status.phase, stray.status.container_statuses) == ("Pending", None)
+
+
+def test_scheduling_delay_on_a_manual_clock(tmp_path: Path) -> None:
+    emulator = start(tmp_path / "slow", operators=[], clock=ManualClock(), schedule_delay=600)
+    try:
+        core = client.CoreV1Api(config.new_client_from_config(str(emulator.kubeconfig)))
+        core.create_namespaced_pod(NS, pod_manifest("queued", "true"))
+        emulator.advance(599)
+        assert core.read_namespaced_pod("queued", NS).spec.node_name is None
+        wait_for(lambda: emulator.advance(50) and phase_of(core, "queued") == "Succeeded")
+    finally:
+        errors = emulator.errors()
+        emulator.stop()
+    assert errors == []

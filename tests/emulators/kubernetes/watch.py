@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ApiError, bad_request, expired
+from .errors import bad_request, expired
 from .query_selectors import FieldSelector, LabelSelector, fields_match, labels_match
 from .resources import ResourceType
 from .store import Event, Store
@@ -153,7 +153,3 @@ def _counted(handle: WatchHandle, event: dict[str, Any]) -> dict[str, Any]:
     handle.sent += 1
     return event
 
-
-def check_not_expired(store: Store, version: int) -> None:
-    if store.events_after(version) is None:
-        raise ApiError(410, "Expired", f"too old resource version: {version} ({store.compacted})")
