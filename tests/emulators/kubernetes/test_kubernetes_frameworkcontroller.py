@@ -64,10 +64,11 @@ def ordered(seen: list[str]) -> list[str]:
 
 
 def test_every_state_is_visible_on_success(cluster: KubernetesEmulator, custom: client.CustomObjectsApi) -> None:
-    custom.create_namespaced_custom_object(G, V, NS, PLURAL, framework("exp1trial01", "sleep 0.3"))
+    created = custom.create_namespaced_custom_object(G, V, NS, PLURAL, framework("exp1trial01", "sleep 0.3"))
     frameworks, tasks = [], []
-    watcher = watch.Watch()
-    for event in watcher.stream(custom.list_namespaced_custom_object, G, V, NS, PLURAL, timeout_seconds=30):
+    watcher = watch.Watch()  # from the creation on, so no write can be missed however late the watch starts
+    for event in watcher.stream(custom.list_namespaced_custom_object, G, V, NS, PLURAL, timeout_seconds=30,
+                                resource_version=created["metadata"]["resourceVersion"]):
         status = event["object"].get("status")
         if status is None:
             continue

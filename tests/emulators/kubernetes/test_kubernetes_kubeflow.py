@@ -56,6 +56,21 @@ def finished(custom: client.CustomObjectsApi, plural: str, name: str) -> str | N
                  if kind in ("Succeeded", "Failed") and status == "True"), None)
 
 
+def last_conditions(custom: client.CustomObjectsApi, plural: str, created: dict[str, Any]) -> list[str]:
+    """The successive last conditions of a job, watched from its creation until it finishes."""
+    lasts: list[str] = []
+    watcher = watch.Watch()
+    for event in watcher.stream(custom.list_namespaced_custom_object, G, V, NS, plural, timeout_seconds=20,
+                                resource_version=created["metadata"]["resourceVersion"],
+                                field_selector=f"metadata.name={created['metadata']['name']}"):
+        found = (event["object"].get("status") or {}).get("conditions") or []
+        if found and (not lasts or lasts[-1] != found[-1]["type"]):
+            lasts.append(found[-1]["type"])
+        if lasts[-1:] in (["Succeeded"], ["Failed"]):
+            watcher.stop()
+    return lasts
+
+
 def test_nni_style_tfjob_walks_its_conditions(cluster: KubernetesEmulator, custom: client.CustomObjectsApi,
                                               core: client.CoreV1Api) -> None:
     worker = replica("", restart=None)
@@ -64,15 +79,8 @@ def test_nni_style_tfjob_walks_its_conditions(cluster: KubernetesEmulator, custo
     pod_spec["containers"][0]["args"] = ["bash", "-c", "echo training; sleep 0.3"]  # NNI sent args, not command
     del pod_spec["containers"][0]["command"]
     job = tfjob("nni-exp-e1-trial-t1", {"Worker": worker}, app="nni-kubernetes-trial", expId="e1", trialId="t1")
-    custom.create_namespaced_custom_object(G, V, NS, "tfjobs", job)
-    lasts: list[str] = []
-    watcher = watch.Watch()
-    for event in watcher.stream(custom.list_namespaced_custom_object, G, V, NS, "tfjobs", timeout_seconds=20):
-        found = (event["object"].get("status") or {}).get("conditions") or []
-        if found and (not lasts or lasts[-1] != found[-1]["type"]):
-            lasts.append(found[-1]["type"])
-        if lasts and lasts[-1] == "Succeeded":
-            watcher.stop()
+    created = custom.create_namespaced_custom_object(G, V, NS, "tfjobs", job)
+    lasts = last_conditions(custom, "tfjobs", created)
     assert lasts == ["Created", "Running", "Succeeded"]
     final = custom.get_namespaced_custom_object(G, V, NS, "tfjobs", job["metadata"]["name"])
     assert [(c["type"], c["status"], c["reason"]) for c in final["status"]["conditions"]] == [
@@ -121,15 +129,9 @@ def test_exit_code_policy_restarts_retryable_failures(cluster: KubernetesEmulato
                                                       tmp_path: Path) -> None:
     marker = tmp_path / "once"
     script = f"sleep 0.2; if [ -e {marker} ]; then exit 0; fi; touch {marker}; exit 130"
-    custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("retry", {"Worker": replica(script, restart="ExitCode")}))
-    lasts: list[str] = []
-    watcher = watch.Watch()
-    for event in watcher.stream(custom.list_namespaced_custom_object, G, V, NS, "tfjobs", timeout_seconds=20):
-        found = (event["object"].get("status") or {}).get("conditions") or []
-        if found and (not lasts or lasts[-1] != found[-1]["type"]):
-            lasts.append(found[-1]["type"])
-        if lasts[-1:] == ["Succeeded"]:
-            watcher.stop()
+    created = custom.create_namespaced_custom_object(
+        G, V, NS, "tfjobs", tfjob("retry", {"Worker": replica(script, restart="ExitCode")}))
+    lasts = last_conditions(custom, "tfjobs", created)
     assert lasts == ["Created", "Running", "Restarting", "Running", "Succeeded"]
     final = custom.get_namespaced_custom_object(G, V, NS, "tfjobs", "retry")["status"]["conditions"]
     assert [c["type"] for c in final] == ["Created", "Running", "Succeeded"]

@@ -51,10 +51,13 @@ def states(pod: client.V1Pod) -> list[str]:
     return found
 
 
-def watch_pod(core: client.CoreV1Api, name: str, until: tuple[str, ...] = ("Succeeded", "Failed")) -> list[client.V1Pod]:
-    seen = []
+def watch_pod(core: client.CoreV1Api, created: client.V1Pod, until: tuple[str, ...] = ("Succeeded", "Failed")
+              ) -> list[client.V1Pod]:
+    """The pod as created, then every version of it until a final phase."""
+    seen = [created]
     watcher = watch.Watch()
-    for event in watcher.stream(core.list_namespaced_pod, NS, field_selector=f"metadata.name={name}", timeout_seconds=20):
+    for event in watcher.stream(core.list_namespaced_pod, NS, field_selector=f"metadata.name={created.metadata.name}",
+                                resource_version=created.metadata.resource_version, timeout_seconds=20):
         seen.append(event["object"])
         if event["object"].status.phase in until:
             watcher.stop()
@@ -62,8 +65,7 @@ def watch_pod(core: client.CoreV1Api, name: str, until: tuple[str, ...] = ("Succ
 
 
 def test_every_state_of_a_pod_is_visible(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
-    core.create_namespaced_pod(NS, pod_manifest("steps", "sleep 0.2; exit 3"))
-    history = watch_pod(core, "steps")
+    history = watch_pod(core, core.create_namespaced_pod(NS, pod_manifest("steps", "sleep 0.2; exit 3")))
     summary = [(p.status.phase, bool(p.spec.node_name), tuple(states(p))) for p in history]
     assert summary[0] == ("Pending", False, ())
     assert ("Pending", True, ("ContainerCreating",)) in summary
