@@ -178,3 +178,19 @@ def test_nni_adl_trial_with_its_claim_and_configmap(cluster: KubernetesEmulator,
     custom.delete_collection_namespaced_custom_object(G, V, NS, PLURAL, label_selector="app=nni-kubernetes-trial,expId=e1")
     wait_for(lambda: not core.list_namespaced_pod(NS).items and not core.list_namespaced_config_map(NS).items
              and not core.list_namespaced_persistent_volume_claim(NS).items, message="owned objects collected")
+
+
+def test_allocator_honours_min_replicas_and_capacity(cluster: KubernetesEmulator, custom: client.CustomObjectsApi,
+                                                     core: client.CoreV1Api) -> None:
+    created = custom.create_namespaced_custom_object(G, V, NS, PLURAL, job("pair", "sleep 60", minReplicas=2, maxReplicas=4))
+    phases_until(custom, "pair", ("Running",), created["metadata"]["resourceVersion"])
+    assert status(custom, "pair")["replicas"] == 2
+    ranks = sorted(p.metadata.annotations["adaptdl/rank"] for p in core.list_namespaced_pod(
+        NS, label_selector="adaptdl/job=pair").items)
+    assert ranks == ["0", "1"]
+    gpus = job("needsgpu", "true", container={"resources": {"limits": {"nvidia.com/gpu": 1}}})
+    custom.create_namespaced_custom_object(G, V, NS, PLURAL, gpus)
+    wait_for(lambda: status(custom, "needsgpu").get("phase") == "Pending")
+    custom.create_namespaced_custom_object(G, V, NS, PLURAL, job("later", "sleep 60"))
+    wait_for(lambda: status(custom, "later").get("allocation"), message="a later job allocated")
+    assert "allocation" not in status(custom, "needsgpu")  # no node has a GPU: it waits, as with AdaptDL
