@@ -46,6 +46,16 @@ class _Operator:
 
 
 class KubernetesEmulator:
+    """A Kubernetes cluster in this process, on a free port: ``start()``/``stop()`` or ``with``.
+
+    What a test reads: ``url``, ``token``, ``kubeconfig`` (written at start), ``requests`` (every request),
+    ``faults`` (API-level faults), ``clock``, ``operators``, ``errors()``; what it changes: ``install`` /
+    ``uninstall`` an operator, ``restart_controller``, ``lose_node``, ``oom_kill``, ``fail_image_pulls``,
+    ``block_scheduling``, ``drop_watches``, ``compact``, ``set_token``, ``advance`` (manual clock only),
+    ``reallocate`` (AdaptDL). ``delay`` is how long, at least, every state a controller or the kubelet
+    writes stays before the next (clock seconds); ``tick`` how often loops look at the clock (real seconds).
+    """
+
     def __init__(
         self,
         directory: Path | str | None = None,
