@@ -177,7 +177,8 @@ class AdaptDLController(Loop):
         if (_scheduled(pods) != replicas and _restart(pods, allocation)) or not allocation:
             new["phase"] = "Stopping"
         elif allocation and not pods:
-            new["group"] = (new.get("group") if new.get("group") is not None else -1) + 1
+            group = new.get("group")
+            new["group"] = (-1 if group is None else int(group)) + 1
             created = []
             try:
                 for rank in range(len(allocation)):
@@ -193,7 +194,9 @@ class AdaptDLController(Loop):
 
     def _create_pod(self, job: dict[str, Any], allocation: list[str], group: int, rank: int) -> dict[str, Any]:
         meta = job["metadata"]
-        node = self.api.get(self.api.registry.by_key(*NODES), "", allocation[rank])  # type: ignore[arg-type]
+        nodes = self.api.registry.by_key(*NODES)
+        assert nodes is not None
+        node = self.api.get(nodes, "", allocation[rank])
         pod = copy.deepcopy(job["spec"]["template"])
         pod.update({"apiVersion": "v1", "kind": "Pod"})
         pod_meta = pod.setdefault("metadata", {})

@@ -10,6 +10,7 @@ webhooks; finalizers, foreground/orphan propagation and graceful pod deletion). 
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import json
 import secrets
@@ -92,8 +93,8 @@ class ApiServer:
                 item.pop("apiVersion", None)
         return {"apiVersion": rt.api_version, "kind": rt.list_kind, "metadata": meta, "items": items}
 
-    def _page(self, items: list[dict[str, Any]], meta: dict[str, Any], limit: int | None, token: str | None,
-              filtered: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def _page(self, items: builtins.list[dict[str, Any]], meta: dict[str, Any], limit: int | None, token: str | None,
+              filtered: bool) -> tuple[builtins.list[dict[str, Any]], dict[str, Any]]:
         if token:
             start_rv, after = _decode_continue(token)
             if self.store.events_after(start_rv) is None:

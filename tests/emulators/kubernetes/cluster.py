@@ -23,7 +23,7 @@ from .clock import Clock, ManualClock, SystemClock
 from .control import Control
 from .faults import Faults
 from .frameworkcontroller import FrameworkController
-from .gc import GarbageCollector
+from .garbage_collector import GarbageCollector
 from .kubelet import BuiltinImage, Kubelet, KubeletConfig
 from .loop import Loop
 from .nodes import NodeConfig, NodeLifecycle, node_object
@@ -122,7 +122,7 @@ class KubernetesEmulator:
     # ---- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> KubernetesEmulator:
-        self._server = EmulatorHTTPServer((self.host, self._port), self)  # type: ignore[arg-type]
+        self._server = EmulatorHTTPServer((self.host, self._port), self)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="emu-k8s-http", daemon=True)
         self._thread.start()

@@ -35,7 +35,7 @@ def choose(pod: dict[str, Any], runs: dict[str, ContainerRun], container: str | 
             raise err.bad_request(message)
     if container not in apps and container not in inits:
         raise err.bad_request(f"container {container} is not valid for pod {name}")
-    return runs.get(container)
+    return runs.get(str(container))
 
 
 def instance(pod: dict[str, Any], run: ContainerRun | None, container: str, previous: bool) -> Path:

@@ -44,7 +44,7 @@ def _under(group: str, version: str, rest: list[str], *, core: bool) -> Resource
         namespace, rest = rest[1], rest[2:]
         if len(rest) > 3:
             return None
-        return ResourcePath(group, version, rest[0], namespace, *rest[1:])  # type: ignore[arg-type]
+        return ResourcePath(group, version, rest[0], namespace, *rest[1:])
     if len(rest) > 3:
         return None
-    return ResourcePath(group, version, rest[0], None, *rest[1:])  # type: ignore[arg-type]
+    return ResourcePath(group, version, rest[0], None, *rest[1:])

@@ -46,7 +46,7 @@ class Query:
         if value in (None, ""):
             return None
         try:
-            return int(value)  # type: ignore[arg-type]
+            return int(value)
         except ValueError:
             raise err.bad_request(f'invalid value for {name}: "{value}"') from None
 

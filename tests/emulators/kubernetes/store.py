@@ -11,6 +11,7 @@ controllers wait on it).
 
 from __future__ import annotations
 
+import builtins
 import copy
 import threading
 from collections import deque
@@ -58,13 +59,13 @@ class Store:
             obj = self._objects.get(key, {}).get((namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
 
-    def list(self, key: TypeKey, namespace: str | None = None) -> list[dict[str, Any]]:
+    def list(self, key: TypeKey, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
         with self.lock:
             items = self._objects.get(key, {})
             chosen = [obj for (ns, _), obj in sorted(items.items()) if namespace is None or ns == namespace]
             return copy.deepcopy(chosen)
 
-    def keys(self) -> list[TypeKey]:
+    def keys(self) -> builtins.list[TypeKey]:
         with self.lock:
             return list(self._objects)
 
@@ -73,7 +74,7 @@ class Store:
             snapshot = [(key, copy.deepcopy(obj)) for key, objs in self._objects.items() for obj in objs.values()]
         yield from snapshot
 
-    def events_after(self, rv: int) -> list[Event] | None:
+    def events_after(self, rv: int) -> builtins.list[Event] | None:
         """Events newer than ``rv``, or None when some of them were already compacted away."""
         with self.lock:
             if rv < self._compacted:

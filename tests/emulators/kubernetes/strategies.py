@@ -21,7 +21,7 @@ from .resources import ResourceType
 
 
 class Strategy:
-    name_check: Callable[[str], list[str]] = staticmethod(names.dns1123_subdomain)  # type: ignore[assignment]
+    name_check: Callable[[str], list[str]] = staticmethod(names.dns1123_subdomain)
 
     def prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         """Defaults and server-set fields of a new object."""

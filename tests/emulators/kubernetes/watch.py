@@ -136,9 +136,9 @@ def _events(request: WatchRequest, store: Store, handle: WatchHandle, initial: l
             raise WatchDropped
         if handle.stopped or (deadline is not None and time.monotonic() >= deadline):
             return
-        for event in pending:
-            last = event.rv
-            seen = convert(request, event)
+        for change in pending:
+            last = change.rv
+            seen = convert(request, change)
             if seen is not None:
                 quiet_since = time.monotonic()
                 yield _counted(handle, seen)
