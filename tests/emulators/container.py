@@ -10,7 +10,8 @@ namespace mapping the caller to root (``unshare --user --map-root-user``), which
 Mount points that do not exist are created on this machine (a mount needs a directory to cover) and removed
 again, when empty, by :func:`remove_created_mountpoints` (emulators call it when they stop; also at exit).
 
-Exit codes follow container runtimes: a command killed by signal N exits 128 + N.
+Exit codes follow container runtimes: a command killed by signal N exits 128 + N; a command that cannot be
+found exits 127, one that cannot be executed 126.
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ for mount in spec["mounts"]:
     if mount["read_only"]:
         subprocess.run(["mount", "-o", "remount,bind,ro", mount["target"]], check=True)
 os.chdir(spec["cwd"])
-os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+try:
+    os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+except FileNotFoundError:
+    sys.stderr.write('exec: "%s": executable file not found in $PATH\\n' % spec["argv"][0])
+    os._exit(127)
+except OSError as error:  # not executable, or not a program (exec format error)
+    sys.stderr.write('exec: "%s": %s\\n' % (spec["argv"][0], error.strerror))
+    os._exit(126)
 """
 
 _created: list[Path] = []
@@ -49,7 +57,7 @@ _created_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class Mount:
-    source: Path  # a directory of this machine
+    source: Path  # a directory (or a single file) of this machine
     target: str  # the absolute path the container sees it at
     read_only: bool = False
 
@@ -62,7 +70,8 @@ def container_env(variables: Mapping[str, str], *, home: str = "/root") -> dict[
     return env
 
 
-def _make_mountpoint(target: str) -> None:
+def _make_mountpoint(target: str, *, file: bool = False) -> None:
+    """Create what a bind mount needs to cover: a directory, or an empty file when a file is mounted."""
     path = Path(target)
     if not path.is_absolute():
         raise ValueError(f"mount target {target!r} is not an absolute path")
@@ -70,10 +79,13 @@ def _make_mountpoint(target: str) -> None:
     while not path.exists():
         missing.append(path)
         path = path.parent
-    for directory in reversed(missing):
-        directory.mkdir()
+    for index, created in enumerate(reversed(missing)):
+        if file and index == len(missing) - 1:
+            created.touch()
+        else:
+            created.mkdir()
         with _created_lock:
-            _created.append(directory)
+            _created.append(created)
 
 
 def remove_created_mountpoints() -> None:
@@ -81,9 +93,12 @@ def remove_created_mountpoints() -> None:
     with _created_lock:
         pending = sorted(_created, key=lambda p: len(p.parts), reverse=True)
         _created.clear()
-    for directory in pending:
+    for created in pending:
         with contextlib.suppress(OSError):
-            directory.rmdir()
+            if created.is_dir():
+                created.rmdir()
+            elif created.stat().st_size == 0:
+                created.unlink()
 
 
 atexit.register(remove_created_mountpoints)
@@ -118,7 +133,7 @@ class Container:
 
     def start(self) -> None:
         for mount in self.mounts:
-            _make_mountpoint(mount.target)
+            _make_mountpoint(mount.target, file=mount.source.is_file())
         spec = {
             "argv": self.argv,
             "env": self.env,

@@ -66,3 +66,16 @@ def test_exit_code_of_a_failing_command(tmp_path: Path) -> None:
     container = Container(["bash", "-c", "exit 3"], env=container_env({}), stdout=tmp_path / "log")
     container.start()
     assert wait_exit(container) == 3
+
+
+def test_commands_that_cannot_run_exit_as_with_a_runtime(tmp_path: Path) -> None:
+    missing = Container(["no-such-command-anywhere"], env=container_env({}), stdout=tmp_path / "missing.log")
+    missing.start()
+    assert wait_exit(missing) == 127
+    assert "executable file not found in $PATH" in (tmp_path / "missing.log").read_text()
+    text = tmp_path / "not-a-program"
+    text.write_text("just words\n")
+    text.chmod(0o755)
+    unrunnable = Container([str(text)], env=container_env({}), stdout=tmp_path / "format.log")
+    unrunnable.start()
+    assert wait_exit(unrunnable) == 126
