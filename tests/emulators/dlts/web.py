@@ -162,7 +162,9 @@ class Server:
         self._httpd.daemon_threads = True
         self.host = host
         self.port: int = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="dlts-dashboard", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="dlts-dashboard", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()
