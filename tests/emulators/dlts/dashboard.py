@@ -159,7 +159,7 @@ def post_endpoints(backend: Backend, email: str, job_id: str, body: dict[str, An
     return text(flask_text(endpoints))
 
 
-def not_emulated(*_: Any) -> Response:
+def not_emulated(**_: Any) -> Response:
     return text("emulator: job commands (kubectl exec in the pod) are not emulated", 501)
 
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.emulators.dlts import DltsEmulator, ManualClock, Team, User
-from tests.emulators.dlts.testing import job, poll, set_status, submit, wait_for
+from tests.emulators.dlts.testing import job, poll, process_alive, set_status, submit, wait_for
 
 
 def test_a_succeeding_job_shows_every_state(dlts: DltsEmulator, client: httpx.Client) -> None:
@@ -72,22 +72,14 @@ def test_kill_ends_the_whole_process_tree(dlts: DltsEmulator, client: httpx.Clie
     poll(client, dlts, job_id, "running")
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), message="the job to start its child")
     background = int(pid_file.read_text())
-    assert _alive(background)
+    assert process_alive(background)
     assert set_status(client, dlts, job_id, "killing") == "Success, the job is scheduled to be terminated."
     seen, detail = poll(client, dlts, job_id, "killed")
     assert seen == ["killing", "killed"]
     (pod,) = detail["jobStatusDetail"]
     assert pod["message"].startswith("started at: ") and "\nkilled at " in pod["message"]
-    wait_for(lambda: not _alive(background), message="the background sleep to die")
+    wait_for(lambda: not process_alive(background), message="the background sleep to die")
     assert set_status(client, dlts, job_id, "killing") == f"Cannot Kill the job. Job ID:{job_id}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def test_killing_a_waiting_job_reports_the_kill_time_as_start(dlts: DltsEmulator, client: httpx.Client) -> None:

@@ -5,6 +5,7 @@ a poll loop that records every status it reads.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -90,6 +91,15 @@ def set_status(client: httpx.Client, dlts: DltsEmulator, job_id: str, status: st
     return str(response.json()["result"])
 
 
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
 def wait_for(condition: Any, timeout: float = 30.0, message: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -97,4 +107,4 @@ def wait_for(condition: Any, timeout: float = 30.0, message: str = "condition") 
         time.sleep(0.01)
 
 
-__all__ = ["TERMINAL", "job", "nni_job_body", "poll", "set_status", "submit", "wait_for"]
+__all__ = ["TERMINAL", "job", "nni_job_body", "poll", "process_alive", "set_status", "submit", "wait_for"]
