@@ -227,6 +227,10 @@ class DltsEmulator:
         if not backend.op_job(admin, job_id, "pause"):
             raise ValueError(f"job {job_id} cannot be paused from {job.status!r}")
 
+    def fail_launch(self, message: str = "Failed to create pod", job_id: str | None = None) -> None:
+        """The launcher fails on the next job (or ``job_id``) as often as it retries: the job turns ``error``."""
+        self.faults.launch_error(message, count=self.config.launch_retries, job_id=job_id)
+
     def preempt(self, job_id: str) -> None:
         """The scheduler evicts a preemptible job: its pod is deleted and it is ``queued`` again."""
         backend, _ = self._find(job_id)

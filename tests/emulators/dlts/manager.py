@@ -207,6 +207,8 @@ class JobManager:
             if wait:
                 pod.container.stop(grace=0)  # only stragglers left in the background remain to be killed
             pod.close_services()
+            # fluentd ships what the pod printed up to its end, also when it was killed
+            job.log.ingest(pod.log_path, job.job_id, self.backend.clock.time(), final=True)
         job.run = None
         self._gpu_busy.pop(job.job_id, None)
         advance_endpoints(job)

@@ -97,6 +97,7 @@ def test_killing_a_waiting_job_reports_the_kill_time_as_start(dlts: DltsEmulator
 def test_pause_and_resume(dlts: DltsEmulator, client: httpx.Client) -> None:
     job_id = submit(client, dlts, "echo run; sleep 300")
     poll(client, dlts, job_id, "running")
+    wait_for(lambda: "run\n" in dlts.job(job_id)["log"], message="the job to print")
     first_pid = dlts.job(job_id)["pid"]
     assert set_status(client, dlts, job_id, "pausing") == "Success, the job is scheduled to be paused."
     seen, _ = poll(client, dlts, job_id, "paused")

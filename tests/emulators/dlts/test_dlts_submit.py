@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.emulators.dlts import DltsEmulator
-from tests.emulators.dlts.testing import job, nni_job_body
+from tests.emulators.dlts.testing import job, nni_job_body, poll
 
 
 def post(client: httpx.Client, dlts: DltsEmulator, body: Any, **kwargs: Any) -> httpx.Response:
@@ -157,3 +157,32 @@ def test_log_dir_without_job_id_collides_with_its_tensorboard_job(dlts: DltsEmul
     listing = client.get(f"api/v2/clusters/{dlts.cluster}/teams/{dlts.team}/jobs").json()
     # the first submit left its TensorBoard job behind; the second added both
     assert sorted(j["jobType"] for j in listing) == ["training", "visualization", "visualization"]
+
+
+def dlworkspace_test_job(dlts: DltsEmulator, job_type: str, cmd: str) -> dict[str, Any]:
+    """``gen_default_job_description`` of DLWorkspace's ``src/ClusterManager/test/utils.py`` (uid a string)."""
+    body: dict[str, Any] = {
+        "userName": dlts.email, "userId": "20001", "jobType": "training", "gpuType": "P40", "vcName": dlts.team,
+        "containerUserId": 0, "jobName": f"test_regular_job.{job_type}", "preemptionAllowed": False,
+        "image": "indexserveregistry.azurecr.io/deepscale:1.0.post0", "cmd": cmd, "workPath": "./",
+        "enableworkpath": True, "dataPath": "./", "enabledatapath": True, "jobPath": "", "enablejobpath": True,
+        "env": [], "resourcegpu": 0, "memorylimit": "500M", "cpulimit": 1, "_allow_partial_node": True,
+    }
+    if job_type == "regular":
+        body.update(jobtrainingtype="RegularJob", hostNetwork=False, isPrivileged=False)
+    else:
+        body.update(jobtrainingtype="PSDistJob", hostNetwork=True, isPrivileged=True, numps=1, numpsworker=1)
+    return body
+
+
+def test_dlworkspace_integration_test_jobs(dlts: DltsEmulator, client: httpx.Client) -> None:
+    regular = post(client, dlts, dlworkspace_test_job(dlts, "regular", "echo wantThisInLog")).json()["jobId"]
+    seen, detail = poll(client, dlts, regular)
+    assert seen[-1] == "finished" and detail["jobParams"]["memorylimit"] == "500M"
+    log = client.get(f"api/clusters/{dlts.cluster}/jobs/{regular}/log").json()["log"][regular]
+    assert log.startswith("wantThisInLog\n")
+    # SubmitJob accepts a PSDistJob; the emulator runs RegularJobs only and says so through the job's error
+    distributed = post(client, dlts, dlworkspace_test_job(dlts, "distributed", "true")).json()["jobId"]
+    assert poll(client, dlts, distributed)[0][-1] == "error"
+    message = client.get(f"api/clusters/{dlts.cluster}/jobs/{distributed}/status").json()["message"]
+    assert message == "Cannot submit job!emulator: PSDistJob jobs are not emulated, only RegularJob"
