@@ -48,7 +48,7 @@ class JobManager:
         self._gpu_busy: dict[str, list[int]] = {}  # job id -> indices of the fake GPUs it holds
         self._evicting: set[str] = set()  # preemptible jobs being moved back to queued
 
-    def run(self, stop: threading.Event, period: float = 0.01) -> None:
+    def run(self, stop: threading.Event, period: float = 0.02) -> None:
         while not stop.is_set():
             self.step()
             self.backend.wake.wait(period)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+import uuid
 from pathlib import Path
 
 import httpx
@@ -184,3 +185,24 @@ def test_endpoint_requests_the_restapi_refuses_are_502(dlts: DltsEmulator, clien
     )
     assert client.get(f"api/clusters/{dlts.cluster}/jobs/nope/endpoints").json() == []
     set_status(client, dlts, job_id, "killing")
+
+
+def test_job_mountpoints_on_the_clusters_export(dlts: DltsEmulator, client: httpx.Client) -> None:
+    spec = dlts.config.clusters[0]
+    (dlts.data_dir() / "shared").mkdir()
+    (dlts.data_dir() / "shared" / "s.txt").write_text("shared\n")
+    target = f"/mnt/dlts-emulator-test-{uuid.uuid4().hex[:8]}"
+    mountpoints = [
+        {"name": "shared", "mountPath": target, "mountType": "nfs", "server": spec.nfs_server,
+         "path": f"{spec.nfs_path}/storage/shared"},
+        {"name": "broken"},  # no mountPath: make_mountpoint's result is invalid and skipped
+        {"name": "data2", "mountPath": "/data", "mountType": "nfs", "server": spec.nfs_server,
+         "path": f"{spec.nfs_path}/storage/shared"},  # /data is taken: a duplicate mount path is dropped
+    ]
+    _, log = run_and_read(client, dlts, f"cat {target}/s.txt; ls /data", mountpoints=mountpoints)
+    assert log.splitlines()[:2] == ["shared", "shared"]  # /data is still the data path (holding "shared/")
+    host_path = [{"name": "h", "mountPath": "/mnt/h", "mountType": "hostPath", "hostPath": "/etc"}]
+    job_id = submit(client, dlts, "true", mountpoints=host_path)
+    assert poll(client, dlts, job_id)[0][-1] == "error"
+    message = client.get(f"api/clusters/{dlts.cluster}/jobs/{job_id}/status").json()["message"]
+    assert message.startswith("Cannot submit job!emulator: mountpoint ") and "not emulated" in message
