@@ -37,7 +37,7 @@ from tests.emulators.dlts.config import (
     alias_of,
     password_for,
 )
-from tests.emulators.dlts.faults import Faults
+from tests.emulators.dlts.faults import DEFAULT_LAUNCH_ERROR, Faults
 from tests.emulators.dlts.jobs import Job
 from tests.emulators.dlts.manager import JobManager
 from tests.emulators.dlts.web import RequestLog, Server
@@ -227,7 +227,7 @@ class DltsEmulator:
         if not backend.op_job(admin, job_id, "pause"):
             raise ValueError(f"job {job_id} cannot be paused from {job.status!r}")
 
-    def fail_launch(self, message: str = "Failed to create pod", job_id: str | None = None) -> None:
+    def fail_launch(self, message: str = DEFAULT_LAUNCH_ERROR, job_id: str | None = None) -> None:
         """The launcher fails on the next job (or ``job_id``) as often as it retries: the job turns ``error``."""
         self.faults.launch_error(message, count=self.config.launch_retries, job_id=job_id)
 

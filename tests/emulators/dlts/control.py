@@ -23,6 +23,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from tests.emulators.dlts.clock import ManualClock
+from tests.emulators.dlts.faults import DEFAULT_LAUNCH_ERROR, DEFAULT_SUBMIT_ERROR
 from tests.emulators.dlts.web import Request, Response, json_body
 
 if TYPE_CHECKING:
@@ -46,10 +47,11 @@ def _fault(emulator: DltsEmulator, kind: str, body: dict[str, Any]) -> None:
     if kind == "http":
         faults.http_error(int(body.get("status", 503)), int(body.get("count", 1)), body.get("method"), body.get("path"))
     elif kind == "submit-error":
-        faults.submit_error(*([body["message"]] if "message" in body else []), count=int(body.get("count", 1)))
+        message = str(body.get("message", DEFAULT_SUBMIT_ERROR))
+        faults.submit_error(message, count=int(body.get("count", 1)))
     elif kind == "launch-error":
-        args = [body["message"]] if "message" in body else []
-        faults.launch_error(*args, count=int(body.get("count", 1)), job_id=body.get("job_id"))
+        message = str(body.get("message", DEFAULT_LAUNCH_ERROR))
+        faults.launch_error(message, count=int(body.get("count", 1)), job_id=body.get("job_id"))
     else:
         raise LookupError(kind)
 

@@ -34,10 +34,10 @@ _STATUS_OPS = {
 
 def authenticate(request: Request, config: EmulatorConfig) -> str | Response:
     """``middlewares/user.js``: ``email`` plus ``password`` (or legacy ``token``) = hex md5(email:masterToken)."""
-    if request.arg("email") is None:
+    given = request.arg("email")
+    if given is None:
         return error(403)  # the cookie JWT of the web UI is the only other way in, and it is not emulated
-    email = request.arg("email")
-    email = ",".join(email) if isinstance(email, list) else email
+    email = ",".join(given) if isinstance(given, list) else given  # a repeated parameter, as a template string
     password = request.arg("password")
     if password is None:
         password = request.arg("token")

@@ -18,6 +18,9 @@ import threading
 from dataclasses import dataclass
 from http import HTTPStatus
 
+DEFAULT_SUBMIT_ERROR = "Cannot schedule job. Cannot add job into database."
+DEFAULT_LAUNCH_ERROR = "Failed to create pod"
+
 
 @dataclass
 class HttpFault:
@@ -66,7 +69,7 @@ class Faults:
             self._http = [f for f in self._http if f.remaining > 0]
         return None
 
-    def submit_error(self, message: str = "Cannot schedule job. Cannot add job into database.", count: int = 1) -> None:
+    def submit_error(self, message: str = DEFAULT_SUBMIT_ERROR, count: int = 1) -> None:
         with self._lock:
             self._submit.extend([message] * count)
 
@@ -74,7 +77,7 @@ class Faults:
         with self._lock:
             return self._submit.pop(0) if self._submit else None
 
-    def launch_error(self, message: str = "Failed to create pod", count: int = 1, job_id: str | None = None) -> None:
+    def launch_error(self, message: str = DEFAULT_LAUNCH_ERROR, count: int = 1, job_id: str | None = None) -> None:
         """The next ``count`` pod creations (of ``job_id`` only, if given) fail with ``message``."""
         with self._lock:
             self._launch.append(LaunchFault(message, count, job_id))
@@ -120,4 +123,4 @@ class Faults:
             }
 
 
-__all__ = ["Faults", "HttpFault", "LaunchFault"]
+__all__ = ["DEFAULT_LAUNCH_ERROR", "DEFAULT_SUBMIT_ERROR", "Faults", "HttpFault", "LaunchFault"]

@@ -36,25 +36,25 @@ def plan(jobs: list[Job], config: EmulatorConfig) -> list[tuple[Job, bool, str]]
     allowed: dict[str, bool] = {}
     for preemptible_pass in (False, True):
         for job in live:
-            team = config.team(job.vc_name)
-            if team is None or (job.params.get("preemptionAllowed") is True) != preemptible_pass:
+            vc = config.team(job.vc_name)
+            if vc is None or (job.params.get("preemptionAllowed") is True) != preemptible_pass:
                 continue
             gpus = job_gpus(job)
-            fits = cluster_free[team.sku] >= gpus and (preemptible_pass or vc_free[team.name] >= gpus)
+            fits = cluster_free[vc.sku] >= gpus and (preemptible_pass or vc_free[vc.name] >= gpus)
             if fits:
-                cluster_free[team.sku] -= gpus
+                cluster_free[vc.sku] -= gpus
                 if not preemptible_pass:
-                    vc_free[team.name] -= gpus
+                    vc_free[vc.name] -= gpus
             allowed[job.job_id] = fits
     result = []
     for job in live:
-        team = config.team(job.vc_name)
+        vc = config.team(job.vc_name)
         message = ""
-        if team is not None:
+        if vc is not None:
             message = (
-                f"Waiting for resource. Job request {_resource(team.sku, job_gpus(job))}. "
-                f"VC schedulable {_resource(team.sku, vc_free[team.name])}. "
-                f"Cluster schedulable {_resource(team.sku, cluster_free[team.sku])}"
+                f"Waiting for resource. Job request {_resource(vc.sku, job_gpus(job))}. "
+                f"VC schedulable {_resource(vc.sku, vc_free[vc.name])}. "
+                f"Cluster schedulable {_resource(vc.sku, cluster_free[vc.sku])}"
             )
         result.append((job, allowed.get(job.job_id, False), message))
     return result

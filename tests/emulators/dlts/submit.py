@@ -82,7 +82,7 @@ def _check_names(params: dict[str, Any]) -> str | None:
         return "ERROR: VC name cannot be empty"
     if params.get("jobtrainingtype") == "PSDistJob":
         try:
-            workers = int(params.get("numpsworker"))  # type: ignore[arg-type]
+            workers = int(params.get("numpsworker", ""))
         except (TypeError, ValueError):
             workers = 0
         if workers == 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import httpx
 import pytest
@@ -77,7 +78,7 @@ def test_an_email_outside_the_acl_authenticates_but_is_denied(dlts: DltsEmulator
     assert (team.status_code, team.text) == (404, "Team is not found")
 
 
-def test_configurable_users_and_teams(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_configurable_users_and_teams(tmp_path: Path) -> None:
     users = [User("ana@corp.example", {"vision": "Admin"}), User("bo@corp.example", {"speech": "User"})]
     teams = [Team("vision", gpu_type="V100", gpus=16), Team("speech", gpu_type="K80")]
     with DltsEmulator(tmp_path / "nfs", users=users, teams=teams, master_token="s3cret") as dlts:

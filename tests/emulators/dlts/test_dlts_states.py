@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def test_status_values_outside_the_schema_are_400(dlts: DltsEmulator, client: ht
 
 
 @pytest.fixture
-def two_users(tmp_path: Path):  # type: ignore[no-untyped-def]
+def two_users(tmp_path: Path) -> Iterator[DltsEmulator]:
     users = [
         User("ana@example.com", {"platform": "User"}),
         User("bo@example.com", {"platform": "User"}),
