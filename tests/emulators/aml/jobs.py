@@ -230,8 +230,9 @@ class JobEngine:
         job.stopping = True
 
         def stop() -> None:
-            container.stop(grace=self.timing.cancel_grace)
+            code = container.stop(grace=self.timing.cancel_grace)
             with self.lock:
+                job.exit_code = code
                 job.stopping = False
 
         threading.Thread(target=stop, name=f"aml-cancel-{job.name}", daemon=True).start()
