@@ -21,12 +21,16 @@ from .workspace import WorkspaceConfig
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.emulators.aml", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="HTTPS port on 127.0.0.1 (0: a free one)")
-    parser.add_argument("--root", type=Path, default=None, help="state directory (default: a new temporary one)")
+    parser.add_argument(
+        "--root", type=Path, default=None, help="state directory (default: a new temporary one)"
+    )
     parser.add_argument("--subscription", default=WorkspaceConfig.subscription_id)
     parser.add_argument("--resource-group", default=WorkspaceConfig.resource_group)
     parser.add_argument("--workspace", default=WorkspaceConfig.workspace_name)
     parser.add_argument("--compute", action="append", default=None, help="a compute target name (repeatable)")
-    parser.add_argument("--state-delay", type=float, default=Timing.state_delay, help="least seconds in each job state")
+    parser.add_argument(
+        "--state-delay", type=float, default=Timing.state_delay, help="least seconds in each job state"
+    )
     parser.add_argument("--json", action="store_true", help="print the connection details as one JSON object")
     return parser.parse_args(argv)
 
@@ -67,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         workspace_name=args.workspace,
         computes=tuple(args.compute) if args.compute else defaults.computes,
     )
-    emulator = AmlEmulator(args.root, config=config, timing=Timing(state_delay=args.state_delay), port=args.port)
+    emulator = AmlEmulator(
+        args.root, config=config, timing=Timing(state_delay=args.state_delay), port=args.port
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -71,10 +71,24 @@ class ArmRoutes:
         router.add("GET", ws + rf"/computes/(?P<name>{NAME})", self.get_compute)
         router.add("GET", ws + rf"/datastores/(?P<name>{NAME})", self.get_datastore)
         router.add("POST", ws + rf"/datastores/(?P<name>{NAME})/listSecrets", self.list_secrets)
-        router.add("GET", ws + rf"/(?P<kind>codes|environments)/(?P<name>{NAME})/versions", self.list_versions)
-        router.add("POST", ws + rf"/codes/(?P<name>{NAME})/versions/(?P<version>{NAME})/startPendingUpload", self.start_pending_upload)
-        router.add("PUT", ws + rf"/(?P<kind>codes|environments)/(?P<name>{NAME})/versions/(?P<version>{NAME})", self.put_version)
-        router.add("GET", ws + rf"/(?P<kind>codes|environments)/(?P<name>{NAME})/versions/(?P<version>{NAME})", self.get_version)
+        router.add(
+            "GET", ws + rf"/(?P<kind>codes|environments)/(?P<name>{NAME})/versions", self.list_versions
+        )
+        router.add(
+            "POST",
+            ws + rf"/codes/(?P<name>{NAME})/versions/(?P<version>{NAME})/startPendingUpload",
+            self.start_pending_upload,
+        )
+        router.add(
+            "PUT",
+            ws + rf"/(?P<kind>codes|environments)/(?P<name>{NAME})/versions/(?P<version>{NAME})",
+            self.put_version,
+        )
+        router.add(
+            "GET",
+            ws + rf"/(?P<kind>codes|environments)/(?P<name>{NAME})/versions/(?P<version>{NAME})",
+            self.get_version,
+        )
         router.add("GET", ws + "/jobs", self.list_jobs)
         router.add("PUT", ws + rf"/jobs/(?P<name>{NAME})", self.put_job)
         router.add("GET", ws + rf"/jobs/(?P<name>{NAME})", self.get_job)
@@ -88,48 +102,65 @@ class ArmRoutes:
     def get_workspace(self, request: Request, match: re.Match[str]) -> Response:
         c = self.config
         group = f"/subscriptions/{c.subscription_id}/resourceGroups/{c.resource_group}/providers"
-        return Response.json(200, {
-            "id": c.arm_id,
-            "name": c.workspace_name,
-            "type": f"{PROVIDER}/workspaces",
-            "location": c.location,
-            "kind": "Default",
-            "tags": {},
-            "sku": {"name": "Basic", "tier": "Basic"},
-            "identity": {"type": "SystemAssigned", "principalId": str(uuid.uuid4()), "tenantId": str(uuid.uuid4())},
-            "properties": {
-                "friendlyName": c.workspace_name,
-                "workspaceId": c.workspace_id,
-                "storageAccount": f"{group}/Microsoft.Storage/storageAccounts/{c.storage_account}",
-                "keyVault": f"{group}/Microsoft.Keyvault/vaults/{c.workspace_name}kv",
-                "applicationInsights": f"{group}/Microsoft.insights/components/{c.workspace_name}ai",
-                "discoveryUrl": f"{self.urls.base}/discovery",
-                "mlFlowTrackingUri": self.urls.tracking(c, scheme="azureml"),
-                "provisioningState": "Succeeded",
-                "hbiWorkspace": False,
-                "publicNetworkAccess": "Enabled",
-                "storageHnsEnabled": False,
-                "v1LegacyMode": False,
+        return Response.json(
+            200,
+            {
+                "id": c.arm_id,
+                "name": c.workspace_name,
+                "type": f"{PROVIDER}/workspaces",
+                "location": c.location,
+                "kind": "Default",
+                "tags": {},
+                "sku": {"name": "Basic", "tier": "Basic"},
+                "identity": {
+                    "type": "SystemAssigned",
+                    "principalId": str(uuid.uuid4()),
+                    "tenantId": str(uuid.uuid4()),
+                },
+                "properties": {
+                    "friendlyName": c.workspace_name,
+                    "workspaceId": c.workspace_id,
+                    "storageAccount": f"{group}/Microsoft.Storage/storageAccounts/{c.storage_account}",
+                    "keyVault": f"{group}/Microsoft.Keyvault/vaults/{c.workspace_name}kv",
+                    "applicationInsights": f"{group}/Microsoft.insights/components/{c.workspace_name}ai",
+                    "discoveryUrl": f"{self.urls.base}/discovery",
+                    "mlFlowTrackingUri": self.urls.tracking(c, scheme="azureml"),
+                    "provisioningState": "Succeeded",
+                    "hbiWorkspace": False,
+                    "publicNetworkAccess": "Enabled",
+                    "storageHnsEnabled": False,
+                    "v1LegacyMode": False,
+                },
+                "systemData": system_data(0.0),
             },
-            "systemData": system_data(0.0),
-        })
+        )
 
     def get_compute(self, request: Request, match: re.Match[str]) -> Response:
         name = match["name"]
         if name not in self.config.computes:
-            return arm_error(404, "ResourceNotFound", f"Compute '{name}' was not found in workspace '{self.config.workspace_name}'.")
-        return Response.json(200, {
-            "id": f"{self.config.arm_id}/computes/{name}",
-            "name": name,
-            "type": f"{PROVIDER}/workspaces/computes",
-            "location": self.config.location,
-            "properties": {
-                "computeType": "AmlCompute",
-                "provisioningState": "Succeeded",
-                "properties": {"vmSize": "STANDARD_DS3_V2", "vmPriority": "Dedicated",
-                               "scaleSettings": {"minNodeCount": 0, "maxNodeCount": 4}},
+            return arm_error(
+                404,
+                "ResourceNotFound",
+                f"Compute '{name}' was not found in workspace '{self.config.workspace_name}'.",
+            )
+        return Response.json(
+            200,
+            {
+                "id": f"{self.config.arm_id}/computes/{name}",
+                "name": name,
+                "type": f"{PROVIDER}/workspaces/computes",
+                "location": self.config.location,
+                "properties": {
+                    "computeType": "AmlCompute",
+                    "provisioningState": "Succeeded",
+                    "properties": {
+                        "vmSize": "STANDARD_DS3_V2",
+                        "vmPriority": "Dedicated",
+                        "scaleSettings": {"minNodeCount": 0, "maxNodeCount": 4},
+                    },
+                },
             },
-        })
+        )
 
     def get_datastore(self, request: Request, match: re.Match[str]) -> Response:
         resource = datastore_resource(self.config, match["name"], self.storage_suffix)
@@ -148,7 +179,9 @@ class ArmRoutes:
         kind, name = match["kind"], match["name"]
         digest = request.query.get("hash")
         if kind == "codes" and digest:
-            found = self.assets.code_by_hash(digest)  # a hash lookup spans names: the SDK asks under a random one
+            found = self.assets.code_by_hash(
+                digest
+            )  # a hash lookup spans names: the SDK asks under a random one
         else:
             with self.assets.lock:
                 found = [a for (k, n, _), a in self.assets.items.items() if k == kind and n == name]
@@ -156,55 +189,79 @@ class ArmRoutes:
 
     def start_pending_upload(self, request: Request, match: re.Match[str]) -> Response:
         body = request.json()
-        if not isinstance(body, dict) or body.get("pendingUploadType") not in ("TemporaryBlobReference", "None"):
-            raise user_error("pendingUploadType must be 'TemporaryBlobReference'.", target="pendingUploadType")
+        if not isinstance(body, dict) or body.get("pendingUploadType") not in (
+            "TemporaryBlobReference",
+            "None",
+        ):
+            raise user_error(
+                "pendingUploadType must be 'TemporaryBlobReference'.", target="pendingUploadType"
+            )
         upload_id = str(uuid.uuid4())
         prefix = f"LocalUpload/{secrets.token_hex(16)}"
         self.assets.pending_uploads[upload_id] = prefix
         blob_uri = self.storage.path_style_url(self.config.blobstore_container, prefix)
         sas = container_sas(self.clock, permissions="racwdl", lifetime=3600)
         group = f"/subscriptions/{self.config.subscription_id}/resourceGroups/{self.config.resource_group}"
-        return Response.json(200, {
-            "blobReferenceForConsumption": {
-                "blobUri": blob_uri,
-                "storageAccountArmId": f"{group}/providers/Microsoft.Storage/storageAccounts/{self.config.storage_account}",
-                "credential": {"credentialType": "SAS", "sasUri": f"{blob_uri}?{sas}"},
+        return Response.json(
+            200,
+            {
+                "blobReferenceForConsumption": {
+                    "blobUri": blob_uri,
+                    "storageAccountArmId": f"{group}/providers/Microsoft.Storage/storageAccounts/{self.config.storage_account}",
+                    "credential": {"credentialType": "SAS", "sasUri": f"{blob_uri}?{sas}"},
+                },
+                "pendingUploadId": upload_id,
+                "pendingUploadType": "TemporaryBlobReference",
             },
-            "pendingUploadId": upload_id,
-            "pendingUploadType": "TemporaryBlobReference",
-        })
+        )
 
     def put_version(self, request: Request, match: re.Match[str]) -> Response:
         body = request.json()
         properties = body.get("properties") if isinstance(body, dict) else None
         if not isinstance(properties, dict):
-            raise user_error("The request body must be a JSON object with a 'properties' object.", target="properties")
+            raise user_error(
+                "The request body must be a JSON object with a 'properties' object.", target="properties"
+            )
         kind = match["kind"]
         if kind == "codes" and not properties.get("codeUri"):
             raise user_error("CodeUri is required for a code version.", target="codeUri")
         if kind == "environments" and not (properties.get("image") or properties.get("build")):
-            raise user_error("An environment version needs either an image or a build context.", target="image")
-        asset, created = self.assets.put(kind, match["name"], match["version"], copy.deepcopy(properties), self.clock.now())
+            raise user_error(
+                "An environment version needs either an image or a build context.", target="image"
+            )
+        asset, created = self.assets.put(
+            kind, match["name"], match["version"], copy.deepcopy(properties), self.clock.now()
+        )
         return Response.json(201 if created else 200, asset_resource(self.config, asset))
 
     def get_version(self, request: Request, match: re.Match[str]) -> Response:
         asset = self.assets.get(match["kind"], match["name"], match["version"])
         if asset is None:
             kind = "Code" if match["kind"] == "codes" else "Environment"
-            return arm_error(404, "UserError", f"{kind} container={match['name']}, version={match['version']} not found")
+            return arm_error(
+                404, "UserError", f"{kind} container={match['name']}, version={match['version']} not found"
+            )
         return Response.json(200, asset_resource(self.config, asset))
 
     # jobs
 
     def render(self, job: Job) -> dict[str, Any]:
         status = self.engine.observe(job)
-        return job_resource(self.config, job, status, f"{self.urls.base}/studio", self.urls.tracking(self.config, "azureml"))
+        return job_resource(
+            self.config, job, status, f"{self.urls.base}/studio", self.urls.tracking(self.config, "azureml")
+        )
 
     def find_job(self, name: str) -> Job:
         with self.engine.lock:
             job = self.engine.jobs.get(name)
         if job is None:
-            raise HttpError(arm_error(404, "UserError", f"Could not find job '{name}' in workspace '{self.config.workspace_name}'."))
+            raise HttpError(
+                arm_error(
+                    404,
+                    "UserError",
+                    f"Could not find job '{name}' in workspace '{self.config.workspace_name}'.",
+                )
+            )
         return job
 
     def put_job(self, request: Request, match: re.Match[str]) -> Response:
@@ -233,14 +290,22 @@ class ArmRoutes:
                 continue  # registry assets (azureml://registries/...) are not this workspace's to check
             found = re.fullmatch(rf".*/{kind}/([^/]+)/versions/([^/]+)", reference)
             if found is None or self.assets.get(kind, found[1], found[2]) is None:
-                raise user_error(f"{key} '{reference}' does not refer to an existing asset of this workspace.", target=key)
+                raise user_error(
+                    f"{key} '{reference}' does not refer to an existing asset of this workspace.", target=key
+                )
 
     def get_job(self, request: Request, match: re.Match[str]) -> Response:
         job = self.find_job(match["name"])
         with self.engine.lock:
             if job.hidden_gets > 0:  # eventual consistency: a fresh job is not yet readable everywhere
                 job.hidden_gets -= 1
-                raise HttpError(arm_error(404, "UserError", f"Could not find job '{job.name}' in workspace '{self.config.workspace_name}'."))
+                raise HttpError(
+                    arm_error(
+                        404,
+                        "UserError",
+                        f"Could not find job '{job.name}' in workspace '{self.config.workspace_name}'.",
+                    )
+                )
         return Response.json(200, self.render(job))
 
     def list_jobs(self, request: Request, match: re.Match[str]) -> Response:
@@ -287,4 +352,11 @@ class ArmRoutes:
             done = job is None if kind == "jd" else (job is None or job.terminal)
         if done:
             return Response(200, b"", {})
-        return Response(202, b"", {"Location": self._accepted(match["op"], request).headers["Location"], "Retry-After": str(self.retry_after)})
+        return Response(
+            202,
+            b"",
+            {
+                "Location": self._accepted(match["op"], request).headers["Location"],
+                "Retry-After": str(self.retry_after),
+            },
+        )

@@ -47,9 +47,13 @@ class BlobProperties:
 def storage_error(status: int, code: str, message: str, *, head: bool = False) -> Response:
     """Storage's XML error (HEAD answers carry only the ``x-ms-error-code`` header, as the service's do)."""
     text = f"{message}\nRequestId:{uuid.uuid4()}\nTime:{time.strftime('%Y-%m-%dT%H:%M:%S.0000000Z', time.gmtime())}"
-    body = b"" if head else (
-        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{escape(text)}</Message></Error>'
-    ).encode()
+    body = (
+        b""
+        if head
+        else (
+            f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{escape(text)}</Message></Error>'
+        ).encode()
+    )
     return Response(status, body, {"Content-Type": "application/xml", "x-ms-error-code": code})
 
 
@@ -87,14 +91,20 @@ class BlobStore:
     def path(self, container: str, name: str) -> Path:
         target = (self.root / self.account / container / name).resolve()
         if not target.is_relative_to((self.root / self.account / container).resolve()):
-            raise HttpError(storage_error(400, "InvalidResourceName", "The specifed resource name contains invalid characters."))
+            raise HttpError(
+                storage_error(
+                    400, "InvalidResourceName", "The specifed resource name contains invalid characters."
+                )
+            )
         return target
 
     def properties(self, container: str, name: str) -> BlobProperties | None:
         with self._lock:
             return self._properties.get((container, name))
 
-    def put(self, container: str, name: str, data: bytes, content_type: str, metadata: dict[str, str]) -> BlobProperties:
+    def put(
+        self, container: str, name: str, data: bytes, content_type: str, metadata: dict[str, str]
+    ) -> BlobProperties:
         target = self.path(container, name)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
@@ -132,7 +142,11 @@ class BlobStore:
                     f'"0x{secrets.token_hex(8).upper()}"', now, now, content_type, None
                 )
             else:
-                props.etag, props.last_modified, props.content_md5 = f'"0x{secrets.token_hex(8).upper()}"', now, None
+                props.etag, props.last_modified, props.content_md5 = (
+                    f'"0x{secrets.token_hex(8).upper()}"',
+                    now,
+                    None,
+                )
 
     def set_metadata(self, container: str, name: str, metadata: dict[str, str]) -> BlobProperties | None:
         with self._lock:
@@ -152,24 +166,34 @@ class BlobStore:
             staged = self._blocks.get((container, name), {})
             missing = [block for block in block_ids if block not in staged]
             if missing:
-                raise HttpError(storage_error(400, "InvalidBlockList", "The specified block list is invalid."))
+                raise HttpError(
+                    storage_error(400, "InvalidBlockList", "The specified block list is invalid.")
+                )
             return b"".join(staged[block] for block in block_ids)
 
     def names(self, container: str, prefix: str) -> list[str]:
         with self._lock:
-            return sorted(name for (c, name) in self._properties if c == container and name.startswith(prefix))
+            return sorted(
+                name for (c, name) in self._properties if c == container and name.startswith(prefix)
+            )
 
 
 def parse_block_list(body: bytes) -> list[str]:
     try:
         root = ElementTree.fromstring(body)
     except ElementTree.ParseError as error:
-        raise HttpError(storage_error(400, "InvalidXmlDocument", "XML specified is not syntactically valid.")) from error
+        raise HttpError(
+            storage_error(400, "InvalidXmlDocument", "XML specified is not syntactically valid.")
+        ) from error
     return [element.text or "" for element in root if element.tag in ("Latest", "Committed", "Uncommitted")]
 
 
 def metadata_from(request: Request) -> dict[str, str]:
-    return {key[len("x-ms-meta-") :]: str(value) for key, value in request.headers.items() if key.lower().startswith("x-ms-meta-")}
+    return {
+        key[len("x-ms-meta-") :]: str(value)
+        for key, value in request.headers.items()
+        if key.lower().startswith("x-ms-meta-")
+    }
 
 
 def blob_headers(props: BlobProperties, size: int, version: str) -> dict[str, str]:
@@ -212,7 +236,9 @@ def list_xml(store: BlobStore, service_endpoint: str, container: str, query: dic
         if props is None:
             continue
         size = store.path(container, name).stat().st_size
-        metadata = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in props.metadata.items()) if include_metadata else ""
+        metadata = (
+            "".join(f"<{k}>{escape(v)}</{k}>" for k, v in props.metadata.items()) if include_metadata else ""
+        )
         items.append(
             f"<Blob><Name>{escape(name)}</Name><Properties>"
             f"<Creation-Time>{_http_date(props.created)}</Creation-Time>"
@@ -247,10 +273,22 @@ def check_authorization(request: Request, clock: Clock, account: str, needed: st
         scheme, _, credential = header.partition(" ")
         name, _, signature = credential.partition(":")
         if scheme != "SharedKey" or name != account or not signature:
-            raise HttpError(_auth_failed(request, "The MAC signature found in the HTTP request is not the same as any computed signature."))
+            raise HttpError(
+                _auth_failed(
+                    request,
+                    "The MAC signature found in the HTTP request is not the same as any computed signature.",
+                )
+            )
         return
     if "sig" not in request.query:
-        raise HttpError(storage_error(404, "ResourceNotFound", "The specified resource does not exist.", head=request.method == "HEAD"))
+        raise HttpError(
+            storage_error(
+                404,
+                "ResourceNotFound",
+                "The specified resource does not exist.",
+                head=request.method == "HEAD",
+            )
+        )
     _check_sas(request, clock, needed)
 
 
@@ -261,11 +299,20 @@ def _check_sas(request: Request, clock: Clock, needed: str) -> None:
     except ValueError:
         raise HttpError(_auth_failed(request, "Signature fields not well formed.")) from None
     if expiry <= clock.now():
-        raise HttpError(_auth_failed(request, "Signed expiry time must be after signed start time", code="AuthenticationFailed"))
+        raise HttpError(
+            _auth_failed(
+                request, "Signed expiry time must be after signed start time", code="AuthenticationFailed"
+            )
+        )
     granted = query.get("sp", "")
     if not all(letter in granted for letter in needed):
         raise HttpError(
-            storage_error(403, "AuthorizationPermissionMismatch", "This request is not authorized to perform this operation using this permission.", head=request.method == "HEAD")
+            storage_error(
+                403,
+                "AuthorizationPermissionMismatch",
+                "This request is not authorized to perform this operation using this permission.",
+                head=request.method == "HEAD",
+            )
         )
 
 
@@ -283,7 +330,11 @@ def byte_range(request: Request, size: int) -> tuple[int, int] | None:
     start = int(start_text)
     end = int(end_text) if end_text else size - 1
     if start >= size:
-        raise HttpError(storage_error(416, "InvalidRange", "The range specified is invalid for the current size of the resource."))
+        raise HttpError(
+            storage_error(
+                416, "InvalidRange", "The range specified is invalid for the current size of the resource."
+            )
+        )
     return start, min(end, size - 1)
 
 

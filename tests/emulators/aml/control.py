@@ -1,15 +1,15 @@
 """``/_emu/...``: the emulator's own control API, for tests that run it in another process.
 
-    GET    /_emu/info                      workspace, principal, URLs, CA bundle, environment for clients
-    GET    /_emu/requests                  the request log;   DELETE clears it
-    GET    /_emu/faults                    armed faults;      POST {status, times?, method?, path?, retryAfter?};  DELETE clears
-    POST   /_emu/tokens/revoke             every token issued so far is refused from now on
-    POST   /_emu/clock/advance             {"seconds": s} (only with a manual clock)
-    POST   /_emu/settings                  {stateDelay?, requireSeen?, notFoundAfterCreate?, retryAfter?, failImages?, holdStates?}
-    GET    /_emu/jobs[/<name>]             status, history, exit code, error, container pid
-    POST   /_emu/jobs/<name>/hold          {"state": s} or {"state": null} to release
-    POST   /_emu/jobs/<name>/force         {"status": "NotResponding" | "Paused" | ..., "code"?, "message"?}
-    GET    /_emu/jobs/<name>/metrics       every metric the job logged, in arrival order
+GET    /_emu/info                      workspace, principal, URLs, CA bundle, environment for clients
+GET    /_emu/requests                  the request log;   DELETE clears it
+GET    /_emu/faults                    armed faults;      POST {status, times?, method?, path?, retryAfter?};  DELETE clears
+POST   /_emu/tokens/revoke             every token issued so far is refused from now on
+POST   /_emu/clock/advance             {"seconds": s} (only with a manual clock)
+POST   /_emu/settings                  {stateDelay?, requireSeen?, notFoundAfterCreate?, retryAfter?, failImages?, holdStates?}
+GET    /_emu/jobs[/<name>]             status, history, exit code, error, container pid
+POST   /_emu/jobs/<name>/hold          {"state": s} or {"state": null} to release
+POST   /_emu/jobs/<name>/force         {"status": "NotResponding" | "Paused" | ..., "code"?, "message"?}
+GET    /_emu/jobs/<name>/metrics       every metric the job logged, in arrival order
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ class ControlRoutes:
         self.router = Router()
         add = self.router.add
         add("GET", "/_emu/info", lambda r, m: Response.json(200, self.emulator.info()))
-        add("GET", "/_emu/requests", lambda r, m: Response.json(200, [e.to_dict() for e in self.emulator.requests()]))
+        add(
+            "GET",
+            "/_emu/requests",
+            lambda r, m: Response.json(200, [e.to_dict() for e in self.emulator.requests()]),
+        )
         add("DELETE", "/_emu/requests", self.clear_requests)
         add("GET", "/_emu/faults", lambda r, m: Response.json(200, self.emulator.faults.describe()))
         add("POST", "/_emu/faults", self.add_fault)
@@ -50,7 +54,9 @@ class ControlRoutes:
     def handle(self, request: Request) -> Response:
         found = self.router.find(request.method, request.path)
         if not isinstance(found, tuple):
-            return Response.json(404 if found is None else 405, {"error": f"no control route {request.method} {request.path}"})
+            return Response.json(
+                404 if found is None else 405, {"error": f"no control route {request.method} {request.path}"}
+            )
         handler, match = found
         try:
             return handler(request, match)
@@ -72,8 +78,13 @@ class ControlRoutes:
     def add_fault(self, request: Request, match: re.Match[str]) -> Response:
         body = self._body(request)
         fault = self.emulator.faults.add(
-            int(body["status"]), times=int(body.get("times", 1)), method=body.get("method"), path=body.get("path"),
-            retry_after=body.get("retryAfter"), code=body.get("code"), message=body.get("message"),
+            int(body["status"]),
+            times=int(body.get("times", 1)),
+            method=body.get("method"),
+            path=body.get("path"),
+            retry_after=body.get("retryAfter"),
+            code=body.get("code"),
+            message=body.get("message"),
         )
         return Response.json(201, fault.to_dict())
 
@@ -108,7 +119,9 @@ class ControlRoutes:
 
     def force(self, request: Request, match: re.Match[str]) -> Response:
         body = self._body(request)
-        self.emulator.force_status(match["name"], str(body["status"]), code=body.get("code"), message=body.get("message"))
+        self.emulator.force_status(
+            match["name"], str(body["status"]), code=body.get("code"), message=body.get("message")
+        )
         return Response(204)
 
     def metrics(self, request: Request, match: re.Match[str]) -> Response:

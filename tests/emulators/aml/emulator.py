@@ -59,7 +59,9 @@ class AmlEmulator:
         self.request_log = RequestLog()
         self.fail_images: set[str] = set()
         self.not_found_after_create = 0
-        self.cloud_name = f"TrialfleetAmlEmulator-{uuid.uuid4().hex[:8]}"  # the SDK registers a cloud name once per process
+        self.cloud_name = (
+            f"TrialfleetAmlEmulator-{uuid.uuid4().hex[:8]}"  # the SDK registers a cloud name once per process
+        )
         self._server: TlsServer | None = None
         self._proxy: ConnectProxy | None = None
         self._lock = threading.Lock()
@@ -83,16 +85,43 @@ class AmlEmulator:
     def _build(self, router: Router) -> None:
         c = self.config
         self.store = BlobStore(self.root / "storage", c.storage_account, self.clock)
-        self.storage = StorageService(self.store, STORAGE_SUFFIX, {c.blobstore_container, c.artifact_container}, self.url)
+        self.storage = StorageService(
+            self.store, STORAGE_SUFFIX, {c.blobstore_container, c.artifact_container}, self.url
+        )
         self.assets = Assets()
-        self.launcher = JobLauncher(c, self.assets, self.storage, self.issuer, self.root, self.url, self.ca_bundle, self.aml_resource_id)
-        self.engine = JobEngine(self.clock, self.timing, self.launcher.launch, self._preparation_failure, c.location)
-        self.arm = ArmRoutes(c, self.assets, self.engine, self.storage, Urls(self.url), self.clock, lambda: self.not_found_after_create)
-        self.mlflow = MlflowRoutes(c, self.engine, lambda name: f"azureml://datastores/workspaceartifactstore/paths/{log_prefix(name)}/")
+        self.launcher = JobLauncher(
+            c,
+            self.assets,
+            self.storage,
+            self.issuer,
+            self.root,
+            self.url,
+            self.ca_bundle,
+            self.aml_resource_id,
+        )
+        self.engine = JobEngine(
+            self.clock, self.timing, self.launcher.launch, self._preparation_failure, c.location
+        )
+        self.arm = ArmRoutes(
+            c,
+            self.assets,
+            self.engine,
+            self.storage,
+            Urls(self.url),
+            self.clock,
+            lambda: self.not_found_after_create,
+        )
+        self.mlflow = MlflowRoutes(
+            c,
+            self.engine,
+            lambda name: f"azureml://datastores/workspaceartifactstore/paths/{log_prefix(name)}/",
+        )
         self.history = RunHistoryRoutes(c, self.engine, self.storage, self.clock, self.url)
         for routes in (self.arm, self.mlflow, self.history, EntraRoutes(self.issuer, self.url)):
             routes.register(router)
-        self._pipeline = RequestPipeline(router, self.storage, self.issuer, self.faults, self.request_log, ControlRoutes(self), c.arm_id)
+        self._pipeline = RequestPipeline(
+            router, self.storage, self.issuer, self.faults, self.request_log, ControlRoutes(self), c.arm_id
+        )
 
     def _dispatch(self, request: Any) -> Any:
         return self._pipeline(request)
@@ -167,8 +196,12 @@ class AmlEmulator:
         from azure.identity import ClientSecretCredential
 
         return ClientSecretCredential(
-            self.principal.tenant_id, self.principal.client_id, self.principal.client_secret,
-            authority=self.authority, disable_instance_discovery=True, **kwargs,
+            self.principal.tenant_id,
+            self.principal.client_id,
+            self.principal.client_secret,
+            authority=self.authority,
+            disable_instance_discovery=True,
+            **kwargs,
         )
 
     def ml_client(self, credential: Any = None, **kwargs: Any) -> Any:
@@ -177,8 +210,13 @@ class AmlEmulator:
 
         c = self.config
         return MLClient(
-            credential or self.credential(), c.subscription_id, c.resource_group, c.workspace_name,
-            cloud=self.cloud_name, cloud_metadata=self.cloud_metadata, **kwargs,
+            credential or self.credential(),
+            c.subscription_id,
+            c.resource_group,
+            c.workspace_name,
+            cloud=self.cloud_name,
+            cloud_metadata=self.cloud_metadata,
+            **kwargs,
         )
 
     # steering
@@ -191,14 +229,21 @@ class AmlEmulator:
 
     def advance_clock(self, seconds: float) -> float:
         if not isinstance(self.clock, ManualClock):
-            raise TypeError("the emulator runs on the wall clock; start it with clock=ManualClock() to advance time")
+            raise TypeError(
+                "the emulator runs on the wall clock; start it with clock=ManualClock() to advance time"
+            )
         now = self.clock.advance(seconds)
         self.engine.step_all()
         return now
 
     def configure(self, **settings: Any) -> None:
         """Change delays and knobs at run time (names as in ``/_emu/settings``)."""
-        names = {"stateDelay": "state_delay", "requireSeen": "require_seen", "provisioning": "provisioning", "cancelGrace": "cancel_grace"}
+        names = {
+            "stateDelay": "state_delay",
+            "requireSeen": "require_seen",
+            "provisioning": "provisioning",
+            "cancelGrace": "cancel_grace",
+        }
         timing = {names[k]: v for k, v in settings.items() if k in names}
         if timing:
             self.timing = replace(self.timing, **timing)
@@ -222,10 +267,21 @@ class AmlEmulator:
         with self.engine.lock:
             self.engine.jobs[name].hold = state
 
-    def force_status(self, name: str, status: str, *, code: str | None = None, message: str | None = None) -> None:
+    def force_status(
+        self, name: str, status: str, *, code: str | None = None, message: str | None = None
+    ) -> None:
         """Fault knobs: ``NotResponding`` (node lost: the process is killed), ``Paused``, or any other status."""
         job = self.job(name)
-        error = run_error(code or "SystemError", message or f"The job was moved to {status} by a fault knob.", self.config.location, self.clock.now()) if status in ("Failed", "NotResponding") else None
+        error = (
+            run_error(
+                code or "SystemError",
+                message or f"The job was moved to {status} by a fault knob.",
+                self.config.location,
+                self.clock.now(),
+            )
+            if status in ("Failed", "NotResponding")
+            else None
+        )
         self.engine.force(job, status, error)
 
     def metrics(self, name: str) -> list[dict[str, Any]]:
@@ -234,25 +290,47 @@ class AmlEmulator:
     def job_states(self) -> list[dict[str, Any]]:
         with self.engine.lock:
             jobs = list(self.engine.jobs.values())
-            return [{
-                "name": j.name, "status": j.status, "history": [s for s, _ in j.history], "exitCode": j.exit_code,
-                "error": j.error, "pid": j.container.pid if j.container else None, "hold": j.hold,
-                "workingDir": str(self.root / "jobs" / j.name / "wd"),
-            } for j in jobs]
+            return [
+                {
+                    "name": j.name,
+                    "status": j.status,
+                    "history": [s for s, _ in j.history],
+                    "exitCode": j.exit_code,
+                    "error": j.error,
+                    "pid": j.container.pid if j.container else None,
+                    "hold": j.hold,
+                    "workingDir": str(self.root / "jobs" / j.name / "wd"),
+                }
+                for j in jobs
+            ]
 
     def info(self) -> dict[str, Any]:
         c = self.config
         return {
-            "url": self.url, "subscriptionId": c.subscription_id, "resourceGroup": c.resource_group,
-            "workspaceName": c.workspace_name, "computes": list(c.computes), "location": c.location,
-            "tenantId": self.principal.tenant_id, "clientId": self.principal.client_id,
-            "clientSecret": self.principal.client_secret, "authority": self.authority,
-            "caBundle": str(self.ca_bundle), "cloudName": self.cloud_name, "cloudMetadata": self.cloud_metadata,
-            "mlflowTrackingUri": self.mlflow_tracking_uri, "proxy": self.proxy_url, "env": self.client_env(),
+            "url": self.url,
+            "subscriptionId": c.subscription_id,
+            "resourceGroup": c.resource_group,
+            "workspaceName": c.workspace_name,
+            "computes": list(c.computes),
+            "location": c.location,
+            "tenantId": self.principal.tenant_id,
+            "clientId": self.principal.client_id,
+            "clientSecret": self.principal.client_secret,
+            "authority": self.authority,
+            "caBundle": str(self.ca_bundle),
+            "cloudName": self.cloud_name,
+            "cloudMetadata": self.cloud_metadata,
+            "mlflowTrackingUri": self.mlflow_tracking_uri,
+            "proxy": self.proxy_url,
+            "env": self.client_env(),
             "storageRoot": str(self.root / "storage"),
-            "settings": {**asdict(self.timing), "notFoundAfterCreate": self.not_found_after_create,
-                         "retryAfter": self.arm.retry_after, "failImages": sorted(self.fail_images),
-                         "holdStates": sorted(self.engine.held_states)},
+            "settings": {
+                **asdict(self.timing),
+                "notFoundAfterCreate": self.not_found_after_create,
+                "retryAfter": self.arm.retry_after,
+                "failImages": sorted(self.fail_images),
+                "holdStates": sorted(self.engine.held_states),
+            },
         }
 
     def _preparation_failure(self, job: Job) -> tuple[str, str] | None:
@@ -261,5 +339,8 @@ class AmlEmulator:
         asset = self.assets.get("environments", parts[-3], parts[-1]) if len(parts) >= 4 else None
         image = asset.properties.get("image") if asset else None
         if image in self.fail_images:
-            return "UserError", f"Failed to pull Docker image {image}: manifest unknown. Check the image name and that the compute can reach its registry."
+            return (
+                "UserError",
+                f"Failed to pull Docker image {image}: manifest unknown. Check the image name and that the compute can reach its registry.",
+            )
         return None

@@ -11,7 +11,10 @@ from typing import Any
 from .wire import Request
 
 DEFAULT_CODES = {
-    429: ("TooManyRequests", "The request was throttled: too many requests for this workspace. Retry after the period in the Retry-After header."),
+    429: (
+        "TooManyRequests",
+        "The request was throttled: too many requests for this workspace. Retry after the period in the Retry-After header.",
+    ),
     500: ("InternalServerError", "An unexpected error occurred while processing the request."),
     502: ("BadGateway", "The gateway did not receive a response from the service."),
     503: ("ServiceUnavailable", "The service is temporarily unavailable. Please retry the request."),
@@ -38,8 +41,12 @@ class Fault:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "status": self.status, "times": self.times, "method": self.method,
-            "path": self.path.pattern if self.path else None, "retryAfter": self.retry_after, "hits": self.hits,
+            "status": self.status,
+            "times": self.times,
+            "method": self.method,
+            "path": self.path.pattern if self.path else None,
+            "retryAfter": self.retry_after,
+            "hits": self.hits,
         }
 
 
@@ -86,7 +93,9 @@ class FaultPlan:
 
 
 def fault_codes(fault: Fault, storage: bool) -> tuple[str, str]:
-    default_code, default_message = DEFAULT_CODES.get(fault.status, ("InternalServerError", "An error was injected."))
+    default_code, default_message = DEFAULT_CODES.get(
+        fault.status, ("InternalServerError", "An error was injected.")
+    )
     if storage:
         default_code = STORAGE_CODES.get(fault.status, default_code)
     return fault.code or default_code, fault.message or default_message

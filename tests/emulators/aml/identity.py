@@ -94,7 +94,11 @@ class TokenIssuer:
         """The caller's claims, or an HttpError carrying ARM's 401."""
         header = request.header("Authorization")
         if not header:
-            raise HttpError(_unauthorized("AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing."))
+            raise HttpError(
+                _unauthorized(
+                    "AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing."
+                )
+            )
         scheme, _, token = header.partition(" ")
         claims = self.claims(token.strip()) if scheme.lower() == "bearer" else None
         if claims is None:
@@ -103,9 +107,7 @@ class TokenIssuer:
         with self._lock:
             revoked = claims["iat"] < self._revoked_before
         if revoked or claims["exp"] <= now:
-            message = (
-                f"The access token expiry UTC time '{_utc(claims['exp'])}' is earlier than current UTC time '{_utc(now)}'."
-            )
+            message = f"The access token expiry UTC time '{_utc(claims['exp'])}' is earlier than current UTC time '{_utc(now)}'."
             raise HttpError(_unauthorized("ExpiredAuthenticationToken", message, expired=True))
         return claims
 
@@ -124,14 +126,14 @@ class EntraRoutes:
         self.base_url = base_url.rstrip("/")
 
     def register(self, router: Router) -> None:
-        router.add("GET", r"/(?P<tenant>[^/]+)/v2\.0/\.well-known/openid-configuration", self.openid_configuration)
+        router.add(
+            "GET", r"/(?P<tenant>[^/]+)/v2\.0/\.well-known/openid-configuration", self.openid_configuration
+        )
         router.add("POST", r"/(?P<tenant>[^/]+)/oauth2/v2\.0/token", self.token)
 
     def _check_tenant(self, tenant: str) -> None:
         if tenant.lower() not in (self.issuer.principal.tenant_id, "organizations"):
-            raise HttpError(
-                _aad_error(400, "invalid_tenant", f"AADSTS90002: Tenant '{tenant}' not found.")
-            )
+            raise HttpError(_aad_error(400, "invalid_tenant", f"AADSTS90002: Tenant '{tenant}' not found."))
 
     def openid_configuration(self, request: Request, match: Any) -> Response:
         tenant = match["tenant"]
@@ -144,7 +146,11 @@ class EntraRoutes:
                 "authorization_endpoint": f"{root}/oauth2/v2.0/authorize",
                 "device_authorization_endpoint": f"{root}/oauth2/v2.0/devicecode",
                 "issuer": f"{self.base_url}/{self.issuer.principal.tenant_id}/v2.0",
-                "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+                "token_endpoint_auth_methods_supported": [
+                    "client_secret_post",
+                    "private_key_jwt",
+                    "client_secret_basic",
+                ],
                 "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
                 "tenant_region_scope": "EU",
             },
@@ -155,7 +161,9 @@ class EntraRoutes:
         form = dict(parse_qsl(request.body.decode("utf-8", "replace")))
         principal = self.issuer.principal
         if form.get("grant_type") != "client_credentials":
-            return _aad_error(400, "unsupported_grant_type", "AADSTS70003: The app requested an unsupported grant type.")
+            return _aad_error(
+                400, "unsupported_grant_type", "AADSTS70003: The app requested an unsupported grant type."
+            )
         if form.get("client_id") != principal.client_id:
             return _aad_error(
                 400,
@@ -167,10 +175,13 @@ class EntraRoutes:
         scope = form.get("scope", "").split()
         resources = [s.removesuffix(".default").rstrip("/") for s in scope if s.endswith("/.default")]
         if len(resources) != 1:
-            return _aad_error(400, "invalid_scope", "AADSTS1002012: The provided value for scope is not valid.")
+            return _aad_error(
+                400, "invalid_scope", "AADSTS1002012: The provided value for scope is not valid."
+            )
         token, seconds = self.issuer.issue(resources[0])
         return Response.json(
-            200, {"token_type": "Bearer", "expires_in": seconds, "ext_expires_in": seconds, "access_token": token}
+            200,
+            {"token_type": "Bearer", "expires_in": seconds, "ext_expires_in": seconds, "access_token": token},
         )
 
 

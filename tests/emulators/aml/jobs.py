@@ -63,7 +63,13 @@ class Job:
 def run_error(code: str, message: str, location: str, when: float) -> dict[str, Any]:
     """Run history's ErrorResponse: where AML puts why a run failed (the job resource has no error)."""
     return {
-        "error": {"code": code, "message": message, "messageFormat": message, "messageParameters": {}, "details": []},
+        "error": {
+            "code": code,
+            "message": message,
+            "messageFormat": message,
+            "messageParameters": {},
+            "details": [],
+        },
         "environment": location,
         "location": location,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime(when)),
@@ -145,7 +151,9 @@ class JobEngine:
                 try:
                     self._step(job, now)
                 except Exception as error:  # one broken job must not stop the controller
-                    job.error = run_error("SystemError", f"The emulator failed to run the job: {error}", self.location, now)
+                    job.error = run_error(
+                        "SystemError", f"The emulator failed to run the job: {error}", self.location, now
+                    )
                     self._enter(job, "Failed", now)
                 if job.deleted and job.terminal and not job.stopping:
                     del self.jobs[job.name]

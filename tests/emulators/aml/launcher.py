@@ -56,7 +56,7 @@ class JobLauncher:
         container_root = self.container_root(job)
         mounts = [Mount(working, f"{container_root}/exe/wd")]
         outputs: dict[str, str] = {}
-        for name in (job.properties.get("outputs") or {}):
+        for name in job.properties.get("outputs") or {}:
             host = job_dir / "outputs" / name
             host.mkdir(parents=True, exist_ok=True)
             outputs[name] = f"{container_root}/cap/data-capability/wd/{name}"
@@ -106,33 +106,45 @@ class JobLauncher:
         token, _ = self.issuer.issue(self.aml_audience, lifetime=7 * 24 * 3600)
         variables: dict[str, str] = dict(job.properties.get("environmentVariables") or {})
         variables.update(_distribution_variables(job.properties.get("distribution")))
-        variables.update({
-            "AZUREML_RUN_ID": job.name,
-            "AZUREML_ARM_SUBSCRIPTION": c.subscription_id,
-            "AZUREML_ARM_RESOURCEGROUP": c.resource_group,
-            "AZUREML_ARM_WORKSPACE_NAME": c.workspace_name,
-            "AZUREML_ARM_PROJECT_NAME": experiment,
-            "AZUREML_EXPERIMENT_ID": experiment_id(c, experiment),
-            "AZUREML_RUN_TOKEN": token,
-            "AZUREML_SERVICE_ENDPOINT": self.base_url,
-            "AZUREML_DISCOVERY_SERVICE_ENDPOINT": f"{self.base_url}/discovery",
-            "AZUREML_CR_EXECUTION_WORKING_DIR_PATH": working_dir,
-            "MLFLOW_TRACKING_URI": f"{self.base_url}/mlflow/v1.0{c.arm_id}",
-            "MLFLOW_RUN_ID": job.name,
-            "MLFLOW_EXPERIMENT_ID": experiment_id(c, experiment),
-            "MLFLOW_EXPERIMENT_NAME": experiment,
-            "MLFLOW_TRACKING_TOKEN": token,
-            "REQUESTS_CA_BUNDLE": str(self.ca_bundle),
-            "SSL_CERT_FILE": str(self.ca_bundle),
-        })
+        variables.update(
+            {
+                "AZUREML_RUN_ID": job.name,
+                "AZUREML_ARM_SUBSCRIPTION": c.subscription_id,
+                "AZUREML_ARM_RESOURCEGROUP": c.resource_group,
+                "AZUREML_ARM_WORKSPACE_NAME": c.workspace_name,
+                "AZUREML_ARM_PROJECT_NAME": experiment,
+                "AZUREML_EXPERIMENT_ID": experiment_id(c, experiment),
+                "AZUREML_RUN_TOKEN": token,
+                "AZUREML_SERVICE_ENDPOINT": self.base_url,
+                "AZUREML_DISCOVERY_SERVICE_ENDPOINT": f"{self.base_url}/discovery",
+                "AZUREML_CR_EXECUTION_WORKING_DIR_PATH": working_dir,
+                "MLFLOW_TRACKING_URI": f"{self.base_url}/mlflow/v1.0{c.arm_id}",
+                "MLFLOW_RUN_ID": job.name,
+                "MLFLOW_EXPERIMENT_ID": experiment_id(c, experiment),
+                "MLFLOW_EXPERIMENT_NAME": experiment,
+                "MLFLOW_TRACKING_TOKEN": token,
+                "REQUESTS_CA_BUNDLE": str(self.ca_bundle),
+                "SSL_CERT_FILE": str(self.ca_bundle),
+            }
+        )
         return variables
 
 
 def _distribution_variables(distribution: Any) -> dict[str, str]:
     """A one-node PyTorch job's rendezvous variables (the emulator runs one process per job)."""
-    if not isinstance(distribution, dict) or str(distribution.get("distributionType", "")).lower() != "pytorch":
+    if (
+        not isinstance(distribution, dict)
+        or str(distribution.get("distributionType", "")).lower() != "pytorch"
+    ):
         return {}
-    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "6105", "WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "NODE_RANK": "0"}
+    return {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "6105",
+        "WORLD_SIZE": "1",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "NODE_RANK": "0",
+    }
 
 
 def _substitute(command: str, inputs: dict[str, Any], outputs: dict[str, str]) -> str:

@@ -20,9 +20,19 @@ from .wire import HttpError, Request, Response, Router
 from .workspace import WorkspaceConfig, experiment_id
 
 RUN_STATUS = {  # AML job status -> MLflow RunStatus
-    "NotStarted": "SCHEDULED", "Starting": "SCHEDULED", "Provisioning": "SCHEDULED", "Preparing": "SCHEDULED",
-    "Queued": "SCHEDULED", "Running": "RUNNING", "Finalizing": "RUNNING", "CancelRequested": "RUNNING",
-    "Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED", "NotResponding": "FAILED", "Paused": "FAILED",
+    "NotStarted": "SCHEDULED",
+    "Starting": "SCHEDULED",
+    "Provisioning": "SCHEDULED",
+    "Preparing": "SCHEDULED",
+    "Queued": "SCHEDULED",
+    "Running": "RUNNING",
+    "Finalizing": "RUNNING",
+    "CancelRequested": "RUNNING",
+    "Completed": "FINISHED",
+    "Failed": "FAILED",
+    "Canceled": "KILLED",
+    "NotResponding": "FAILED",
+    "Paused": "FAILED",
 }
 
 
@@ -39,7 +49,9 @@ class RunData:
 
 
 class MlflowRoutes:
-    def __init__(self, config: WorkspaceConfig, engine: JobEngine, artifact_uri: Callable[[str], str]) -> None:
+    def __init__(
+        self, config: WorkspaceConfig, engine: JobEngine, artifact_uri: Callable[[str], str]
+    ) -> None:
         self.config = config
         self.engine = engine
         self.artifact_uri = artifact_uri
@@ -79,19 +91,31 @@ class MlflowRoutes:
             latest: dict[str, dict[str, Any]] = {}
             for metric in data.metrics:
                 current = latest.get(metric["key"])
-                if current is None or (metric["step"], metric["timestamp"]) >= (current["step"], current["timestamp"]):
+                if current is None or (metric["step"], metric["timestamp"]) >= (
+                    current["step"],
+                    current["timestamp"],
+                ):
                     latest[metric["key"]] = metric
             params = [{"key": k, "value": v} for k, v in data.params.items()]
             tags = [{"key": k, "value": v} for k, v in data.tags.items()]
         info: dict[str, Any] = {
-            "run_id": job.name, "run_uuid": job.name, "run_name": job.properties.get("displayName") or job.name,
-            "experiment_id": experiment_id(self.config, experiment), "user_id": "trialfleet emulator principal",
-            "status": RUN_STATUS.get(job.status, "RUNNING"), "start_time": int((job.start_time or job.created) * 1000),
-            "artifact_uri": self.artifact_uri(job.name), "lifecycle_stage": "active",
+            "run_id": job.name,
+            "run_uuid": job.name,
+            "run_name": job.properties.get("displayName") or job.name,
+            "experiment_id": experiment_id(self.config, experiment),
+            "user_id": "trialfleet emulator principal",
+            "status": RUN_STATUS.get(job.status, "RUNNING"),
+            "start_time": int((job.start_time or job.created) * 1000),
+            "artifact_uri": self.artifact_uri(job.name),
+            "lifecycle_stage": "active",
         }
         if job.end_time is not None:
             info["end_time"] = int(job.end_time * 1000)
-        return {"info": info, "data": {"metrics": list(latest.values()), "params": params, "tags": tags}, "inputs": {}}
+        return {
+            "info": info,
+            "data": {"metrics": list(latest.values()), "params": params, "tags": tags},
+            "inputs": {},
+        }
 
     def get_run(self, request: Request, match: re.Match[str]) -> Response:
         job = self._job(request.query.get("run_id") or request.query.get("run_uuid"))
@@ -144,7 +168,9 @@ class MlflowRoutes:
         job = self._job(request.query.get("run_id") or request.query.get("run_uuid"))
         key = request.query.get("metric_key")
         if not key:
-            raise mlflow_error(400, "INVALID_PARAMETER_VALUE", "Missing value for required parameter 'metric_key'.")
+            raise mlflow_error(
+                400, "INVALID_PARAMETER_VALUE", "Missing value for required parameter 'metric_key'."
+            )
         history = [m for m in self.metrics(job.name) if m["key"] == key]
         history.sort(key=lambda m: (m["step"], m["timestamp"]))  # stable: equal steps keep arrival order
         start = int(request.query.get("page_token") or 0)
@@ -155,8 +181,15 @@ class MlflowRoutes:
         return Response.json(200, page)
 
     def _experiment(self, name: str) -> dict[str, Any]:
-        return {"experiment": {"experiment_id": experiment_id(self.config, name), "name": name,
-                               "artifact_location": "", "lifecycle_stage": "active", "tags": []}}
+        return {
+            "experiment": {
+                "experiment_id": experiment_id(self.config, name),
+                "name": name,
+                "artifact_location": "",
+                "lifecycle_stage": "active",
+                "tags": [],
+            }
+        }
 
     def _experiment_names(self) -> set[str]:
         with self.engine.lock:
@@ -172,7 +205,9 @@ class MlflowRoutes:
     def get_experiment_by_name(self, request: Request, match: re.Match[str]) -> Response:
         name = request.query.get("experiment_name", "")
         if name not in self._experiment_names():
-            raise mlflow_error(404, "RESOURCE_DOES_NOT_EXIST", f"Could not find experiment with name '{name}'")
+            raise mlflow_error(
+                404, "RESOURCE_DOES_NOT_EXIST", f"Could not find experiment with name '{name}'"
+            )
         return Response.json(200, self._experiment(name))
 
 
@@ -192,7 +227,9 @@ def _integer(body: dict[str, Any], name: str, default: int | None) -> int:
     if isinstance(value, str) and value.lstrip("-").isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise mlflow_error(400, "INVALID_PARAMETER_VALUE", f"Invalid value {value!r} for parameter '{name}' supplied.")
+        raise mlflow_error(
+            400, "INVALID_PARAMETER_VALUE", f"Invalid value {value!r} for parameter '{name}' supplied."
+        )
     return value
 
 
@@ -203,7 +240,9 @@ def _metric(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
         value = float(value.replace("Infinity", "inf"))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise mlflow_error(400, "INVALID_PARAMETER_VALUE", f"Invalid value {value!r} for parameter 'value' supplied.")
+        raise mlflow_error(
+            400, "INVALID_PARAMETER_VALUE", f"Invalid value {value!r} for parameter 'value' supplied."
+        )
     number = float(value)
     return {
         "key": key,

@@ -72,6 +72,8 @@ class ConnectProxy(socketserver.ThreadingTCPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="aml-emulator-proxy", daemon=True)
+        thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.1}, name="aml-emulator-proxy", daemon=True
+        )
         thread.start()
         return thread

@@ -45,7 +45,17 @@ class RunHistoryRoutes:
             router.add("GET", history + scope + r"/runs/(?P<name>[^/]+)/details", self.details)
 
     def discovery(self, request: Request, match: re.Match[str]) -> Response:
-        names = ("api", "catalog", "experimentation", "gallery", "history", "hyperdrive", "labeling", "modelmanagement", "pipelines")
+        names = (
+            "api",
+            "catalog",
+            "experimentation",
+            "gallery",
+            "history",
+            "hyperdrive",
+            "labeling",
+            "modelmanagement",
+            "pipelines",
+        )
         document: dict[str, str] = {name: self.base_url for name in names}
         document["studio"] = f"{self.base_url}/studio"
         return Response.json(200, document)
@@ -85,7 +95,10 @@ class RunHistoryRoutes:
             "error": job.error,
             "warnings": [],
             "tags": dict(job.properties.get("tags") or {}),
-            "properties": {"azureml.runsource": "azureml.scriptrun", "_azureml.ComputeTargetType": "amlctrain"},
+            "properties": {
+                "azureml.runsource": "azureml.scriptrun",
+                "_azureml.ComputeTargetType": "amlctrain",
+            },
             "parameters": {},
             "services": {},
             "inputDatasets": [],

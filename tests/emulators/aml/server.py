@@ -65,9 +65,13 @@ class TlsServer(ThreadingHTTPServer):
                 connection.close()
 
 
-def serve(host: str, port: int, context: ssl.SSLContext, application: Application) -> tuple[TlsServer, threading.Thread]:
+def serve(
+    host: str, port: int, context: ssl.SSLContext, application: Application
+) -> tuple[TlsServer, threading.Thread]:
     server = TlsServer((host, port), context, application)
     server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="aml-emulator-https", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="aml-emulator-https", daemon=True
+    )
     thread.start()
     return server, thread

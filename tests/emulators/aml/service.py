@@ -46,8 +46,12 @@ class RequestPipeline:
             response = error.response
         except Exception:  # an emulator bug must surface as a 500 the test sees, not a dropped connection
             logger.error("emulator error on %s %s\n%s", request.method, request.path, traceback.format_exc())
-            response = arm_error(500, "InternalServerError", "The emulator failed: " + traceback.format_exc(limit=3))
-        response.headers.setdefault("x-ms-request-id", request.header("x-ms-client-request-id") or str(time.time_ns()))
+            response = arm_error(
+                500, "InternalServerError", "The emulator failed: " + traceback.format_exc(limit=3)
+            )
+        response.headers.setdefault(
+            "x-ms-request-id", request.header("x-ms-client-request-id") or str(time.time_ns())
+        )
         if not request.path.startswith("/_emu/"):
             self.log.record(request, response.status, time.time())
         return response
@@ -67,22 +71,40 @@ class RequestPipeline:
         if found is None:
             return self._not_found(request)
         if found is False:
-            return arm_error(405, "MethodNotAllowed", f"The requested resource does not support http method '{request.method}'.")
+            return arm_error(
+                405,
+                "MethodNotAllowed",
+                f"The requested resource does not support http method '{request.method}'.",
+            )
         handler, match = found
         return handler(request, match)
 
     def _fault(self, fault, request: Request, *, storage: bool) -> Response:  # type: ignore[no-untyped-def]
         code, message = fault_codes(fault, storage)
-        response = storage_error(fault.status, code, message, head=request.method == "HEAD") if storage else arm_error(fault.status, code, message)
+        response = (
+            storage_error(fault.status, code, message, head=request.method == "HEAD")
+            if storage
+            else arm_error(fault.status, code, message)
+        )
         if fault.retry_after is not None:
-            response.headers["Retry-After"] = str(int(fault.retry_after) if float(fault.retry_after).is_integer() else fault.retry_after)
+            response.headers["Retry-After"] = str(
+                int(fault.retry_after) if float(fault.retry_after).is_integer() else fault.retry_after
+            )
         return response
 
     def _not_found(self, request: Request) -> Response:
         if request.path.startswith("/mlflow/"):
-            raise mlflow_error(404, "ENDPOINT_NOT_FOUND", f"No API endpoint for {request.method} {request.path}")
-        if request.path.startswith("/subscriptions/") and not request.path.lower().startswith(self.workspace_arm_id.lower()):
+            raise mlflow_error(
+                404, "ENDPOINT_NOT_FOUND", f"No API endpoint for {request.method} {request.path}"
+            )
+        if request.path.startswith("/subscriptions/") and not request.path.lower().startswith(
+            self.workspace_arm_id.lower()
+        ):
             parts = request.path.split("/")
             name = parts[8] if len(parts) > 8 else request.path
-            return arm_error(404, "ResourceNotFound", f"The Resource 'Microsoft.MachineLearningServices/workspaces/{name}' was not found.")
+            return arm_error(
+                404,
+                "ResourceNotFound",
+                f"The Resource 'Microsoft.MachineLearningServices/workspaces/{name}' was not found.",
+            )
         return arm_error(404, "NotFound", f"No route for {request.method} {request.path}.")

@@ -62,7 +62,9 @@ class StorageService:
         head = request.method == "HEAD"
         if container not in self.containers:
             check_authorization(request, self.store.clock, self.store.account, "r")
-            return storage_error(404, "ContainerNotFound", "The specified container does not exist.", head=head)
+            return storage_error(
+                404, "ContainerNotFound", "The specified container does not exist.", head=head
+            )
         if request.query.get("restype") == "container" or not name:
             return self._container(request, container)
         if request.method in ("GET", "HEAD"):
@@ -71,7 +73,9 @@ class StorageService:
         if request.method == "PUT":
             check_authorization(request, self.store.clock, self.store.account, "w")
             return self._write(request, container, name)
-        return storage_error(405, "UnsupportedHttpVerb", "The resource doesn't support specified Http Verb.", head=head)
+        return storage_error(
+            405, "UnsupportedHttpVerb", "The resource doesn't support specified Http Verb.", head=head
+        )
 
     def _container(self, request: Request, container: str) -> Response:
         if request.method == "GET" and request.query.get("comp") == "list":
@@ -89,7 +93,9 @@ class StorageService:
         props = self.store.properties(container, name)
         path = self.store.path(container, name)
         if props is None or not path.is_file():
-            return storage_error(404, "BlobNotFound", "The specified blob does not exist.", head=request.method == "HEAD")
+            return storage_error(
+                404, "BlobNotFound", "The specified blob does not exist.", head=request.method == "HEAD"
+            )
         size = path.stat().st_size
         version = request.header("x-ms-version", "2021-08-06")
         if request.method == "HEAD":
@@ -120,10 +126,21 @@ class StorageService:
             content_type = request.header("x-ms-blob-content-type")
         elif comp is None:
             if request.header("x-ms-blob-type") != "BlockBlob":
-                return storage_error(400, "MissingRequiredHeader", "An HTTP header that's mandatory for this request is not specified.")
-            data, content_type = request.body, request.header("x-ms-blob-content-type") or request.header("Content-Type")
+                return storage_error(
+                    400,
+                    "MissingRequiredHeader",
+                    "An HTTP header that's mandatory for this request is not specified.",
+                )
+            data, content_type = (
+                request.body,
+                request.header("x-ms-blob-content-type") or request.header("Content-Type"),
+            )
         else:
-            return storage_error(400, "InvalidQueryParameterValue", f"Value for one of the query parameters specified in the request URI is invalid: comp={comp}")
+            return storage_error(
+                400,
+                "InvalidQueryParameterValue",
+                f"Value for one of the query parameters specified in the request URI is invalid: comp={comp}",
+            )
         props = self.store.put(container, name, data, content_type, metadata_from(request))
         headers = _written(props.etag, props.last_modified)
         headers["Content-MD5"] = props.content_md5 or ""
@@ -131,4 +148,8 @@ class StorageService:
 
 
 def _written(etag: str, last_modified: float) -> dict[str, str]:
-    return {"ETag": etag, "Last-Modified": formatdate(last_modified, usegmt=True), "x-ms-request-server-encrypted": "true"}
+    return {
+        "ETag": etag,
+        "Last-Modified": formatdate(last_modified, usegmt=True),
+        "x-ms-request-server-encrypted": "true",
+    }

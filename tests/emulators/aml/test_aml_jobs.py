@@ -43,7 +43,13 @@ def statuses_until_terminal(ml_client: Any, name: str, first: str | None = None)
 def test_every_state_is_seen_by_a_polling_client(ml_client: Any) -> None:
     job = submit(ml_client, "true")
     assert statuses_until_terminal(ml_client, job.name, first=job.status) == [
-        "NotStarted", "Starting", "Preparing", "Queued", "Running", "Finalizing", "Completed",
+        "NotStarted",
+        "Starting",
+        "Preparing",
+        "Queued",
+        "Running",
+        "Finalizing",
+        "Completed",
     ]
 
 
@@ -58,7 +64,14 @@ def test_the_command_runs_in_the_uploaded_snapshot_with_amls_environment(
 ) -> None:
     dump = "import json, os; print(json.dumps(dict(os.environ)))"
     shell = f"python train.py ${{{{inputs.lr}}}} && cat data/table.csv && python -c '{dump}' > env.json"
-    job = submit(ml_client, shell, code_dir, inputs={"lr": 0.25}, environment_variables={"FOO": "bar"}, experiment_name="exp1")
+    job = submit(
+        ml_client,
+        shell,
+        code_dir,
+        inputs={"lr": 0.25},
+        environment_variables={"FOO": "bar"},
+        experiment_name="exp1",
+    )
     assert statuses_until_terminal(ml_client, job.name)[-1] == "Completed"
     state = next(s for s in emulator.job_states() if s["name"] == job.name)
     working = Path(state["workingDir"])
@@ -92,7 +105,9 @@ def manager_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MANAGER_SECRET", "must not leak into jobs")
 
 
-def test_a_failing_command_fails_the_job_with_the_exit_code_in_run_history(emulator: AmlEmulator, ml_client: Any) -> None:
+def test_a_failing_command_fails_the_job_with_the_exit_code_in_run_history(
+    emulator: AmlEmulator, ml_client: Any
+) -> None:
     job = submit(ml_client, "echo about to fail; exit 3")
     assert statuses_until_terminal(ml_client, job.name)[-2:] == ["Finalizing", "Failed"]
     token = emulator.credential().get_token(f"{emulator.url}/.default").token
@@ -106,7 +121,9 @@ def test_a_failing_command_fails_the_job_with_the_exit_code_in_run_history(emula
 
 def test_logs_are_readable_while_the_job_runs(emulator: AmlEmulator, ml_client: Any, tmp_path: Path) -> None:
     release = tmp_path / "release"
-    job = submit(ml_client, f"echo first line; while [ ! -e {release} ]; do sleep 0.05; done; echo second line")
+    job = submit(
+        ml_client, f"echo first line; while [ ! -e {release} ]; do sleep 0.05; done; echo second line"
+    )
     wait_for(lambda: "first line" in read_user_log(emulator, job.name))
     assert ml_client.jobs.get(job.name).status == "Running"
     assert "second line" not in read_user_log(emulator, job.name)
@@ -147,7 +164,13 @@ def test_cancel_stops_the_whole_process_tree(emulator: AmlEmulator, ml_client: A
     pid_file = tmp_path / "child.pid"
     job = submit(ml_client, f"sleep 300 & echo $! > {pid_file}; wait")
     # states advance only once a client has seen them, so the wait polls like a client would
-    wait_for(lambda: ml_client.jobs.get(job.name).status == "Running" and pid_file.exists() and pid_file.read_text().strip())
+    wait_for(
+        lambda: (
+            ml_client.jobs.get(job.name).status == "Running"
+            and pid_file.exists()
+            and pid_file.read_text().strip()
+        )
+    )
     child = int(pid_file.read_text())
     ml_client.jobs.begin_cancel(job.name, polling_interval=0.05).result()
     assert ml_client.jobs.get(job.name).status == "Canceled"
@@ -157,7 +180,9 @@ def test_cancel_stops_the_whole_process_tree(emulator: AmlEmulator, ml_client: A
     assert emulator.job(job.name).exit_code == 128 + 15
 
 
-def test_cancel_before_the_job_runs_never_starts_it(emulator: AmlEmulator, ml_client: Any, tmp_path: Path) -> None:
+def test_cancel_before_the_job_runs_never_starts_it(
+    emulator: AmlEmulator, ml_client: Any, tmp_path: Path
+) -> None:
     marker = tmp_path / "ran"
     emulator.configure(holdStates=["Queued"])
     job = submit(ml_client, f"touch {marker}")

@@ -66,23 +66,36 @@ def test_submit_uploads_code_registers_environment_and_puts_the_job(
         "PUT {ws}/environments/CliV2AnonymousEnvironment/versions/{hash}",
         "PUT {ws}/jobs/{name}",
     ]
-    api_versions = {shape(emulator, e): e.api_version for e in emulator.requests() if e.path.startswith("/subscriptions")}
+    api_versions = {
+        shape(emulator, e): e.api_version for e in emulator.requests() if e.path.startswith("/subscriptions")
+    }
     assert api_versions["GET {ws}/codes/{uuid}/versions"] == "2023-04-01"
-    assert api_versions["PUT {ws}/environments/CliV2AnonymousEnvironment/versions/{hash}"] == "2023-04-01-preview"
+    assert (
+        api_versions["PUT {ws}/environments/CliV2AnonymousEnvironment/versions/{hash}"]
+        == "2023-04-01-preview"
+    )
     assert api_versions["PUT {ws}/jobs/{name}"] == "2025-01-01-preview"
     body = emulator.requests()[-1].json()["properties"]
     assert body["jobType"] == "Command" and body["computeId"].endswith("/computes/cpu-cluster")
     assert body["codeId"].startswith(emulator.config.arm_id + "/codes/")
-    assert all(e.headers.get("Authorization", "").startswith("Bearer ") for e in emulator.requests() if e.path.startswith("/subscriptions"))
+    assert all(
+        e.headers.get("Authorization", "").startswith("Bearer ")
+        for e in emulator.requests()
+        if e.path.startswith("/subscriptions")
+    )
 
 
-def test_the_same_snapshot_is_not_uploaded_twice(emulator: AmlEmulator, ml_client: Any, code_dir: Path) -> None:
+def test_the_same_snapshot_is_not_uploaded_twice(
+    emulator: AmlEmulator, ml_client: Any, code_dir: Path
+) -> None:
     submit(ml_client, code_dir, "python train.py")
     before = len(emulator.requests())
     submit(ml_client, code_dir, "python train.py")
     second = [shape(emulator, e) for e in emulator.requests()[before:]]
     assert not any(s.startswith(("PUT /trialfleetwsstore", "POST {ws}/codes")) for s in second)
-    assert "GET {ws}/codes/{uuid}/versions/1" in second  # the hash lookup found it; the SDK reads that version
+    assert (
+        "GET {ws}/codes/{uuid}/versions/1" in second
+    )  # the hash lookup found it; the SDK reads that version
 
 
 def test_cancel_is_a_long_running_operation(emulator: AmlEmulator, ml_client: Any) -> None:
@@ -91,7 +104,9 @@ def test_cancel_is_a_long_running_operation(emulator: AmlEmulator, ml_client: An
     wait_for(lambda: ml_client.jobs.get(job.name).status == "Running")
     response = requests.post(
         f"{emulator.url}{emulator.config.arm_id}/jobs/{job.name}/cancel?api-version=2023-04-01-preview",
-        headers={"Authorization": "Bearer " + emulator.credential().get_token(f"{emulator.url}/.default").token},
+        headers={
+            "Authorization": "Bearer " + emulator.credential().get_token(f"{emulator.url}/.default").token
+        },
         timeout=10,
     )
     assert response.status_code == 202
@@ -106,7 +121,9 @@ def test_cancel_is_a_long_running_operation(emulator: AmlEmulator, ml_client: An
     assert [s for s, _ in emulator.job(job.name).history][-2:] == ["CancelRequested", "Canceled"]
 
 
-def test_delete_is_a_long_running_operation_and_the_job_is_gone(emulator: AmlEmulator, ml_client: Any) -> None:
+def test_delete_is_a_long_running_operation_and_the_job_is_gone(
+    emulator: AmlEmulator, ml_client: Any
+) -> None:
     job = submit(ml_client, None, "true")
     ml_client.jobs.begin_delete(job.name, polling_interval=0.05).result()
     with pytest.raises(ResourceNotFoundError):
@@ -147,8 +164,12 @@ def test_the_sdk_refuses_bearer_tokens_over_plain_http(emulator: AmlEmulator, co
 
     plain = {**emulator.cloud_metadata, "resource_manager": emulator.url.replace("https://", "http://") + "/"}
     client = MLClient(
-        emulator.credential(), emulator.config.subscription_id, emulator.config.resource_group,
-        emulator.config.workspace_name, cloud=emulator.cloud_name + "-http", cloud_metadata=plain,
+        emulator.credential(),
+        emulator.config.subscription_id,
+        emulator.config.resource_group,
+        emulator.config.workspace_name,
+        cloud=emulator.cloud_name + "-http",
+        cloud_metadata=plain,
     )
     with pytest.raises(AssetException, match="non-TLS") as raised:
         submit(client, code_dir, "python train.py")

@@ -40,7 +40,9 @@ def _name(common_name: str) -> x509.Name:
 def _validity(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.timezone.utc)
     # a day back covers clock skew between the emulator and a client; the emulator never lives a week
-    return builder.not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=7))
+    return builder.not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(
+        now + datetime.timedelta(days=7)
+    )
 
 
 def _make_ca() -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:

@@ -41,7 +41,9 @@ def compute_name(compute_id: str, workspace_prefix: str) -> str | None:
 def check_command_job(properties: dict[str, Any], workspace_prefix: str, computes: Collection[str]) -> None:
     command = properties.get("command")
     if not isinstance(command, str) or not command.strip():
-        raise user_error("The Command field is required for a command job and must not be empty.", target="command")
+        raise user_error(
+            "The Command field is required for a command job and must not be empty.", target="command"
+        )
     if not isinstance(properties.get("environmentId"), str) or not properties["environmentId"]:
         raise user_error("The EnvironmentId field is required for a command job.", target="environmentId")
     compute_id = properties.get("computeId")
@@ -57,7 +59,9 @@ def check_command_job(properties: dict[str, Any], workspace_prefix: str, compute
     _check_inputs(properties.get("inputs") or {})
     variables = properties.get("environmentVariables") or {}
     if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
-        raise user_error("EnvironmentVariables must map names to string values.", target="environmentVariables")
+        raise user_error(
+            "EnvironmentVariables must map names to string values.", target="environmentVariables"
+        )
 
 
 def _check_inputs(inputs: Any) -> None:
@@ -72,13 +76,22 @@ def _check_inputs(inputs: Any) -> None:
 def check_job_body(body: Any, workspace_prefix: str, computes: Collection[str]) -> dict[str, Any]:
     """The validated ``properties`` of a job PUT body."""
     if not isinstance(body, dict) or not isinstance(body.get("properties"), dict):
-        raise user_error("The request body must be a JSON object with a 'properties' object.", target="properties")
+        raise user_error(
+            "The request body must be a JSON object with a 'properties' object.", target="properties"
+        )
     properties: dict[str, Any] = body["properties"]
     job_type = properties.get("jobType")
     if job_type not in JOB_TYPES:
         raise user_error(f"JobType '{job_type}' is not supported.", target="jobType")
     if job_type != "Command":
         # the emulator runs command jobs only; the real service would accept the others
-        raise HttpError(arm_error(400, "UserError", f"Job type '{job_type}' is not supported by this emulator.", target="jobType"))
+        raise HttpError(
+            arm_error(
+                400,
+                "UserError",
+                f"Job type '{job_type}' is not supported by this emulator.",
+                target="jobType",
+            )
+        )
     check_command_job(properties, workspace_prefix, computes)
     return properties

@@ -73,7 +73,9 @@ class Assets:
     pending_uploads: dict[str, str] = field(default_factory=dict)  # pendingUploadId -> blob prefix
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def put(self, kind: str, name: str, version: str, properties: dict[str, Any], now: float) -> tuple[Asset, bool]:
+    def put(
+        self, kind: str, name: str, version: str, properties: dict[str, Any], now: float
+    ) -> tuple[Asset, bool]:
         """Store a version; True when it was created rather than updated."""
         with self.lock:
             previous = self.items.get((kind, name, version))
@@ -88,7 +90,8 @@ class Assets:
     def code_by_hash(self, digest: str) -> list[Asset]:
         with self.lock:
             return [
-                a for (kind, _, _), a in self.items.items()
+                a
+                for (kind, _, _), a in self.items.items()
                 if kind == "codes" and a.properties.get("properties", {}).get("hash_sha256") == digest
             ]
 
@@ -113,7 +116,9 @@ def experiment_id(config: WorkspaceConfig, experiment: str) -> str:
     return str(uuid.uuid5(uuid.UUID(config.workspace_id), experiment))
 
 
-def job_resource(config: WorkspaceConfig, job: Job, status: str, studio_base: str, tracking_uri: str) -> dict[str, Any]:
+def job_resource(
+    config: WorkspaceConfig, job: Job, status: str, studio_base: str, tracking_uri: str
+) -> dict[str, Any]:
     """A JobBase resource as GET returns it: what was sent, plus status, services, the default output, timestamps."""
     properties = dict(job.properties)
     properties["status"] = status
@@ -121,7 +126,10 @@ def job_resource(config: WorkspaceConfig, job: Job, status: str, studio_base: st
     properties.setdefault("isArchived", job.archived)
     properties["services"] = {
         "Tracking": {"jobServiceType": "Tracking", "endpoint": tracking_uri},
-        "Studio": {"jobServiceType": "Studio", "endpoint": f"{studio_base}/runs/{job.name}?wsid={config.arm_id}"},
+        "Studio": {
+            "jobServiceType": "Studio",
+            "endpoint": f"{studio_base}/runs/{job.name}?wsid={config.arm_id}",
+        },
     }
     outputs = dict(properties.get("outputs") or {})
     outputs.setdefault(
@@ -134,7 +142,9 @@ def job_resource(config: WorkspaceConfig, job: Job, status: str, studio_base: st
     )
     properties["outputs"] = outputs
     extra = dict(properties.get("properties") or {})
-    extra.update({"_azureml.ComputeTargetType": "amlctrain", "ProcessInfoFile": "azureml-logs/process_info.json"})
+    extra.update(
+        {"_azureml.ComputeTargetType": "amlctrain", "ProcessInfoFile": "azureml-logs/process_info.json"}
+    )
     extra["ProcessStatusFile"] = "azureml-logs/process_status.json"
     if job.start_time is not None:
         extra["StartTimeUtc"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(job.start_time))
@@ -151,7 +161,10 @@ def job_resource(config: WorkspaceConfig, job: Job, status: str, studio_base: st
 
 
 def datastore_resource(config: WorkspaceConfig, name: str, storage_suffix: str) -> dict[str, Any] | None:
-    containers = {"workspaceblobstore": config.blobstore_container, "workspaceartifactstore": config.artifact_container}
+    containers = {
+        "workspaceblobstore": config.blobstore_container,
+        "workspaceartifactstore": config.artifact_container,
+    }
     if name not in containers:
         return None
     return {
