@@ -15,6 +15,7 @@ emulator's; the emulator is not a storage security test.
 from __future__ import annotations
 
 import base64
+import calendar
 import hashlib
 import secrets
 import threading
@@ -23,7 +24,6 @@ import uuid
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
@@ -66,8 +66,6 @@ def _iso(seconds: float) -> str:
 
 
 def _parse_iso(text: str) -> float:
-    import calendar
-
     for pattern in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ", "%Y-%m-%d"):
         try:
             return float(calendar.timegm(time.strptime(text, pattern)))
@@ -342,7 +340,3 @@ def read_range(path: Path, start: int, end: int) -> bytes:
     with open(path, "rb") as handle:
         handle.seek(start)
         return handle.read(end - start + 1)
-
-
-def describe(store: BlobStore) -> dict[str, Any]:
-    return {"account": store.account, "root": str(store.root / store.account)}

@@ -28,7 +28,7 @@ from .server import TlsServer, serve
 from .service import RequestPipeline
 from .storage import StorageService
 from .tls import make_tls_files
-from .wire import LoggedRequest, RequestLog, Router
+from .wire import LoggedRequest, Request, RequestLog, Response, Router
 from .workspace import Assets, WorkspaceConfig
 
 STORAGE_SUFFIX = "core.aml-emulator.test"  # under .test (RFC 2606): never resolvable, so never sent elsewhere
@@ -123,7 +123,7 @@ class AmlEmulator:
             router, self.storage, self.issuer, self.faults, self.request_log, ControlRoutes(self), c.arm_id
         )
 
-    def _dispatch(self, request: Any) -> Any:
+    def _dispatch(self, request: Request) -> Response:
         return self._pipeline(request)
 
     def stop(self) -> None:

@@ -9,7 +9,7 @@ import traceback
 
 from .blob import storage_error
 from .control import ControlRoutes
-from .faults import FaultPlan, fault_codes
+from .faults import Fault, FaultPlan, fault_codes
 from .identity import TokenIssuer
 from .mlflow_api import mlflow_error
 from .storage import StorageService
@@ -79,7 +79,7 @@ class RequestPipeline:
         handler, match = found
         return handler(request, match)
 
-    def _fault(self, fault, request: Request, *, storage: bool) -> Response:  # type: ignore[no-untyped-def]
+    def _fault(self, fault: Fault, request: Request, *, storage: bool) -> Response:
         code, message = fault_codes(fault, storage)
         response = (
             storage_error(fault.status, code, message, head=request.method == "HEAD")

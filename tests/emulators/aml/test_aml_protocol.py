@@ -170,6 +170,7 @@ def test_the_sdk_refuses_bearer_tokens_over_plain_http(emulator: AmlEmulator, co
         emulator.config.workspace_name,
         cloud=emulator.cloud_name + "-http",
         cloud_metadata=plain,
+        retry_total=0,
     )
     with pytest.raises(AssetException, match="non-TLS") as raised:
         submit(client, code_dir, "python train.py")
