@@ -1,0 +1,252 @@
+"""The workspace's MLflow tracking server, the REST subset a job and a client use to log and read metrics.
+
+AML serves MLflow under ``/mlflow/v1.0/<workspace ARM id>/api/2.0/mlflow/...``; the workspace advertises it as
+``azureml://<host>/mlflow/v1.0/...`` (the ``azureml-mlflow`` plugin swaps the scheme for ``https``), and a job gets the
+https form in ``MLFLOW_TRACKING_URI`` with ``MLFLOW_RUN_ID`` = the job's name: every job *is* an MLflow run.
+Errors are MLflow's: ``{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": ...}``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jobs import Job, JobEngine
+from .wire import HttpError, Request, Response, Router
+from .workspace import WorkspaceConfig, experiment_id
+
+RUN_STATUS = {  # AML job status -> MLflow RunStatus
+    "NotStarted": "SCHEDULED",
+    "Starting": "SCHEDULED",
+    "Provisioning": "SCHEDULED",
+    "Preparing": "SCHEDULED",
+    "Queued": "SCHEDULED",
+    "Running": "RUNNING",
+    "Finalizing": "RUNNING",
+    "CancelRequested": "RUNNING",
+    "Completed": "FINISHED",
+    "Failed": "FAILED",
+    "Canceled": "KILLED",
+    "NotResponding": "FAILED",
+    "Paused": "FAILED",
+}
+
+
+def mlflow_error(status: int, code: str, message: str) -> HttpError:
+    return HttpError(Response.json(status, {"error_code": code, "message": message}))
+
+
+@dataclass
+class RunData:
+    metrics: list[dict[str, Any]] = field(default_factory=list)  # in arrival order
+    params: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    status_updates: list[str] = field(default_factory=list)
+
+
+class MlflowRoutes:
+    def __init__(
+        self, config: WorkspaceConfig, engine: JobEngine, artifact_uri: Callable[[str], str]
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.artifact_uri = artifact_uri
+        self.runs: dict[str, RunData] = {}
+        self.lock = threading.Lock()
+
+    def register(self, router: Router) -> None:
+        api = re.escape(f"/mlflow/v1.0{self.config.arm_id}/api/2.0/mlflow")
+        router.add("GET", api + "/runs/get", self.get_run)
+        router.add("POST", api + "/runs/update", self.update_run)
+        router.add("POST", api + "/runs/log-metric", self.log_metric)
+        router.add("POST", api + "/runs/log-batch", self.log_batch)
+        router.add("POST", api + "/runs/log-parameter", self.log_parameter)
+        router.add("POST", api + "/runs/set-tag", self.set_tag)
+        router.add("GET", api + "/metrics/get-history", self.get_history)
+        router.add("GET", api + "/experiments/get", self.get_experiment)
+        router.add("GET", api + "/experiments/get-by-name", self.get_experiment_by_name)
+
+    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.runs.get(run_id, RunData()).metrics)
+
+    def _job(self, run_id: Any) -> Job:
+        with self.engine.lock:
+            job = self.engine.jobs.get(str(run_id)) if run_id else None
+        if job is None:
+            raise mlflow_error(404, "RESOURCE_DOES_NOT_EXIST", f"Run '{run_id}' not found")
+        return job
+
+    def _data(self, run_id: str) -> RunData:
+        return self.runs.setdefault(run_id, RunData())
+
+    def _run(self, job: Job) -> dict[str, Any]:
+        experiment = str(job.properties.get("experimentName") or "Default")
+        with self.lock:
+            data = self._data(job.name)
+            latest: dict[str, dict[str, Any]] = {}
+            for metric in data.metrics:
+                current = latest.get(metric["key"])
+                if current is None or (metric["step"], metric["timestamp"]) >= (
+                    current["step"],
+                    current["timestamp"],
+                ):
+                    latest[metric["key"]] = metric
+            params = [{"key": k, "value": v} for k, v in data.params.items()]
+            tags = [{"key": k, "value": v} for k, v in data.tags.items()]
+        info: dict[str, Any] = {
+            "run_id": job.name,
+            "run_uuid": job.name,
+            "run_name": job.properties.get("displayName") or job.name,
+            "experiment_id": experiment_id(self.config, experiment),
+            "user_id": "trialfleet emulator principal",
+            "status": RUN_STATUS.get(job.status, "RUNNING"),
+            "start_time": int((job.start_time or job.created) * 1000),
+            "artifact_uri": self.artifact_uri(job.name),
+            "lifecycle_stage": "active",
+        }
+        if job.end_time is not None:
+            info["end_time"] = int(job.end_time * 1000)
+        return {
+            "info": info,
+            "data": {"metrics": list(latest.values()), "params": params, "tags": tags},
+            "inputs": {},
+        }
+
+    def get_run(self, request: Request, match: re.Match[str]) -> Response:
+        job = self._job(request.query.get("run_id") or request.query.get("run_uuid"))
+        return Response.json(200, {"run": self._run(job)})
+
+    def update_run(self, request: Request, match: re.Match[str]) -> Response:
+        body = _body(request)
+        job = self._job(body.get("run_id") or body.get("run_uuid"))
+        with self.lock:
+            if "status" in body:
+                self._data(job.name).status_updates.append(str(body["status"]))
+        return Response.json(200, {"run_info": self._run(job)["info"]})
+
+    def log_metric(self, request: Request, match: re.Match[str]) -> Response:
+        body = _body(request)
+        job = self._job(body.get("run_id") or body.get("run_uuid"))
+        metric = _metric(body)
+        with self.lock:
+            self._data(job.name).metrics.append(metric)
+        return Response.json(200, {})
+
+    def log_batch(self, request: Request, match: re.Match[str]) -> Response:
+        body = _body(request)
+        job = self._job(body.get("run_id"))
+        metrics = [_metric(m) for m in body.get("metrics") or []]
+        params = {str(p["key"]): str(p["value"]) for p in body.get("params") or []}
+        tags = {str(t["key"]): str(t["value"]) for t in body.get("tags") or []}
+        with self.lock:
+            data = self._data(job.name)
+            data.metrics.extend(metrics)
+            data.params.update(params)
+            data.tags.update(tags)
+        return Response.json(200, {})
+
+    def log_parameter(self, request: Request, match: re.Match[str]) -> Response:
+        body = _body(request)
+        job = self._job(body.get("run_id") or body.get("run_uuid"))
+        with self.lock:
+            self._data(job.name).params[str(body.get("key"))] = str(body.get("value"))
+        return Response.json(200, {})
+
+    def set_tag(self, request: Request, match: re.Match[str]) -> Response:
+        body = _body(request)
+        job = self._job(body.get("run_id") or body.get("run_uuid"))
+        with self.lock:
+            self._data(job.name).tags[str(body.get("key"))] = str(body.get("value"))
+        return Response.json(200, {})
+
+    def get_history(self, request: Request, match: re.Match[str]) -> Response:
+        job = self._job(request.query.get("run_id") or request.query.get("run_uuid"))
+        key = request.query.get("metric_key")
+        if not key:
+            raise mlflow_error(
+                400, "INVALID_PARAMETER_VALUE", "Missing value for required parameter 'metric_key'."
+            )
+        history = [m for m in self.metrics(job.name) if m["key"] == key]
+        history.sort(key=lambda m: (m["step"], m["timestamp"]))  # stable: equal steps keep arrival order
+        start = int(request.query.get("page_token") or 0)
+        size = int(request.query.get("max_results") or 25000)
+        page: dict[str, Any] = {"metrics": history[start : start + size]}
+        if start + size < len(history):
+            page["next_page_token"] = str(start + size)
+        return Response.json(200, page)
+
+    def _experiment(self, name: str) -> dict[str, Any]:
+        return {
+            "experiment": {
+                "experiment_id": experiment_id(self.config, name),
+                "name": name,
+                "artifact_location": "",
+                "lifecycle_stage": "active",
+                "tags": [],
+            }
+        }
+
+    def _experiment_names(self) -> set[str]:
+        with self.engine.lock:
+            return {str(j.properties.get("experimentName") or "Default") for j in self.engine.jobs.values()}
+
+    def get_experiment(self, request: Request, match: re.Match[str]) -> Response:
+        wanted = request.query.get("experiment_id")
+        for name in self._experiment_names():
+            if experiment_id(self.config, name) == wanted:
+                return Response.json(200, self._experiment(name))
+        raise mlflow_error(404, "RESOURCE_DOES_NOT_EXIST", f"Could not find experiment with ID {wanted}")
+
+    def get_experiment_by_name(self, request: Request, match: re.Match[str]) -> Response:
+        name = request.query.get("experiment_name", "")
+        if name not in self._experiment_names():
+            raise mlflow_error(
+                404, "RESOURCE_DOES_NOT_EXIST", f"Could not find experiment with name '{name}'"
+            )
+        return Response.json(200, self._experiment(name))
+
+
+def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = request.json()
+    except HttpError:
+        raise mlflow_error(400, "MALFORMED_REQUEST", "The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise mlflow_error(400, "MALFORMED_REQUEST", "The request body must be a JSON object.")
+    return body
+
+
+def _integer(body: dict[str, Any], name: str, default: int | None) -> int:
+    """An int64 field; protobuf's JSON mapping may send it as a string of digits."""
+    value = body.get(name, default)
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise mlflow_error(
+            400, "INVALID_PARAMETER_VALUE", f"Invalid value {value!r} for parameter '{name}' supplied."
+        )
+    return value
+
+
+def _metric(body: dict[str, Any]) -> dict[str, Any]:
+    key, value = body.get("key"), body.get("value")
+    if not isinstance(key, str) or not key:
+        raise mlflow_error(400, "INVALID_PARAMETER_VALUE", "Missing value for required parameter 'key'.")
+    if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+        value = float(value.replace("Infinity", "inf"))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise mlflow_error(
+            400, "INVALID_PARAMETER_VALUE", f"Invalid value {value!r} for parameter 'value' supplied."
+        )
+    number = float(value)
+    return {
+        "key": key,
+        "value": number if math.isfinite(number) else str(number),
+        "timestamp": _integer(body, "timestamp", None),
+        "step": _integer(body, "step", 0),
+    }
