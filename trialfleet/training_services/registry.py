@@ -87,7 +87,7 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
         _builtin("local", "local", "LocalConfig", "LocalTrainingService"),
         _builtin("remote", "remote", "RemoteConfig", "RemoteTrainingService"),
         _builtin("slurm", "slurm", "SlurmConfig", "SlurmTrainingService"),
-        _builtin("openpai", "openpai", "OpenpaiConfig", None),
+        _builtin("openpai", "openpai", "OpenpaiConfig", "OpenpaiTrainingService"),
         _builtin("kubeflow", "kubernetes", "KubeflowConfig", None),
         _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", None),
         _builtin("adl", "kubernetes", "AdlConfig", None),

@@ -1,0 +1,376 @@
+"""OpenPAI's view of trial jobs: the state table, a job's record, how a trial ended, and the job watcher.
+
+The keeper's ``result.json`` on the storage decides how a trial ended whenever it exists; OpenPAI's job state only
+fills in what the keeper could not say (a job stopped outside trialfleet, a pod evicted or its node lost, an image
+that does not exist, a job that failed before the keeper started). Everything here but :class:`JobWatcher` is a
+pure function of its arguments.
+
+OpenPAI's ``state`` is derived from FrameworkController's state and the attempt's exit code (``convertState``):
+WAITING, RUNNING, STOPPING, SUCCEEDED, STOPPED (exit code -210 or -220: a stop was asked for), FAILED (any other
+code) and UNKNOWN. A failure's kind comes from the exit spec's ``type`` for its code (``appExitSpec.type``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.openpai.client import OpenpaiClient, PaiApiError, RateLimited
+from trialfleet.training_services.openpai.protocol import STORAGE_MISSING, STORAGE_MISSING_EXIT
+from trialfleet.training_services.trial_dir import ended_from_result, lost
+
+log = logging.getLogger(__name__)
+
+LIVE_STATES = ("WAITING", "RUNNING", "STOPPING", "UNKNOWN")
+STOP_CODES = (-210, -220)  # StopFrameworkRequested, FrameworkAttemptCompletion
+#: how long an ended job may go without result.json showing up on the storage (NFS caches) …
+RESULT_GRACE = 3.0
+#: … and when the job succeeded after the keeper started: the task script found result.json, so it exists
+RESULT_GRACE_AFTER_SUCCESS = 60.0
+#: a job OpenPAI has not known for this long (and at least _MISSING_LOOKS looks) is gone
+GONE_AFTER = 30.0
+_MISSING_LOOKS = 3
+
+INFRA, USER = FailureKind.INFRASTRUCTURE, FailureKind.USER_CODE
+
+
+@dataclass(frozen=True)
+class StateMeaning:
+    status: TrialStatus
+    failure_kind: FailureKind | None
+    reason: str
+
+
+_FAILURE_KINDS: Mapping[str, FailureKind] = {
+    "USER_FAILURE": USER,  # a non-zero exit, an image that does not exist, the container over its memory
+    "PLATFORM_FAILURE": INFRA,  # an evicted pod, a lost node, a SIGKILL from outside
+    "RESOURCE_ALLOCATION_TIMEOUT": INFRA,
+    "UNKNOWN_FAILURE": INFRA,
+}
+
+
+def openpai_state_meaning(
+    state: str, exit_code: int | None = None, exit_type: str | None = None
+) -> StateMeaning:
+    """An OpenPAI job state, with its exit code and the exit spec's type for it, → trialfleet's."""
+    if state == "WAITING":
+        return StateMeaning(TrialStatus.WAITING, None, "waiting in OpenPAI's queue")
+    if state in ("RUNNING", "STOPPING"):
+        return StateMeaning(TrialStatus.RUNNING, None, "running" if state == "RUNNING" else "stopping")
+    if state == "SUCCEEDED":
+        return StateMeaning(TrialStatus.SUCCEEDED, None, "the job succeeded")
+    if state == "STOPPED":
+        return StateMeaning(TrialStatus.USER_CANCELED, FailureKind.CANCELED, "stopped outside trialfleet")
+    if state == "FAILED":
+        return _failed(exit_code, exit_type)
+    return StateMeaning(TrialStatus.UNKNOWN, None, f"OpenPAI does not know the job's state ({state})")
+
+
+def _failed(exit_code: int | None, exit_type: str | None) -> StateMeaning:
+    if exit_type == "USER_STOP":
+        if exit_code == -1004:  # PodDeadlineExceeded: the job's own time limit
+            return StateMeaning(TrialStatus.EARLY_STOPPED, FailureKind.TIMEOUT, "reached its deadline")
+        return StateMeaning(TrialStatus.USER_CANCELED, FailureKind.CANCELED, "stopped outside trialfleet")
+    kind = _FAILURE_KINDS.get(exit_type or "")
+    if kind is None:  # the exit spec's type unknown: OpenPAI's negative codes are the platform's own
+        kind = INFRA if exit_code is None or exit_code < 0 else USER
+    return StateMeaning(TrialStatus.FAILED, kind, "the job failed")
+
+
+@dataclass(frozen=True)
+class PaiJob:
+    """What OpenPAI last said about one job (a row of the job list, or its detail once it ended)."""
+
+    name: str
+    state: str
+    sub_state: str | None = None
+    exit_code: int | None = None  # appExitCode
+    exit_type: str | None = None  # appExitSpec.type (detail only)
+    exit_phrase: str | None = None  # appExitSpec.phrase
+    user_exit_code: int | None = None  # appExitMessages.runtime.originUserExitCode: the command's own
+    user_log: str | None = None  # the end of the failed task's log, as the PAI runtime kept it
+    virtual_cluster: str | None = None
+
+    @classmethod
+    def from_summary(cls, row: Mapping[str, Any]) -> PaiJob:
+        return cls(
+            str(row["name"]),
+            str(row.get("state")),
+            row.get("subState"),
+            _int(row.get("appExitCode")),
+            virtual_cluster=row.get("virtualCluster"),
+        )
+
+    @classmethod
+    def from_detail(cls, body: Mapping[str, Any]) -> PaiJob:
+        status = body.get("jobStatus") or {}
+        spec = status.get("appExitSpec") or {}
+        runtime = (status.get("appExitMessages") or {}).get("runtime") or {}
+        logs = runtime.get("errorLogs") or {}
+        return cls(
+            str(body.get("name")),
+            str(status.get("state")),
+            status.get("subState"),
+            _int(status.get("appExitCode")),
+            spec.get("type"),
+            spec.get("phrase"),
+            _int(runtime.get("originUserExitCode")),
+            logs.get("user") if isinstance(logs.get("user"), str) else None,
+            status.get("virtualCluster"),
+        )
+
+    @property
+    def meaning(self) -> StateMeaning:
+        return openpai_state_meaning(self.state, self.exit_code, self.exit_type)
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("SUCCEEDED", "STOPPED", "FAILED")
+
+    @property
+    def storage_missing(self) -> bool:
+        """The task found no trial directory on the storage (see protocol.launch_commands)."""
+        return self.user_exit_code == STORAGE_MISSING_EXIT and STORAGE_MISSING in (self.user_log or "")
+
+    def describe(self) -> str:
+        """``OpenPAI job nni_exp_x_trial_y FAILED, exit code 255 (PAIRuntimeUnknownFailed)`` for messages."""
+        parts = [f"OpenPAI job {self.name} {self.state}"]
+        if self.exit_code is not None and self.state != "SUCCEEDED":
+            parts.append(
+                f"exit code {self.exit_code}" + (f" ({self.exit_phrase})" if self.exit_phrase else "")
+            )
+        if self.user_exit_code is not None and self.user_exit_code != self.exit_code:
+            parts.append(f"command's exit code {self.user_exit_code}")
+        return ", ".join(parts)
+
+    def log_tail(self, lines: int = 5) -> str:
+        tail = [line for line in (self.user_log or "").splitlines() if line.strip()][-lines:]
+        return " | ".join(tail)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def result_grace(job: PaiJob, keeper_started: bool) -> float:
+    return RESULT_GRACE_AFTER_SUCCESS if keeper_started and job.state == "SUCCEEDED" else RESULT_GRACE
+
+
+def trial_outcome(
+    trial_id: str,
+    result: Mapping[str, Any] | None,
+    job: PaiJob | None,
+    *,
+    keeper_started: bool,
+    cancel_status: TrialStatus | None,
+    gone: bool,
+    single_task: bool,
+    settled: bool,
+) -> TrialEnded | None:
+    """How the trial ended, or None while that is not known yet.
+
+    ``result`` is the keeper's result.json; ``job`` the last state OpenPAI reported; ``gone`` means OpenPAI no
+    longer knows the job; ``single_task``: the job runs the trial alone, so result.json ends it (a job with more
+    tasks ends when OpenPAI says so); ``settled``: the job ended long enough ago for result.json to be visible.
+    """
+    if result is not None:
+        return _outcome_from_result(trial_id, result, job, cancel_status, single_task)
+    if gone:
+        if cancel_status is not None:
+            return TrialEnded(trial_id, cancel_status, time.time(), None, "canceled", FailureKind.CANCELED)
+        return lost(
+            trial_id, "lost: OpenPAI no longer knows the job and the trial keeper left no final record"
+        )
+    if job is None or not job.ended:
+        return None
+    if cancel_status is not None:
+        message = f"canceled ({job.describe()})"
+        return TrialEnded(trial_id, cancel_status, time.time(), None, message, FailureKind.CANCELED)
+    if not settled:
+        return None
+    if job.storage_missing:
+        message = (
+            f"the job's task found no trial directory on the storage ({job.describe()}): {job.log_tail(1)}"
+        )
+        return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, USER)
+    meaning = job.meaning
+    if (
+        keeper_started
+        and meaning.failure_kind is not USER
+        and meaning.status is not TrialStatus.USER_CANCELED
+    ):
+        return lost(trial_id, f"lost: the trial keeper ended without a final record ({job.describe()})")
+    if not keeper_started and meaning.status is TrialStatus.SUCCEEDED:
+        meaning = StateMeaning(TrialStatus.FAILED, INFRA, "the job ended without running the trial")
+    return _job_ended(trial_id, job, meaning, keeper_started)
+
+
+def _outcome_from_result(
+    trial_id: str,
+    result: Mapping[str, Any],
+    job: PaiJob | None,
+    cancel_status: TrialStatus | None,
+    single_task: bool,
+) -> TrialEnded | None:
+    ours = ended_from_result(trial_id, result, cancel_status)
+    if cancel_status is not None:
+        return ours
+    if result.get("canceled"):
+        # the keeper was signalled, not by us: the job was stopped in OpenPAI, or its pod evicted or deleted
+        return _job_ended(trial_id, job, job.meaning, True, result) if job is not None and job.ended else None
+    if single_task:
+        return ours
+    if job is None or not job.ended:
+        return None  # the job's other tasks still run
+    if ours.status is TrialStatus.SUCCEEDED and job.state != "SUCCEEDED":
+        return _job_ended(trial_id, job, job.meaning, True, result)  # another task failed the job
+    return ours
+
+
+def _job_ended(
+    trial_id: str,
+    job: PaiJob,
+    meaning: StateMeaning,
+    keeper_started: bool,
+    result: Mapping[str, Any] | None = None,
+) -> TrialEnded:
+    exit_code = result.get("exit_code") if result is not None else job.user_exit_code
+    message = f"{meaning.reason} ({job.describe()})"
+    if not keeper_started and job.user_log:
+        message += f"; before the trial keeper started: {job.log_tail()}"
+    return TrialEnded(trial_id, meaning.status, time.time(), exit_code, message, meaning.failure_kind)
+
+
+class JobWatcher:
+    """The one place that asks OpenPAI about jobs: one job list call for every live job when a query is due.
+
+    The list asks for this experiment's live jobs only (``keyword`` = the experiment's job-name prefix, ``state``
+    = the live states); a watched job missing from it has ended (or is not visible yet, or is gone), and its
+    detail is read once. Queries start ``min_interval`` apart and back off towards ``max_interval`` while nothing
+    changes; a change, a new job or :meth:`hurry` brings them back. A 429 waits for the limit's window to pass.
+    A failed query is logged and retried later; it never raises.
+    """
+
+    def __init__(
+        self,
+        client: OpenpaiClient,
+        keyword: str,
+        *,
+        min_interval: float = 2.0,
+        max_interval: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.keyword = keyword
+        self.min_interval, self.max_interval = min_interval, max_interval
+        self.clock = clock
+        self.jobs: dict[str, PaiJob] = {}
+        self.ended_at: dict[str, float] = {}
+        self.virtual_clusters: dict[str, dict[str, Any]] = {}  # VC name → its usage, while jobs wait in it
+        self._missing: dict[str, tuple[int, float]] = {}  # job → (looks without it, since when)
+        self._watched: set[str] = set()
+        self._interval = min_interval
+        self._next_query = 0.0
+        self._failing: str | None = None
+
+    def watch(self, name: str) -> None:
+        self._watched.add(name)
+        self.hurry()
+
+    def forget(self, name: str) -> None:
+        self._watched.discard(name)
+        for table in (self.jobs, self.ended_at, self._missing):
+            table.pop(name, None)
+
+    def hurry(self) -> None:
+        self._interval = self.min_interval
+        self._next_query = min(self._next_query, self.clock()) if self._failing is None else self._next_query
+
+    def gone(self, name: str) -> bool:
+        looks, since = self._missing.get(name, (0, self.clock()))
+        return looks >= _MISSING_LOOKS and self.clock() - since >= GONE_AFTER
+
+    def ended_for(self, name: str) -> float | None:
+        since = self.ended_at.get(name)
+        return None if since is None else self.clock() - since
+
+    async def refresh(self) -> None:
+        now = self.clock()
+        live = sorted(name for name in self._watched if name not in self.ended_at)
+        if now < self._next_query or not live:
+            return
+        try:
+            changed = await self._query(live, now)
+        except RateLimited as exc:
+            self._next_query = max(now + self.min_interval, now + exc.reset - time.time())
+            self._log_failure(f"{exc}; asking again in {self._next_query - now:.0f} s")
+            return
+        except PaiApiError as exc:
+            changed = False
+            self._log_failure(f"{exc} (retried later)")
+        else:
+            if self._failing is not None:
+                log.info("openpai: job status queries answer again")
+            self._failing = None
+        self._interval = self.min_interval if changed else min(self._interval * 1.5, self.max_interval)
+        self._next_query = now + self._interval
+
+    def _log_failure(self, message: str) -> None:
+        if self._failing is None:
+            log.warning("openpai: job status query failed: %s", message)
+        self._failing = message
+
+    async def _query(self, live: list[str], now: float) -> bool:
+        params = {"username": self.client.username, "keyword": self.keyword, "state": ",".join(LIVE_STATES)}
+        listed = {row["name"]: PaiJob.from_summary(row) for row in await self.client.jobs(params)}
+        changed = False
+        for name in live:
+            job = listed.get(name) or await self._detail(name, now)
+            if job is None:
+                continue
+            changed |= self.jobs.get(name) != job
+            self.jobs[name] = job
+            self._missing.pop(name, None)
+            if job.ended:
+                self.ended_at[name] = now
+        await self._read_virtual_clusters()
+        return changed
+
+    async def _detail(self, name: str, now: float) -> PaiJob | None:
+        """A job the list did not show: ended, or not visible yet, or gone (counted in ``_missing``)."""
+        try:
+            return PaiJob.from_detail(await self.client.job(name))
+        except PaiApiError as exc:
+            if exc.status != 404:
+                raise
+        looks, since = self._missing.get(name, (0, now))
+        self._missing[name] = (looks + 1, since)
+        return None
+
+    async def _read_virtual_clusters(self) -> None:
+        """The usage of each virtual cluster a job of ours waits in, for the waiting reason."""
+        waiting = {job.virtual_cluster for job in self.jobs.values() if job.state == "WAITING"}
+        self.virtual_clusters = {}
+        for name in sorted(vc for vc in waiting if vc):
+            try:
+                self.virtual_clusters[name] = await self.client.virtual_cluster(name)
+            except PaiApiError as exc:
+                log.debug("openpai: cannot read virtual cluster %s: %s", name, exc)
+
+
+def waiting_reason(job: PaiJob, usage: Mapping[str, Any] | None) -> str:
+    """Why a WAITING job waits, with its virtual cluster's usage when known."""
+    vc = job.virtual_cluster or "default"
+    if not usage:
+        return f"waiting in OpenPAI's queue (virtual cluster {vc})"
+    used, total = usage.get("resourcesUsed") or {}, usage.get("resourcesTotal") or {}
+    shown = ", ".join(
+        f"{key} {used.get(key, 0)} of {total.get(key, 0)}{unit}"
+        for key, unit in (("cpu", ""), ("memory", " MB"), ("gpu", ""))
+    )
+    return f"waiting for resources in virtual cluster {vc} ({shown} in use)"
