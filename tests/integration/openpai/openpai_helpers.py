@@ -51,7 +51,12 @@ def openpai_context(
 
 
 def trial_spec(trial_id: str, command: str, code_dir: Path, **kw: Any) -> TrialSpec:
-    record = {"parameter_id": 1, "parameter_source": "algorithm", "parameters": {"x": 1}, "parameter_index": 0}
+    record = {
+        "parameter_id": 1,
+        "parameter_source": "algorithm",
+        "parameters": {"x": 1},
+        "parameter_index": 0,
+    }
     return TrialSpec(trial_id, kw.pop("sequence_id", 0), command, code_dir, json.dumps(record), **kw)
 
 

@@ -209,7 +209,7 @@ def _check_role(
     values["gpu"] = config.trial_gpu_number
     for key, block_key in _RESOURCES:
         if key not in resources and values[key] is None:
-            message = f"required: neither the job protocol's {name}.resourcePerInstance.{key} nor it is set"
+            message = f"required field is missing (the job protocol's {name}.resourcePerInstance.{key} is not set either)"
             checked.problems.append(((block_key,), message))
         elif key not in resources:
             resources[key] = values[key]
@@ -306,10 +306,10 @@ def job_name(experiment_id: str, trial_id: str, attempt: int) -> str:
 
 def job_protocol(template: JobTemplate, *, name: str, trial_dir: str, description: str) -> dict[str, Any]:
     """The protocol of one trial attempt's job."""
-    given = copy.deepcopy(dict(template.protocol))
+    given: dict[str, Any] = copy.deepcopy(dict(template.protocol))
     head = {key: given.pop(key) for key in ("protocolVersion", "name", "type") if key in given}
     given.pop("description", None)  # the trial's own, for OpenPAI's job list
-    protocol = {**head, "name": name, "description": description, **given}
+    protocol: dict[str, Any] = {**head, "name": name, "description": description, **given}
     for role in template.role_commands:
         protocol["taskRoles"][role]["commands"] = launch_commands(trial_dir, role, template)
     return protocol

@@ -179,7 +179,10 @@ def trial_outcome(
     tasks ends when OpenPAI says so); ``settled``: the job ended long enough ago for result.json to be visible.
     """
     if result is not None:
-        return _outcome_from_result(trial_id, result, job, cancel_status, single_task)
+        ended = _outcome_from_result(trial_id, result, job, cancel_status, single_task)
+        if ended is None and gone:  # OpenPAI cannot say more: the keeper's record is all there is
+            return ended_from_result(trial_id, result, cancel_status)
+        return ended
     if gone:
         if cancel_status is not None:
             return TrialEnded(trial_id, cancel_status, time.time(), None, "canceled", FailureKind.CANCELED)
