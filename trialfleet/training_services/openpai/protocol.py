@@ -307,7 +307,9 @@ def job_name(experiment_id: str, trial_id: str, attempt: int) -> str:
 def job_protocol(template: JobTemplate, *, name: str, trial_dir: str, description: str) -> dict[str, Any]:
     """The protocol of one trial attempt's job."""
     given: dict[str, Any] = copy.deepcopy(dict(template.protocol))
-    head = {key: given.pop(key) for key in ("protocolVersion", "name", "type") if key in given}
+    head: dict[str, Any] = {
+        key: given.pop(key) for key in ("protocolVersion", "name", "type") if key in given
+    }
     given.pop("description", None)  # the trial's own, for OpenPAI's job list
     protocol: dict[str, Any] = {**head, "name": name, "description": description, **given}
     for role in template.role_commands:
