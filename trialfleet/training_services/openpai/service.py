@@ -80,7 +80,7 @@ class OpenpaiTrainingService(TrainingService):
         self.trials = LocalTrialFiles()  # handles hold the trial directory as this machine sees it
         self._template: JobTemplate | None = None
         self._storage: MountedStorage | None = None
-        self._submit_blocked: tuple[float, float, str] | None = None  # (window ends, next try, why)
+        self._submit_blocked: tuple[float, float, str] | None = None  # (window ends, blocked since, why)
         self._stop_pending: set[str] = set()  # trials whose STOP OpenPAI has not taken yet
 
     @property
@@ -166,9 +166,9 @@ class OpenpaiTrainingService(TrainingService):
         """Why submissions wait, while OpenPAI's submission limit holds them back."""
         if self._submit_blocked is None:
             return None
-        window_end, next_try, why = self._submit_blocked
+        window_end, since, why = self._submit_blocked
         now = time.time()
-        if now >= window_end or now >= next_try:
+        if now >= window_end or now >= since + self.submit_retry_interval:
             self._submit_blocked = None
             return None
         return why
@@ -178,7 +178,7 @@ class OpenpaiTrainingService(TrainingService):
         reset = max(exc.reset, now)
         clock = time.strftime("%H:%M:%S", time.localtime(reset))
         why = f"OpenPAI's job submission limit is reached (HTTP 429, {self.config.username}); it resets at {clock}"
-        self._submit_blocked = (reset, now + self.submit_retry_interval, why)
+        self._submit_blocked = (reset, now, why)
         log.warning("openpai: %s", why)
         return why
 
@@ -233,8 +233,10 @@ class OpenpaiTrainingService(TrainingService):
 
     async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
         await self._retry_stops(trials)
-        await self.watcher.refresh()
         looks = await self.trials.look(trials)
+        # a job running the trial alone ends with its keeper's result.json: OpenPAI need not be asked about it
+        decided = {t.handle["job"] for t in trials if _result_decides(t, looks[t.trial_id])}
+        await self.watcher.refresh(skip=decided)
         batch = PollBatch()
         for trial in trials:
             batch.extend(await self._collect_one(trial, looks[trial.trial_id]))
@@ -336,6 +338,12 @@ class OpenpaiTrainingService(TrainingService):
             if (job is not None and job.ended) or self.watcher.gone(trial.handle["job"]):
                 ended.add(trial.trial_id)
         return ended
+
+
+def _result_decides(trial: LiveTrial, look: TrialLook) -> bool:
+    if look.result is None or trial.handle.get("tasks", 1) != 1:
+        return False
+    return not look.result.get("canceled") or trial.cancel_status is not None
 
 
 __all__ = ["OpenpaiTrainingService"]

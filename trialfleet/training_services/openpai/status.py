@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,6 +272,7 @@ class JobWatcher:
         self.keyword = keyword
         self.min_interval, self.max_interval = min_interval, max_interval
         self.clock = clock
+        self.gone_after = GONE_AFTER
         self.jobs: dict[str, PaiJob] = {}
         self.ended_at: dict[str, float] = {}
         self.virtual_clusters: dict[str, dict[str, Any]] = {}  # VC name → its usage, while jobs wait in it
@@ -296,15 +297,16 @@ class JobWatcher:
 
     def gone(self, name: str) -> bool:
         looks, since = self._missing.get(name, (0, self.clock()))
-        return looks >= _MISSING_LOOKS and self.clock() - since >= GONE_AFTER
+        return looks >= _MISSING_LOOKS and self.clock() - since >= self.gone_after
 
     def ended_for(self, name: str) -> float | None:
         since = self.ended_at.get(name)
         return None if since is None else self.clock() - since
 
-    async def refresh(self) -> None:
+    async def refresh(self, skip: Collection[str] = ()) -> None:
+        """Ask OpenPAI about the watched jobs still live (but those in ``skip``) when a query is due."""
         now = self.clock()
-        live = sorted(name for name in self._watched if name not in self.ended_at)
+        live = sorted(name for name in self._watched if name not in self.ended_at and name not in skip)
         if now < self._next_query or not live:
             return
         try:
