@@ -20,6 +20,7 @@ from tests.emulators.openpai import OpenPAIEmulator
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.testing import Seen, poll_until
 from trialfleet.training_services import trial_dir
+from trialfleet.training_services.events import TrialWaiting
 from trialfleet.training_services.openpai import OpenpaiTrainingService
 from trialfleet.training_services.spec import Deferred, Submitted
 
@@ -126,7 +127,7 @@ async def test_a_full_virtual_cluster_keeps_trials_waiting_with_the_reason(
     await submitted(service, trial_spec("runs", HOLD, started.code))
     await submitted(service, trial_spec("waits", "echo ok", started.code))
     await submitted(service, trial_spec("canceled", "echo never", started.code))
-    seen, waits = Seen(), []
+    seen, waits = Seen(), list[TrialWaiting]()
     while not ("runs" in seen.started and {"waits", "canceled"} <= {w.trial_id for w in waits}):
         batch = await service.poll()
         seen.add(batch)
@@ -194,7 +195,7 @@ async def test_a_job_that_fails_before_the_keeper_starts_says_why_and_keeps_its_
         "protocolVersion": 2,
         "name": "setup_fails",
         "type": "job",
-        "taskRoles": {"main": {"commands": ["unused"]}},
+        "taskRoles": {"main": {"dockerImage": "img", "commands": ["unused"]}},
         "deployments": [
             {
                 "name": "setup",
@@ -204,7 +205,6 @@ async def test_a_job_that_fails_before_the_keeper_starts_says_why_and_keeps_its_
         "defaults": {"deployment": "setup"},
         "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "python:3.11"}],
     }
-    protocol["taskRoles"]["main"]["dockerImage"] = "img"
     service = await started.start(openpaiConfig=protocol)
     handle = (await submitted(service, trial_spec("setup", "unused", started.code))).handle
     ended = (await poll_until(service, lambda s: "setup" in s.ended)).ended["setup"]

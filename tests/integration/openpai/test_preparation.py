@@ -95,5 +95,7 @@ async def test_a_protocol_file_that_changed_since_the_config_was_loaded(
     context = make_context(tmp_path / "experiment", openpai_config(pai, openpaiConfigFile=str(path)))
     path.write_text("taskRoles: {}\n")
     service = OpenpaiTrainingService(context)
-    with pytest.raises(PlatformError, match=r"openpaiConfigFile\.taskRoles: the job protocol needs taskRoles"):
+    with pytest.raises(
+        PlatformError, match=r"openpaiConfigFile\.taskRoles: the job protocol needs taskRoles"
+    ):
         await service.start()
