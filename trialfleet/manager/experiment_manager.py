@@ -43,7 +43,8 @@ class ExperimentManager:
     """Runs (or views) one experiment whose directory and database already exist.
 
     ``service_factory`` builds the training service (default: the platform registry's class for the
-    config's ``platform``); ``clock`` is the manager's time.
+    config's ``platform``); ``clock`` is the manager's time; ``port`` the one its REST server listens on (a
+    platform's relay listens on the next one, as NNI's REST channel did).
     """
 
     def __init__(
@@ -53,6 +54,7 @@ class ExperimentManager:
         clock: Clock | None = None,
         readonly: bool = False,
         service_factory: ServiceFactory | None = None,
+        port: int | None = None,
     ) -> None:
         self.experiment_dir = Path(experiment_dir)
         self.clock: Clock = clock or SystemClock()
@@ -69,6 +71,7 @@ class ExperimentManager:
         self.reconciler = Reconciler(self.store, self.driver, self.clock)
         self.scheduler = Scheduler(self.store, self.driver, self.clock)
         self._service_factory = service_factory
+        self.port = port
         self._kick = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._last_tick = self.clock.monotonic()
@@ -102,7 +105,7 @@ class ExperimentManager:
             from trialfleet.errors import PlatformNotAvailableError
 
             raise PlatformNotAvailableError("hybrid experiments (trainingService as a list) are not available yet")
-        context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, services)
+        context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, services, self.port)
         if self._service_factory is not None:
             return self._service_factory(context)
         from trialfleet.training_services.registry import get_training_service_class

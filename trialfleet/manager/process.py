@@ -63,7 +63,7 @@ async def serve(
 ) -> int:
     """Run the manager and its server until stopped; returns a process exit code. Beyond loopback the
     server asks for the experiment's access token (``public_read``: for changes only)."""
-    manager = ExperimentManager(experiment_dir, readonly=action == "view")
+    manager = ExperimentManager(experiment_dir, readonly=action == "view", port=sock.getsockname()[1])
     config = manager.config
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # --debug on the command line wins
         debug = config.debug or any(service.debug for service in config.training_services)

@@ -55,6 +55,26 @@ MAX_CHUNK = 16 * 1024 * 1024  # a keeper sends at most this much per request
 _ATTEMPT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
+def manager_address(configured: str | None) -> str:
+    """The address workers reach this machine at: ``nniManagerIp`` when set, else the address of the
+    interface that routes outwards (no packet is sent), else loopback."""
+    if configured:
+        return configured
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))
+            return str(probe.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+
+
+def relay_port(manager_port: int | None, configured: int | None) -> int:
+    """NNI's REST channel listened on the manager's port + 1; a configured port wins; else any free one."""
+    if configured is not None:
+        return configured
+    return manager_port + 1 if manager_port is not None else 0
+
+
 def relay_secret(experiment_dir: Path) -> str:
     """The experiment's keeper secret, created (user-only) the first time."""
     path = experiment_dir / SECRET_FILE
