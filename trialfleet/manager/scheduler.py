@@ -71,10 +71,10 @@ class Scheduler:
         )
         for _ in range(wanted):
             (parameter_id,) = self.store.allocate_parameter_ids(1)
-            params = await self.driver.propose(parameter_id)
-            if params is None:
+            proposal = await self.driver.propose(parameter_id)
+            if proposal is None:
                 return
-            record = decisions.parameter_record(parameter_id, params)
+            record = decisions.parameter_record(parameter_id, proposal.parameters)
             self.queue(self.store.add_trial(decisions.new_trial_id(), record, self.clock.time()).id)
 
     # ---- submission ----------------------------------------------------------------------------------
