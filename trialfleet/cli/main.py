@@ -56,9 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     unless --debug or TRIALFLEET_DEBUG=1)."""
     from trialfleet.errors import TrialfleetError
 
+    from trialfleet.cli.abbreviations import expand_abbreviations
+
     args = sys.argv[1:] if argv is None else argv
     command = typer.main.get_command(app)
     try:
+        args = expand_abbreviations(command, args)
         result = command.main(args=args, prog_name="trialfleet", standalone_mode=False)
     except TrialfleetError as exc:
         if _debug_requested(args):
