@@ -69,7 +69,7 @@ def test_nnictl_examples(
     monkeypatch.setenv("TRIALFLEET_CONFIG_DIR", str(tmp_path / "cfg"))
     (tmp_path / "my_tuner.py").write_text("from nni.tuner import Tuner\nclass MyTuner(Tuner):\n    pass\n")
     meta = tmp_path / "meta.yml"
-    meta.write_text(f"algoType: tuner\nbuiltinName: MyTuner\nclassName: my_tuner.MyTuner\nclassArgs: {{}}\n")
+    meta.write_text("algoType: tuner\nbuiltinName: MyTuner\nclassName: my_tuner.MyTuner\nclassArgs: {}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["algo", "register", "--meta", str(meta)]) == 0, capsys.readouterr().err
     capsys.readouterr()
