@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.experiment_data import TrialJob, TrialMetricData, TrialResult
+from trialfleet.layout import log_files
 
 if TYPE_CHECKING:
     from trialfleet.client import ExperimentClient
@@ -113,7 +114,7 @@ class Experiment:
         if self.mode is not RunMode.Detach:
             atexit.register(self.stop)
         if self.mode is RunMode.Foreground:
-            self._log_stop = _follow_log(experiment_dir / "log" / "manager.log")
+            self._log_stop = _follow_log(log_files(experiment_dir).manager)
 
     def _validated_config(self) -> ExperimentConfig:
         from trialfleet.config import ExperimentConfig

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from trialfleet.config.algorithm import AlgorithmConfig
     from trialfleet.tuning.base import Assessor, Tuner
 
-log = logging.getLogger("trialfleet.manager")
+log = logging.getLogger("trialfleet.manager.driver")
 T = TypeVar("T")
 
 

@@ -92,6 +92,7 @@ class ExperimentManager:
         await self.driver.start(self.config.tuner, self.config.assessor, self.config.search_space)
         self.service = self._build_service()
         await self.service.start()
+        log.info("%s experiment: %s", "Resuming" if resume else "Starting", self.experiment_id)
         if resume:
             self.scheduler.pending = (await self.reconciler.resume(self.service)).pending
         else:
@@ -214,7 +215,6 @@ class ExperimentManager:
             live_trials=self.scheduler.live_count(),
         )
         if new is not self.status:
-            log.info("experiment %s: %s", self.experiment_id, new.value)
             self._set_status(
                 new,
                 event=f"EXPERIMENT_{new.value}",
@@ -231,6 +231,12 @@ class ExperimentManager:
             self.store.update_experiment(exec_duration=self.exec_duration)
 
     def _set_status(self, status: ExperimentStatus, *, event: str | None = None, **fields: Any) -> None:
+        if status is not self.status:  # NNI's lines, which users' scripts grep in nnimanager.log
+            log.info("Change NNIManager status from: %s to: %s", self.status.value, status.value)
+            if status is ExperimentStatus.DONE:
+                log.info("Experiment done.")
+            elif status is ExperimentStatus.STOPPED:
+                log.info("Experiment stopped.")
         self.status = status
         self.store.update_experiment(
             now=self.clock.time(),

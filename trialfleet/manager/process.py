@@ -19,6 +19,7 @@ from typing import Any
 
 from trialfleet.access import AccessPolicy
 from trialfleet.errors import TrialfleetError
+from trialfleet.layout import log_files
 from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import bind_socket, connect_url
 from trialfleet.status import ExperimentStatus
@@ -40,8 +41,13 @@ LOG_LEVELS = {
 }
 
 
+#: the loggers NNI's dispatcher.log held: built-in and custom tuners and assessors
+DISPATCHER_LOGGERS = ("trialfleet.tuning", "trialfleet.manager.driver", "nni")
+
+
 def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
-    handlers: list[logging.Handler] = [logging.FileHandler(experiment_dir / "log" / "manager.log")]
+    files = log_files(experiment_dir)
+    handlers: list[logging.Handler] = [logging.FileHandler(files.manager)]
     if console:
         handlers.append(logging.StreamHandler(sys.stderr))
     logging.basicConfig(
@@ -50,6 +56,11 @@ def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
         handlers=handlers,
         force=True,
     )
+    if files.dispatcher is not None:
+        dispatcher = logging.FileHandler(files.dispatcher)
+        dispatcher.setFormatter(handlers[0].formatter)
+        for name in DISPATCHER_LOGGERS:
+            logging.getLogger(name).addHandler(dispatcher)
 
 
 async def serve(

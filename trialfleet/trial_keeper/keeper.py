@@ -227,6 +227,8 @@ def open_output(trial_dir: str, name: str) -> int:
 
 def start(command: dict, trial_dir: str) -> subprocess.Popen:
     out, err = open_output(trial_dir, "trial.stdout"), open_output(trial_dir, "trial.stderr")
+    with contextlib.suppress(OSError):  # NNI's name for the trial's output, which its users' scripts read
+        os.symlink("trial.stdout", os.path.join(trial_dir, "trial.log"))
     try:
         return subprocess.Popen(
             command["argv"],
