@@ -134,7 +134,10 @@ class Experiment:
         atexit.unregister(self.stop)
         if self._log_stop is not None:
             self._log_stop.set()
-        if self._pid is not None and not stop_manager(self._pid):
+        stopped_in_time = (
+            self._pid is None or self._experiment_dir is None or stop_manager(self._pid, self._experiment_dir)
+        )
+        if not stopped_in_time:
             _logger.warning("the manager of experiment %s (pid %d) did not stop in time", self.id, self._pid)
         self._pid = None
         self.port = None

@@ -29,8 +29,9 @@ def run(
     url_prefix: str = "",
 ) -> int:
     """Serve the experiment until it is DONE, ERROR or stopped; returns the manager's exit code."""
-    from trialfleet.manager.process import setup_logging
+    from trialfleet.manager.process import hold_experiment, setup_logging
 
+    hold_experiment(experiment_dir)
     setup_logging(experiment_dir, debug, console=debug)
     return asyncio.run(_serve_with_progress(experiment_dir, action, sock, public_read, url_prefix))
 

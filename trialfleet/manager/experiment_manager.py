@@ -33,8 +33,9 @@ log = logging.getLogger("trialfleet.manager")
 _LOOP_STATUSES = frozenset(
     {ExperimentStatus.RUNNING, ExperimentStatus.NO_MORE_TRIAL, ExperimentStatus.TUNER_NO_MORE_TRIAL}
 )
+_ENDED = frozenset({ExperimentStatus.DONE, ExperimentStatus.STOPPED, ExperimentStatus.ERROR})
 _STOP_GRACE_SECONDS = 20.0
-_PERSIST_DURATION_EVERY = 10.0
+_PERSIST_DURATION_EVERY = 1.0  # the CLI's progress and the web UI read it from the store
 
 ServiceFactory = Callable[[ExperimentContext], TrainingService]
 
@@ -74,6 +75,7 @@ class ExperimentManager:
         self.port = port
         self._kick = asyncio.Event()
         self._stop_requested = asyncio.Event()
+        self._keep_status = False
         self._last_tick = self.clock.monotonic()
         self._last_persist = self._last_tick
 
@@ -98,7 +100,7 @@ class ExperimentManager:
         else:
             waiting = self.store.trials(status=TrialStatus.WAITING)
             self.scheduler.pending = [t.id for t in waiting if t.handle is None]
-        self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING")
+        self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING", end_time=None)
 
     def _build_service(self) -> TrainingService:
         services = self.config.training_service
@@ -170,7 +172,10 @@ class ExperimentManager:
                 fut.cancel()
         self._kick.clear()
 
-    def request_stop(self) -> None:
+    def request_stop(self, *, keep_status: bool = False) -> None:
+        """End the loop; the experiment is then STOPPED, unless ``keep_status`` (it finished: DONE or ERROR
+        stays what it was)."""
+        self._keep_status = keep_status
         self._stop_requested.set()
 
     async def wait_until(self, statuses: set[ExperimentStatus], timeout: float | None = None) -> None:
@@ -181,6 +186,7 @@ class ExperimentManager:
         await asyncio.wait_for(_poll(), timeout)
 
     async def _shutdown(self) -> None:
+        final = self.status if self._keep_status else ExperimentStatus.STOPPED
         self._set_status(ExperimentStatus.STOPPING)
         assert self.service is not None
         for trial_id in list(self.service.live):
@@ -200,7 +206,8 @@ class ExperimentManager:
                 failure_kind=FailureKind.EXPERIMENT_STOPPED.value,
             )
         self._tick_duration(force_persist=True)
-        self._set_status(ExperimentStatus.STOPPED, event="EXPERIMENT_STOPPED", end_time=now)
+        end_time = self.store.experiment().end_time if final is ExperimentStatus.DONE else now
+        self._set_status(final, event=f"EXPERIMENT_{final.value}", end_time=end_time or now)
         self.driver.close()
 
     # ---- status --------------------------------------------------------------------------------------
@@ -247,12 +254,16 @@ class ExperimentManager:
         )
         from trialfleet.storage import manifest
 
-        manifest.upsert(self.experiment_id, status=status.value)
+        ended = status in _ENDED and "end_time" in fields
+        end_ms = int(fields["end_time"] * 1000) if ended and fields["end_time"] is not None else None
+        manifest.upsert(self.experiment_id, status=status.value, endTime=end_ms if ended else None)
 
     def fail(self, message: str) -> None:
         log.error("experiment %s failed: %s", self.experiment_id, message)
         self.error = message
-        self._set_status(ExperimentStatus.ERROR, event="EXPERIMENT_ERROR", error=message)
+        self._set_status(
+            ExperimentStatus.ERROR, event="EXPERIMENT_ERROR", error=message, end_time=self.clock.time()
+        )
 
     # ---- commands (REST, CLI, Python API) -------------------------------------------------------------
 
@@ -262,6 +273,9 @@ class ExperimentManager:
 
     async def cancel_trial(self, trial_id: str, status: TrialStatus = TrialStatus.USER_CANCELED) -> None:
         self._require_writable()
+        trial = self.store.trial(trial_id)
+        if trial.status.is_terminal:
+            raise ExperimentStateError(f"trial {trial_id} has already ended ({trial.status.value})")
         await self._cancel(trial_id, status)
 
     async def _cancel(self, trial_id: str, status: TrialStatus) -> None:
