@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.errors import ExperimentStateError
+from trialfleet.errors import ExperimentStateError, TrialfleetError
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock, SystemClock, wait_for_event
 from trialfleet.manager.driver import AlgorithmDriver
@@ -33,6 +33,8 @@ log = logging.getLogger("trialfleet.manager")
 _LOOP_STATUSES = frozenset(
     {ExperimentStatus.RUNNING, ExperimentStatus.NO_MORE_TRIAL, ExperimentStatus.TUNER_NO_MORE_TRIAL}
 )
+FIRST_FAILURE_EVENT = "FIRST_FAILURE"
+FAILURE_TAIL_LINES = 15
 _ENDED = frozenset({ExperimentStatus.DONE, ExperimentStatus.STOPPED, ExperimentStatus.ERROR})
 _STOP_GRACE_SECONDS = 20.0
 _PERSIST_DURATION_EVERY = 1.0  # the CLI's progress and the web UI read it from the store
@@ -76,6 +78,8 @@ class ExperimentManager:
         self._kick = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._keep_status = False
+        #: the first failed trial's message and stderr tail, while none succeeded (overview, progress)
+        self.first_failure: dict[str, str] | None = None
         self._last_tick = self.clock.monotonic()
         self._last_persist = self._last_tick
 
@@ -151,12 +155,30 @@ class ExperimentManager:
             await self._trial_ended(trial)
 
     async def _trial_ended(self, trial: TrialRow) -> None:
+        if trial.status is TrialStatus.FAILED and self.first_failure is None:
+            await self._explain_failure(trial)
         await self.driver.trial_ended(trial)
         if decisions.should_retry(
             trial.status, trial.failure_kind, trial.attempt, self.config.max_trial_retries
         ):
             self.store.retry_trial(trial.id, self.clock.time(), f"retry after: {trial.message}")
             self.scheduler.queue(trial.id)
+
+    async def _explain_failure(self, trial: TrialRow) -> None:
+        """While no trial has succeeded, the first failure's stderr is what the user needs (a missing module,
+        the wrong python): logged, kept for the web UI's overview and the CLI's progress, in the store."""
+        if self.store.trial_counts().get(TrialStatus.SUCCEEDED):
+            return
+        tail = ""
+        if trial.handle is not None and self.service is not None:
+            try:
+                stderr = await self.service.read_trial_file(trial.id, trial.handle, "stderr")
+                tail = "\n".join(stderr.decode("utf-8", "replace").splitlines()[-FAILURE_TAIL_LINES:])
+            except (OSError, ValueError, TrialfleetError) as exc:
+                tail = f"(its stderr cannot be read: {exc})"
+        self.first_failure = {"trialId": trial.id, "message": trial.message or "", "stderrTail": tail}
+        self.store.add_event(FIRST_FAILURE_EVENT, self.clock.time(), trial.id, self.first_failure)
+        log.warning("trial %s failed (%s) before any succeeded; its stderr ends with:\n%s", trial.id, trial.message, tail)
 
     async def _wait(self) -> None:
         assert self.service is not None
