@@ -78,9 +78,11 @@ def command_record(
     *,
     max_duration: float | None = None,
     kill_grace: float = 5.0,
+    relay: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``command.json``. ``env=None`` lets the trial inherit the keeper's environment (a Slurm job's)."""
-    return {
+    """``command.json``. ``env=None`` lets the trial inherit the keeper's environment (a Slurm job's);
+    ``relay``: where the keeper sends the trial's files (:meth:`~.relay.Relay.keeper_settings`)."""
+    record: dict[str, Any] = {
         "argv": list(argv),
         "cwd": cwd,
         "env": None if env is None else dict(env),
@@ -88,6 +90,9 @@ def command_record(
         "kill_grace": kill_grace,
         "protocol": KEEPER_PROTOCOL,
     }
+    if relay is not None:
+        record["relay"] = dict(relay)
+    return record
 
 
 def input_files(parameter_record: str, command: Mapping[str, Any]) -> dict[str, str]:
