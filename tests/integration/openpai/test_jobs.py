@@ -249,8 +249,9 @@ async def test_a_keeper_of_another_protocol_refuses_the_trial_visibly(
     ended = (await poll_until(service, lambda s: "mismatch" in s.ended)).ended["mismatch"]
     assert (ended.status, ended.exit_code) == (TrialStatus.FAILED, None)
     wanted = trial_dir.KEEPER_PROTOCOL
-    assert (
-        ended.message == f"keeper error: command.json has protocol {wanted}, this keeper speaks {wanted - 1}"
+    assert ended.message == (
+        f"keeper error: command.json has protocol {wanted}, this keeper speaks {wanted - 1}; "
+        "the manager and the keeper on this worker are of different trialfleet versions"
     )
 
 

@@ -84,7 +84,7 @@ def test_nni_s_documented_block_loads_as_written(tmp_path: Path) -> None:
     )
     assert (config.trial_cpu_number, config.trial_memory_size, config.trial_gpu_number) == (1, 8192, 0)
     assert (config.docker_image, config.storage_config_name) == ("msranni/nni", "confignfs-data")
-    assert config.local_storage_mount_point == tmp_path and config.reuse_mode is True
+    assert config.local_storage_mount_point == tmp_path and config.reuse_mode is False
     template, found = job_template(config, None)
     assert found == [] and template is not None
     assert (template.storage, template.mount, template.tasks, template.primary) == (

@@ -50,7 +50,7 @@ class OpenpaiConfig(TrainingServiceConfig):
     virtual_cluster: str | None = None  # None: the protocol's, else OpenPAI's default virtual cluster
     local_storage_mount_point: ConfigPath
     container_storage_mount_point: str | None = None
-    reuse_mode: bool = True
+    reuse_mode: bool = False  # NNI's default is True; what trialfleet does is False, so true is warned about
     openpai_config: JsonMapping | None = None
     openpai_config_file: ConfigPath | None = None
 
