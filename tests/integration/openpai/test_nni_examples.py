@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,10 +134,9 @@ def write_config(tmp_path: Path, template: str, host: str, token: str) -> Path:
     return config
 
 
-def run(tmp_path: Path, config: Path) -> tuple[str, str]:
-    out = Cli.in_dir(tmp_path).ok(
-        "create", "--config", str(config), "--port", str(free_port()), "--foreground"
-    )
+def run(tmp_path: Path, config: Path, port: int | None = None) -> tuple[str, str]:
+    port = port or free_port()
+    out = Cli.in_dir(tmp_path).ok("create", "--config", str(config), "--port", str(port), "--foreground")
     found = re.search(r"Experiment ID: (\w+)", out)
     assert found is not None, out
     return found.group(1), out
@@ -171,3 +171,37 @@ def test_nni_s_v1_example_config_runs_unchanged(tmp_path: Path, cluster: OpenPAI
     experiment_id, out = run(tmp_path, config)
     check_trials(tmp_path, experiment_id, 4, "your_pai_nni_user", cluster)
     assert "reuseMode" in out  # reuse: true is accepted and said not to be acted on
+
+
+def test_nni_s_v2_example_without_the_storage_mounted_reports_through_the_relay_on_port_plus_one(
+    tmp_path: Path, cluster: OpenPAIEmulator
+) -> None:
+    """NNI's REST channel: the same example with no localStorageMountPoint; the relay listens on the manager's
+    port + 1, and the jobs carry the code and send the trials' files there."""
+    template = (
+        "\n".join(line for line in V2_CONFIG.splitlines() if "localStorageMountPoint" not in line) + "\n"
+    )
+    config = write_config(tmp_path, template, cluster.url, cluster.token("alice"))
+    port = free_port_pair()
+    experiment_id, _ = run(tmp_path, config, port)
+    check_trials(tmp_path, experiment_id, 3, "alice", cluster)
+    on_storage = sorted((tmp_path / "mnt" / experiment_id / "trials").iterdir())
+    assert len(on_storage) == 3
+    for trial_dir in on_storage:
+        relay = json.loads((trial_dir / "command.json").read_text())["relay"]
+        assert relay["url"].endswith(f":{port + 1}/relay/v1/trials")
+        mirror = tmp_path / "experiments" / experiment_id / "trials" / trial_dir.name
+        assert (mirror / ".nni" / "metrics").read_bytes() == (trial_dir / ".nni" / "metrics").read_bytes()
+
+
+def free_port_pair() -> int:
+    """A port whose next one is free too (the manager's and its relay's)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("0.0.0.0", port + 1))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no two consecutive free ports")

@@ -149,18 +149,32 @@ def test_bad_values_are_refused_by_name(tmp_path: Path, key: str, value: Any, ex
     assert f"trainingService.{key}" in text and expected in text
 
 
-def test_reuse_mode_and_the_manager_ip_are_accepted_and_warned_about(tmp_path: Path) -> None:
-    block = yaml.safe_load(NNI_V2_BLOCK.format(mount=tmp_path)) | {
-        "reuseMode": True,
-        "nniManagerIp": "10.0.0.1",
-    }
+def test_reuse_mode_is_accepted_and_warned_about(tmp_path: Path) -> None:
+    block = yaml.safe_load(NNI_V2_BLOCK.format(mount=tmp_path)) | {"reuseMode": True}
     warnings = unacted_warnings(experiment(block, trialGpuNumber=0))
-    assert any(w.startswith("trainingService.reuseMode: accepted but not acted on") for w in warnings)
-    assert any(w.startswith("trainingService.nniManagerIp: accepted but not acted on") for w in warnings)
+    assert warnings == [
+        "trainingService.reuseMode: accepted but not acted on: every trial attempt is an OpenPAI job of its own; "
+        "no job is kept to run several trials"
+    ]
     assert (
         unacted_warnings(experiment(yaml.safe_load(NNI_V2_BLOCK.format(mount=tmp_path)), trialGpuNumber=0))
         == []
     )
+
+
+def test_without_a_local_mount_point_the_relay_is_used(tmp_path: Path) -> None:
+    block = yaml.safe_load(NNI_V2_BLOCK.format(mount=tmp_path)) | {
+        "relayPort": 9090,
+        "nniManagerIp": "10.0.0.5",
+    }
+    del block["localStorageMountPoint"]
+    config = service(experiment(block, trialGpuNumber=0))
+    assert (config.local_storage_mount_point, config.relay_port, config.nni_manager_ip) == (
+        None,
+        9090,
+        "10.0.0.5",
+    )
+    assert "relayPort" in problems(block | {"relayPort": 70000}, trialGpuNumber=0)
 
 
 # ---- a job protocol of the user's own ----------------------------------------------------------------------

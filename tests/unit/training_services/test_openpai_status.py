@@ -100,7 +100,13 @@ def test_a_job_list_row() -> None:
 
 
 def result(**fields: Any) -> dict[str, Any]:
-    record: dict[str, Any] = {"protocol": 1, "exit_code": None, "signal": None, "end_time": 1.0, "canceled": False}
+    record: dict[str, Any] = {
+        "protocol": 1,
+        "exit_code": None,
+        "signal": None,
+        "end_time": 1.0,
+        "canceled": False,
+    }
     record.update({"timed_out": False, "reason": "exit code 0"})
     return {**record, **fields}
 

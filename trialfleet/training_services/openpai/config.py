@@ -1,4 +1,5 @@
-"""``platform: openpai``: one OpenPAI job per trial attempt (NNI's OpenPAI mode), its files on a shared storage.
+"""``platform: openpai``: one OpenPAI job per trial attempt (NNI's OpenPAI mode), its files on a shared storage,
+mounted on the manager's machine too (``localStorageMountPoint``) or not (then trials report through the relay).
 
 The block has NNI's keys. ``openpaiConfig`` / ``openpaiConfigFile`` give a job protocol of the user's own whose
 task roles run the trial; what it states wins, and the block's fields fill only what it leaves out, so the
@@ -26,7 +27,7 @@ from trialfleet.config.base import (
     existing,
     raise_problems,
 )
-from trialfleet.config.service import DEFAULT_IMAGE, MANAGER_IP_UNUSED, TrainingServiceConfig
+from trialfleet.config.service import DEFAULT_IMAGE, TrainingServiceConfig
 
 #: OpenPAI's own rule for virtual-cluster names (rest server, ``virtual-cluster`` routes)
 VC_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -48,15 +49,17 @@ class OpenpaiConfig(TrainingServiceConfig):
     storage_config_name: str | None = Field(default=None, min_length=1)
     docker_image: str = Field(default=DEFAULT_IMAGE, min_length=1)
     virtual_cluster: str | None = None  # None: the protocol's, else OpenPAI's default virtual cluster
-    local_storage_mount_point: ConfigPath
+    #: None: the storage is not mounted here; jobs carry their files and trials report through the relay
+    local_storage_mount_point: ConfigPath | None = None
     container_storage_mount_point: str | None = None
+    relay_port: int | None = Field(default=None, gt=0, lt=65536)  # None: the manager's port + 1
     reuse_mode: bool = False  # NNI's default is True; what trialfleet does is False, so true is warned about
     openpai_config: JsonMapping | None = None
     openpai_config_file: ConfigPath | None = None
 
+    # nniManagerIp and relayPort are used without localStorageMountPoint only; the service warns otherwise
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
-        "nni_manager_ip": MANAGER_IP_UNUSED + " on the shared storage",
         "reuse_mode": "every trial attempt is an OpenPAI job of its own; no job is kept to run several trials",
     }
 

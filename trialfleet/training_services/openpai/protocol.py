@@ -304,8 +304,10 @@ def job_name(experiment_id: str, trial_id: str, attempt: int) -> str:
     return name
 
 
-def job_protocol(template: JobTemplate, *, name: str, trial_dir: str, description: str) -> dict[str, Any]:
-    """The protocol of one trial attempt's job."""
+def job_protocol(
+    template: JobTemplate, *, name: str, trial_dir: str, description: str, setup: list[str]
+) -> dict[str, Any]:
+    """The protocol of one trial attempt's job; ``setup``: the commands each task runs before the task script."""
     given: dict[str, Any] = copy.deepcopy(dict(template.protocol))
     head: dict[str, Any] = {
         key: given.pop(key) for key in ("protocolVersion", "name", "type") if key in given
@@ -313,7 +315,7 @@ def job_protocol(template: JobTemplate, *, name: str, trial_dir: str, descriptio
     given.pop("description", None)  # the trial's own, for OpenPAI's job list
     protocol: dict[str, Any] = {**head, "name": name, "description": description, **given}
     for role in template.role_commands:
-        protocol["taskRoles"][role]["commands"] = launch_commands(trial_dir, role, template)
+        protocol["taskRoles"][role]["commands"] = [*setup, run_command(trial_dir, role)]
     return protocol
 
 
@@ -322,18 +324,20 @@ def protocol_text(protocol: Mapping[str, Any]) -> str:
     return yaml.safe_dump(dict(protocol), sort_keys=False, allow_unicode=True, width=4096)
 
 
-def launch_commands(trial_dir: str, role: str, template: JobTemplate) -> list[str]:
-    """A task's commands: check the trial directory is on the storage, then run the task script from it."""
+def run_command(trial_dir: str, role: str) -> str:
+    """A task's last command: the task script written into the trial directory."""
+    return f"/bin/bash {shlex.quote(posixpath.join(trial_dir, TASK_SCRIPT))} {shlex.quote(role)}"
+
+
+def storage_check(trial_dir: str, template: JobTemplate) -> str:
+    """A task's first command when the manager wrote the trial directory through its own mount: is it there?"""
     script = posixpath.join(trial_dir, TASK_SCRIPT)
     q = shlex.quote
     missing = (
         f"trialfleet: {script} {STORAGE_MISSING} {template.storage} in this container (mounted at "
         f"{template.mount}): is this storage mounted at localStorageMountPoint where the manager runs?"
     )
-    return [
-        f"test -f {q(script)} || {{ printf '%s\\n' {q(missing)} >&2; exit {STORAGE_MISSING_EXIT}; }}",
-        f"/bin/bash {q(script)} {q(role)}",
-    ]
+    return f"test -f {q(script)} || {{ printf '%s\\n' {q(missing)} >&2; exit {STORAGE_MISSING_EXIT}; }}"
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.environment import nni_variables
 from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
-from trialfleet.training_services.mounted_storage import MountedStorage
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.openpai import cluster
 from trialfleet.training_services.openpai.client import OpenpaiClient, PaiApiError, RateLimited
 from trialfleet.training_services.openpai.config import OpenpaiConfig
+from trialfleet.training_services.openpai.delivery import Delivery, delivery_for
 from trialfleet.training_services.openpai.protocol import (
     TASK_SCRIPT,
     JobTemplate,
@@ -79,9 +79,9 @@ class OpenpaiTrainingService(TrainingService):
         self.watcher = JobWatcher(self.client, f"nni_exp_{context.experiment_id}_trial_")
         self.trials = LocalTrialFiles()  # handles hold the trial directory as this machine sees it
         self._template: JobTemplate | None = None
-        self._storage: MountedStorage | None = None
+        self._delivery: Delivery | None = None
         self._submit_blocked: tuple[float, float, str] | None = None  # (window ends, blocked since, why)
-        self._stop_pending: set[str] = set()  # trials whose STOP OpenPAI has not taken yet
+        self._stops: dict[str, float] = {}  # trials to stop → when their STOP is due (until OpenPAI took it)
 
     @property
     def template(self) -> JobTemplate:
@@ -89,9 +89,9 @@ class OpenpaiTrainingService(TrainingService):
         return self._template
 
     @property
-    def storage(self) -> MountedStorage:
-        assert self._storage is not None, "the service was not started"
-        return self._storage
+    def delivery(self) -> Delivery:
+        assert self._delivery is not None, "the service was not started"
+        return self._delivery
 
     # ---- preparation -----------------------------------------------------------------------------------
 
@@ -99,13 +99,8 @@ class OpenpaiTrainingService(TrainingService):
         try:
             self._template = cluster.load_template(self.config)
             await cluster.check_cluster(self.client, self.config, self.template)
-            self._storage = MountedStorage(
-                self.config.local_storage_mount_point, self.template.mount, self.context.experiment_id
-            )
-            await cluster.prepare_storage(self.storage)
-            await self.storage.code_dir(
-                self.config.trial_code_directory
-            )  # copied once, now: errors show at start
+            self._delivery = delivery_for(self.context, self.config, self.template)
+            await self.delivery.prepare()
         except PlatformError:
             await self.client.close()
             raise
@@ -118,8 +113,8 @@ class OpenpaiTrainingService(TrainingService):
         except ValueError as exc:
             raise PlatformError(f"openpai: {exc}") from exc
         attempt = attempt_name(spec.trial_id, spec.attempt)
-        local_dir = self.storage.local / "trials" / attempt
-        submitted = self._submitted(name, local_dir, self.storage.trial_dir(attempt))
+        local_dir = self.delivery.local_dir(attempt)
+        submitted = self._submitted(name, local_dir, self.delivery.paths.trial_dir(attempt))
         if any((local_dir / record).exists() for record in (LAUNCH_RECORD, KEEPER_RECORD, RESULT_RECORD)):
             log.info("openpai: trial %s was launched already (job %s); adopting it", spec.trial_id, name)
             return submitted  # its keeper ran: an earlier manager posted the job
@@ -130,8 +125,8 @@ class OpenpaiTrainingService(TrainingService):
             if await self._job_exists(name):
                 log.info("openpai: trial %s already has job %s; adopting it", spec.trial_id, name)
                 return submitted
-            await self._write_inputs(spec, name, local_dir, submitted.handle["container_trial_dir"])
-            text = protocol_text(self._protocol(spec, name, submitted.handle["container_trial_dir"]))
+            setup = await self._deliver(spec, name, attempt, submitted.handle["container_trial_dir"])
+            text = protocol_text(self._protocol(spec, name, submitted.handle["container_trial_dir"], setup))
             await self.client.submit(name, text)
         except RateLimited as exc:
             return Deferred(self._block(exc))
@@ -182,25 +177,31 @@ class OpenpaiTrainingService(TrainingService):
         log.warning("openpai: %s", why)
         return why
 
-    def _protocol(self, spec: TrialSpec, name: str, container_dir: str) -> dict[str, Any]:
+    def _protocol(self, spec: TrialSpec, name: str, container_dir: str, setup: list[str]) -> dict[str, Any]:
         description = f"trialfleet: trial {spec.trial_id} (attempt {spec.attempt}) of experiment {self.context.experiment_id}"
-        return job_protocol(self.template, name=name, trial_dir=container_dir, description=description)
-
-    async def _write_inputs(self, spec: TrialSpec, name: str, local_dir: Path, container_dir: str) -> None:
-        code_dir = await self.storage.code_dir(spec.code_dir)
-        files = input_files(
-            spec.parameter_record, self._command(spec.command, self.template.primary, code_dir)
+        return job_protocol(
+            self.template, name=name, trial_dir=container_dir, description=description, setup=setup
         )
+
+    async def _deliver(self, spec: TrialSpec, name: str, attempt: str, container_dir: str) -> list[str]:
+        """The trial's input files where its tasks find them; the commands each task runs before its script."""
+        code_dir = await self.delivery.code_dir(spec.code_dir)
+        relay = self.delivery.relay_settings(attempt)
+        command = self._command(spec.command, self.template.primary, code_dir, relay)
+        files = input_files(spec.parameter_record, command)
         if self.template.tasks > 1:
             for role in self.template.role_commands:
-                files[f"command-{role}.json"] = json.dumps(self._command(spec.command, role, code_dir))
+                files[f"command-{role}.json"] = json.dumps(self._command(spec.command, role, code_dir, relay))
         files[TASK_SCRIPT] = task_script(self._task(spec, name, container_dir, code_dir))
-        await self.trials.write(str(local_dir), files)
+        return await self.delivery.deliver(attempt, spec.code_dir, files)
 
-    def _command(self, trial_command: str, role: str, code_dir: str) -> dict[str, Any]:
+    def _command(
+        self, trial_command: str, role: str, code_dir: str, relay: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         """``command.json`` of a role's tasks; env None: they inherit the task script's environment."""
         own = self.template.role_commands[role]
-        return command_record(["/bin/bash", "-c", trial_command if own is None else own], code_dir, None)
+        argv = ["/bin/bash", "-c", trial_command if own is None else own]
+        return command_record(argv, code_dir, None, relay=relay)
 
     def _task(self, spec: TrialSpec, name: str, container_dir: str, code_dir: str) -> TaskScript:
         env = nni_variables(
@@ -217,8 +218,8 @@ class OpenpaiTrainingService(TrainingService):
             attempt=spec.attempt,
             job_name=name,
             trial_dir=container_dir,
-            keeper=self.storage.layout.keeper,
-            shim_dir=self.storage.layout.shim_dir,
+            keeper=self.delivery.paths.layout.keeper,
+            shim_dir=self.delivery.paths.layout.shim_dir,
             primary_role=self.template.primary,
             several_tasks=self.template.tasks > 1,
             env=env,
@@ -232,7 +233,7 @@ class OpenpaiTrainingService(TrainingService):
         self.wakeup.set()  # it may have ended while nobody watched
 
     async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
-        await self._retry_stops(trials)
+        await self._send_stops(trials)
         looks = await self.trials.look(trials)
         # a job running the trial alone ends with its keeper's result.json: OpenPAI need not be asked about it
         decided = {t.handle["job"] for t in trials if _result_decides(t, looks[t.trial_id])}
@@ -272,7 +273,7 @@ class OpenpaiTrainingService(TrainingService):
             if look.result is None and job is not None:
                 await self._keep_job_log(trial)
             self.watcher.forget(name)
-            self._stop_pending.discard(trial.trial_id)
+            self._stops.pop(trial.trial_id, None)
         return batch
 
     def _waiting(self, trial: LiveTrial, job: PaiJob | None) -> list[TrialWaiting]:
@@ -288,22 +289,31 @@ class OpenpaiTrainingService(TrainingService):
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 
     async def _kill(self, trial: LiveTrial) -> None:
-        """``executionType: STOP``: OpenPAI deletes the job's pods (SIGTERM, then SIGKILL after its grace), so each
-        keeper ends its trial's process tree and records the cancel. A STOP OpenPAI does not take now (not
+        """``executionType: STOP``: OpenPAI deletes the job's pods, so each keeper ends its trial's process tree
+        and records the cancel. Through the relay, the STOP waits for the keeper to have sent what the trial wrote
+        until now (the containers' end takes what it had not sent yet). A STOP OpenPAI does not take now (not
         reachable, the job not visible yet) is sent again on the next polls."""
         self.watcher.hurry()
-        try:
-            await self.client.stop(trial.handle["job"])
-        except PaiApiError as exc:
-            log.warning("openpai: cannot stop job %s yet (retried): %s", trial.handle["job"], exc)
-            self._stop_pending.add(trial.trial_id)
+        settle = self.delivery.stop_settle
+        self._stops[trial.trial_id] = time.monotonic() + settle
+        if settle:
+            asyncio.get_running_loop().call_later(settle, self.wakeup.set)
         else:
-            self._stop_pending.discard(trial.trial_id)
+            await self._send_stops([trial])
 
-    async def _retry_stops(self, trials: list[LiveTrial]) -> None:
+    async def _send_stops(self, trials: list[LiveTrial]) -> None:
+        """The STOPs that are due, of these trials."""
+        now = time.monotonic()
         for trial in trials:
-            if trial.trial_id in self._stop_pending:
-                await self._kill(trial)
+            due = self._stops.get(trial.trial_id)
+            if due is None or now < due:
+                continue
+            try:
+                await self.client.stop(trial.handle["job"])
+            except PaiApiError as exc:
+                log.warning("openpai: cannot stop job %s yet (retried): %s", trial.handle["job"], exc)
+            else:
+                self._stops.pop(trial.trial_id, None)
 
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
         try:
@@ -326,10 +336,12 @@ class OpenpaiTrainingService(TrainingService):
         if killed_trials and self.live:
             await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
         await self.client.close()
+        if self._delivery is not None:
+            await self._delivery.close()
 
     async def _jobs_ended(self, trials: list[LiveTrial]) -> set[str]:
         """The cancelled trials whose keeper recorded its end or whose job ended; STOPs not taken are resent."""
-        await self._retry_stops(trials)
+        await self._send_stops(trials)
         self.watcher.hurry()
         await self.watcher.refresh()
         ended = await self.trials.ended(trials)
