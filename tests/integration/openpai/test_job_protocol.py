@@ -12,9 +12,13 @@ and review the diff.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
+import re
 import shlex
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +27,12 @@ import yaml
 from openpai_helpers import FAST, submitted, trial_spec
 
 from tests.emulators.openpai import ClusterConfig, OpenPAIEmulator, Storage, Timing, User, VirtualCluster
+from tests.integration.cli_harness import free_port
 from trialfleet.status import TrialStatus
 from trialfleet.testing import make_context, poll_until
 from trialfleet.training_services.mounted_storage import code_copy_name
 from trialfleet.training_services.openpai import OpenpaiConfig, OpenpaiTrainingService
+from trialfleet.training_services.openpai.protocol import protocol_text
 from trialfleet.training_services.support import support_version
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -74,6 +80,7 @@ CASES: dict[str, dict[str, Any]] = {
         },
         "spec": {"gpu_number": 0},
     },
+    "relay": {"block": {"localStorageMountPoint": None}, "spec": {"gpu_number": 0}},
     "hostile": {
         "storage": f"nfs {HOSTILE}".replace("<%", "<"),
         "block": {"containerStorageMountPoint": f"/mnt/{HOSTILE}", "dockerImage": f"img:{HOSTILE}"},
@@ -96,18 +103,21 @@ def emulator(tmp_path: Path, case: dict[str, Any]) -> OpenPAIEmulator:
     return OpenPAIEmulator(config, workdir=tmp_path / "cluster")
 
 
-def block(pai: OpenPAIEmulator, case: dict[str, Any]) -> dict[str, Any]:
+def block(pai: OpenPAIEmulator, case: dict[str, Any], code_dir: Path) -> dict[str, Any]:
     given = {**pai.nni_config("alice", case.get("storage", "confignfs")), "trialCommand": "unused"}
+    given["trialCodeDirectory"] = str(code_dir)
     given |= {"trialCpuNumber": 1, "trialMemorySize": 512, "trialGpuNumber": case.get("block_gpus", 0)}
     given.pop("containerStorageMountPoint")  # OpenPAI's default, /mnt/<storage>, unless the case sets one
-    return given | case["block"]
+    if case["block"].get("localStorageMountPoint", "") is None:  # the storage is not mounted here: the relay
+        given |= {"relayPort": free_port()}
+    return {key: value for key, value in (given | case["block"]).items() if value is not None}
 
 
 async def run_case(tmp_path: Path, pai: OpenPAIEmulator, case: dict[str, Any]) -> tuple[dict[str, str], Path]:
     code_dir = tmp_path / "code"
     code_dir.mkdir()
     (code_dir / "echo.py").write_text(ECHO_TRIAL)
-    config = OpenpaiConfig.model_validate(block(pai, case))
+    config = OpenpaiConfig.model_validate(block(pai, case, code_dir))
     service = OpenpaiTrainingService(make_context(tmp_path / "experiment", config, "golden"))
     await service.start()
     try:
@@ -124,16 +134,19 @@ async def run_case(tmp_path: Path, pai: OpenPAIEmulator, case: dict[str, Any]) -
         assert seen.ended["Tr1al"].status is TrialStatus.SUCCEEDED, seen.ended["Tr1al"]
     finally:
         await service.close()
-    trial_dir = Path(handle["trial_dir"])
     (post,) = [r for r in pai.requests if r["method"] == "POST"]
-    assert {k.lower(): v for k, v in post["headers"].items()}["content-type"].startswith(
-        "text/yaml"
-    ) and post["status"] == 202
+    headers = {k.lower(): v for k, v in post["headers"].items()}
+    assert headers["content-type"].startswith("text/yaml") and post["status"] == 202
     files = {"protocol.yml": post["body"]}
-    for name in sorted(
-        p.name for p in trial_dir.iterdir() if p.name.startswith(("command", "openpai-task", "parameter"))
-    ):
-        files[name] = (trial_dir / name).read_text()
+    trial_dir = Path(handle["trial_dir"])
+    if config.local_storage_mount_point is None:
+        files = relayed_files(post["body"], experiment_dir=tmp_path / "experiment")
+        trial_dir = (
+            tmp_path / "nfs" / "golden" / "trials" / "Tr1al"
+        )  # the trial's own files stay on the cluster
+    else:
+        for name in sorted(p.name for p in trial_dir.iterdir() if p.name.startswith(FILES)):
+            files[name] = (trial_dir / name).read_text()
     copy = code_copy_name(code_dir.resolve())
     replaced = {
         name: text.replace(str(tmp_path), "<tmp>")
@@ -142,6 +155,32 @@ async def run_case(tmp_path: Path, pai: OpenPAIEmulator, case: dict[str, Any]) -
         for name, text in files.items()
     }
     return replaced, trial_dir
+
+
+FILES = ("command", "openpai-task", "parameter")
+
+
+def relayed_files(body: str, experiment_dir: Path) -> dict[str, str]:
+    """Without the storage mounted here the job carries its files: the protocol with its archive's place
+    marked, the archive's listing, and the trial's own files in it (the relay's address and secret marked)."""
+    protocol = yaml.safe_load(body)
+    commands = protocol["taskRoles"]["taskrole"]["commands"]
+    (encoded,) = re.findall(r"printf '%s' ([A-Za-z0-9+/=]+) \|", commands[1])
+    commands[1] = commands[1].replace(encoded, "<archive>")
+    files = {"protocol.yml": protocol_text(protocol)}  # its archive is a long line, folded in the text posted
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(encoded))) as tar:
+        members = tar.getmembers()
+        files["archive.txt"] = "".join(f"{m.name}{'/' if m.isdir() else ''}\n" for m in members)
+        for member in members:
+            name = member.name.rpartition("/")[2]
+            extracted = tar.extractfile(member) if member.isfile() else None
+            if member.name.startswith("trials/") and name.startswith(FILES) and extracted is not None:
+                files[name] = extracted.read().decode()
+    secret = (experiment_dir / "relay-secret").read_text().strip()
+    command = json.loads(files["command.json"])
+    command["relay"]["url"] = re.sub(r"//[^/]+/", "//<manager>:<relay port>/", command["relay"]["url"])
+    files["command.json"] = json.dumps(command).replace(secret, "<secret>")
+    return files
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
 import pytest
-from openpai_helpers import openpai_config, openpai_context
+from openpai_helpers import openpai_block, openpai_config, openpai_context
 
 from tests.emulators.openpai import OpenPAIEmulator
 from trialfleet.errors import PlatformError
 from trialfleet.testing import make_context
-from trialfleet.training_services.openpai import OpenpaiTrainingService
+from trialfleet.training_services.openpai import OpenpaiConfig, OpenpaiTrainingService
 from trialfleet.training_services.support import support_version
 
 
@@ -99,3 +100,40 @@ async def test_a_protocol_file_that_changed_since_the_config_was_loaded(
         PlatformError, match=r"openpaiConfigFile\.taskRoles: the job protocol needs taskRoles"
     ):
         await service.start()
+
+
+async def test_relay_settings_are_said_unused_when_the_storage_is_mounted_here(
+    pai: OpenPAIEmulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    context = openpai_context(pai, tmp_path / "experiment", nniManagerIp="10.0.0.5", relayPort=9999)
+    service = OpenpaiTrainingService(context)
+    with caplog.at_level("WARNING", logger="trialfleet.training_services.openpai"):
+        await service.start()
+    await service.close()
+    warned = [r.getMessage() for r in caplog.records]
+    for key in ("nniManagerIp", "relayPort"):
+        assert f"openpai: {key} is not used: trials report through the storage mounted here" in warned
+
+
+async def test_without_the_storage_mounted_a_code_directory_too_big_to_carry_is_refused(
+    pai: OpenPAIEmulator, tmp_path: Path
+) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "weights.bin").write_bytes(os.urandom(150 * 1024))  # random bytes do not compress
+    block = openpai_block(pai, trialCodeDirectory=str(code), relayPort=9999)
+    del block["localStorageMountPoint"]
+    service = OpenpaiTrainingService(
+        make_context(tmp_path / "experiment", OpenpaiConfig.model_validate(block))
+    )
+    with pytest.raises(PlatformError) as caught:
+        await service.start()
+    message = str(caught.value)
+    assert message.startswith(
+        f"openpai: without localStorageMountPoint every job carries trialfleet's support files and the code "
+        f"directory {code} in its protocol: "
+    )
+    assert (
+        "KB, over the 100 KB OpenPAI takes; mount the storage here and set localStorageMountPoint" in message
+    )
+    assert not (tmp_path / "experiment" / "relay-secret").exists()  # nothing started

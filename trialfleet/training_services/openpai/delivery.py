@@ -130,16 +130,21 @@ class RelayDelivery:
         source = Path(self.config.trial_code_directory)
         try:
             raw = sum(size for _, size in self.payload.code_sizes(source))
-            # not even worth packing when compression could not bring it under the limit
-            packed = raw if raw > PROTOCOL_LIMIT * 20 else None
-            size = packed or len(self.payload.archive(source, "size-check", {"command.json": "x" * 2048}))
+            # not worth packing when no compression could bring it under the limit
+            too_big = raw > PROTOCOL_LIMIT * 20
+            size = (
+                raw
+                if too_big
+                else len(self.payload.archive(source, "size-check", {"command.json": "x" * 2048}))
+            )
         except (CodeDirectoryError, OSError) as exc:
             raise PlatformError(f"openpai: cannot pack the code directory {source}: {exc}") from exc
         needed = len(self.template.role_commands) * (size + PROTOCOL_MARGIN)
         if needed > PROTOCOL_LIMIT:
             raise PlatformError(
                 f"openpai: without localStorageMountPoint every job carries trialfleet's support files and the code "
-                f"directory {source} in its protocol: {needed // 1024} KB, over the {PROTOCOL_LIMIT // 1024} KB "
+                f"directory {source} in its protocol: {needed // 1024} KB{' before packing' if too_big else ''}, "
+                f"over the {PROTOCOL_LIMIT // 1024} KB "
                 "OpenPAI takes; mount the storage here and set localStorageMountPoint, or leave out what trials do "
                 "not need with .nniignore"
             )
