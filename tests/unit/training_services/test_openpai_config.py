@@ -13,7 +13,7 @@ from trialfleet.config import ExperimentConfig, convert_v1_to_v2
 from trialfleet.config.pipeline import unacted_warnings
 from trialfleet.errors import ConfigError
 from trialfleet.training_services.openpai import OpenpaiConfig
-from trialfleet.training_services.openpai.protocol import NNI_IMAGE, job_template
+from trialfleet.training_services.openpai.template import NNI_IMAGE, job_template
 
 # NNI's OpenPAI document (nni-docs, "OpenPAI Training Service"), as written there
 NNI_V2_BLOCK = """

@@ -5,7 +5,7 @@ REST server v2 and its version (``/api/v2/info``), the token (its user, its expi
 virtual cluster, the storage, and the storage's mount point on this machine, where the support bundle and the code
 go. Each failure is one :class:`~trialfleet.errors.PlatformError` naming the host, the resource and OpenPAI's own
 message. Whether the jobs see the same storage at ``containerStorageMountPoint`` shows with the first job: its task
-checks that its trial directory is there and says so otherwise (``protocol.launch_commands``), which costs no job of
+checks that its trial directory is there and says so otherwise (``protocol.storage_check``), which costs no job of
 its own (OpenPAI allows 60 submissions an hour) and no wait for a container before the experiment starts.
 """
 
@@ -22,7 +22,7 @@ from trialfleet.errors import PlatformError, format_key_path
 from trialfleet.training_services.mounted_storage import MountedStorage
 from trialfleet.training_services.openpai.client import OpenpaiClient, PaiApiError, token_claims
 from trialfleet.training_services.openpai.config import OpenpaiConfig
-from trialfleet.training_services.openpai.protocol import JobTemplate, job_template
+from trialfleet.training_services.openpai.template import JobTemplate, job_template
 
 log = logging.getLogger(__name__)
 

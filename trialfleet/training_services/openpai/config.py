@@ -99,7 +99,7 @@ class OpenpaiConfig(TrainingServiceConfig):
 
     @model_validator(mode="after")
     def _check_openpai(self, info: ValidationInfo) -> OpenpaiConfig:
-        from trialfleet.training_services.openpai.protocol import template_problems
+        from trialfleet.training_services.openpai.template import template_problems
 
         problems: list[tuple[KeyPath, str]] = []
         if self.openpai_config is not None and self.openpai_config_file is not None:

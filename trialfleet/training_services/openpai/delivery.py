@@ -22,7 +22,7 @@ from trialfleet.training_services.base import ExperimentContext
 from trialfleet.training_services.mounted_storage import MountedStorage
 from trialfleet.training_services.openpai import cluster
 from trialfleet.training_services.openpai.config import OpenpaiConfig
-from trialfleet.training_services.openpai.protocol import JobTemplate, storage_check
+from trialfleet.training_services.openpai.protocol import storage_check
 from trialfleet.training_services.openpai.shipping import (
     PROTOCOL_LIMIT,
     PROTOCOL_MARGIN,
@@ -30,6 +30,7 @@ from trialfleet.training_services.openpai.shipping import (
     Payload,
     unpack_commands,
 )
+from trialfleet.training_services.openpai.template import JobTemplate
 from trialfleet.training_services.relay import Relay, manager_address, relay_port
 from trialfleet.training_services.trial_dir import PARAMETER_FILE, write_trial_inputs
 from trialfleet.training_services.trial_files import LocalTrialFiles

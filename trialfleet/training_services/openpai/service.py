@@ -6,7 +6,7 @@ support bundle, a copy of the code directory and the trial directories live unde
 (:class:`~..mounted_storage.MountedStorage`), and the manager reads metrics, logs and the keeper's records there
 exactly as it reads a local trial directory. Job control is OpenPAI's REST server v2 (:mod:`.client`): a job
 protocol posted per attempt, ``executionType: STOP`` to cancel, and one job list call per due poll
-(:class:`~.status.JobWatcher`). The job's name is in the handle, so a restarted manager re-adopts its jobs, and
+(:class:`~.watcher.JobWatcher`). The job's name is in the handle, so a restarted manager re-adopts its jobs, and
 ``submit`` finds a job it already posted by its name.
 """
 
@@ -31,7 +31,6 @@ from trialfleet.training_services.openpai.config import OpenpaiConfig
 from trialfleet.training_services.openpai.delivery import Delivery, delivery_for
 from trialfleet.training_services.openpai.protocol import (
     TASK_SCRIPT,
-    JobTemplate,
     TaskScript,
     job_name,
     job_protocol,
@@ -39,12 +38,13 @@ from trialfleet.training_services.openpai.protocol import (
     task_script,
 )
 from trialfleet.training_services.openpai.status import (
-    JobWatcher,
     PaiJob,
     result_grace,
     trial_outcome,
     waiting_reason,
 )
+from trialfleet.training_services.openpai.template import JobTemplate
+from trialfleet.training_services.openpai.watcher import JobWatcher
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.trial_dir import (
     KEEPER_RECORD,
