@@ -22,6 +22,8 @@ from trialfleet.testing import Seen, poll_until
 from trialfleet.training_services import trial_dir
 from trialfleet.training_services.events import TrialWaiting
 from trialfleet.training_services.openpai import OpenpaiTrainingService
+from trialfleet.training_services.openpai.client import OpenpaiClient
+from trialfleet.training_services.openpai.watcher import JobWatcher
 from trialfleet.training_services.spec import Deferred, Submitted
 
 PYTHON = sys.executable
@@ -292,3 +294,42 @@ async def test_submit_waits_while_openpai_refuses_the_token(pai: OpenPAIEmulator
         "OpenPAI cannot take the job now" in deferred.reason and "Your token is invalid." in deferred.reason
     )
     assert not isinstance(deferred, Submitted)
+
+
+async def test_the_watcher_never_lists_jobs_more_often_than_its_interval(pai: OpenPAIEmulator) -> None:
+    """OpenPAI allows 60 job lists a minute per user: hurrying (a cancel, a trial about to end) brings the next
+    query forward, never closer than min_interval to the last one."""
+    client = OpenpaiClient(pai.url, "alice", pai.token("alice"))
+    now = [100.0]
+    watcher = JobWatcher(client, "nni_exp_e_trial_", min_interval=2.0, clock=lambda: now[0])
+    watcher.watch("nni_exp_e_trial_a")
+
+    def lists() -> int:
+        return len([r for r in pai.requests if r["method"] == "GET" and r["path"].endswith("/jobs")])
+
+    try:
+        for _ in range(5):
+            watcher.hurry()
+            await watcher.refresh()
+        assert lists() == 1
+        now[0] += 1.9
+        watcher.hurry()
+        await watcher.refresh()
+        assert lists() == 1
+        now[0] += 0.1
+        await watcher.refresh()
+        assert lists() == 2
+    finally:
+        await client.close()
+
+
+async def test_an_application_token_is_sent_as_openpai_asks(pai: OpenPAIEmulator, started: Started) -> None:
+    token = pai.tokens.issue("alice", application=True)
+    service = await started.start(token=token)
+    await submitted(service, trial_spec("app", "echo ok", started.code))
+    ended = (await poll_until(service, lambda s: "app" in s.ended)).ended["app"]
+    assert ended.status is TrialStatus.SUCCEEDED
+    schemes = {
+        r["headers"]["Authorization"].split()[0] for r in pai.requests if "Authorization" in r["headers"]
+    }
+    assert schemes == {"Basic"}

@@ -45,9 +45,10 @@ class PaiApiError(PlatformError):
 class RateLimited(PaiApiError):
     """HTTP 429: one of OpenPAI's rate limits (600 requests a minute, 60 job lists a minute, 60 jobs an hour)."""
 
-    def __init__(self, message: str, *, reset: float) -> None:
+    def __init__(self, message: str, *, reset: float, what: str) -> None:
         super().__init__(message, status=429)
         self.reset = reset  # epoch seconds when the limit's window starts again
+        self.what = what  # the request refused: "submitting job x", "the job list", …
 
 
 def token_claims(token: str) -> dict[str, Any]:
@@ -115,7 +116,9 @@ class OpenpaiClient:
     async def submit(self, name: str, protocol: str) -> None:
         """Post a job protocol as YAML text (a 202 answers it)."""
         headers = {"Content-Type": "text/yaml; charset=utf-8"}
-        await self._request("POST", "/jobs", f"job {name}", content=protocol.encode(), headers=headers)
+        await self._request(
+            "POST", "/jobs", f"submitting job {name}", content=protocol.encode(), headers=headers
+        )
 
     async def job(self, name: str) -> dict[str, Any]:
         return dict(await self._json("GET", f"/jobs/{self.framework(name)}", f"job {name}"))
@@ -170,7 +173,8 @@ class OpenpaiClient:
         if response.status_code < 400:
             return response
         if response.status_code == 429:
-            raise RateLimited(f"openpai: {self.host}: {what}: {_refusal(response)}", reset=_reset(response))
+            message = f"openpai: {self.host}: {what}: {_refusal(response)}"
+            raise RateLimited(message, reset=_reset(response), what=what)
         code, message = _error(response)
         text = f"openpai: {self.host}: {what}: HTTP {response.status_code} {code + ': ' if code else ''}{message}"
         raise PaiApiError(text, status=response.status_code, code=code)

@@ -128,8 +128,8 @@ class OpenpaiTrainingService(TrainingService):
             setup = await self._deliver(spec, name, attempt, submitted.handle["container_trial_dir"])
             text = protocol_text(self._protocol(spec, name, submitted.handle["container_trial_dir"], setup))
             await self.client.submit(name, text)
-        except RateLimited as exc:
-            return Deferred(self._block(exc))
+        except RateLimited as exc:  # on the job submission (60 an hour) or on any request (600 a minute)
+            return Deferred(self._block(exc, submission=exc.what.startswith("submitting")))
         except PaiApiError as exc:
             if exc.code == "ConflictJobError":  # posted before, not visible yet when we asked
                 return submitted
@@ -168,11 +168,12 @@ class OpenpaiTrainingService(TrainingService):
             return None
         return why
 
-    def _block(self, exc: RateLimited) -> str:
+    def _block(self, exc: RateLimited, *, submission: bool) -> str:
         now = time.time()
         reset = max(exc.reset, now)
         clock = time.strftime("%H:%M:%S", time.localtime(reset))
-        why = f"OpenPAI's job submission limit is reached (HTTP 429, {self.config.username}); it resets at {clock}"
+        limit = "job submission limit" if submission else "request rate limit"
+        why = f"OpenPAI's {limit} is reached (HTTP 429, {self.config.username}); it resets at {clock}"
         self._submit_blocked = (reset, now, why)
         log.warning("openpai: %s", why)
         return why

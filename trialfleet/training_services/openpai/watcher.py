@@ -49,6 +49,7 @@ class JobWatcher:
         self._watched: set[str] = set()
         self._interval = min_interval
         self._next_query = 0.0
+        self._last_query = -float("inf")
         self._failing: str | None = None
 
     def watch(self, name: str) -> None:
@@ -62,7 +63,8 @@ class JobWatcher:
 
     def hurry(self) -> None:
         self._interval = self.min_interval
-        self._next_query = min(self._next_query, self.clock()) if self._failing is None else self._next_query
+        if self._failing is None:  # soon, but never sooner than min_interval after the last query
+            self._next_query = min(self._next_query, self._last_query + self.min_interval)
 
     def gone(self, name: str) -> bool:
         looks, since = self._missing.get(name, (0, self.clock()))
@@ -78,6 +80,7 @@ class JobWatcher:
         live = sorted(name for name in self._watched if name not in self.ended_at and name not in skip)
         if now < self._next_query or not live:
             return
+        self._last_query = now
         try:
             changed = await self._query(live, now)
         except RateLimited as exc:
