@@ -9,6 +9,7 @@ silently dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,14 +110,15 @@ class Reconciler:
         return False
 
     def _store_metrics(self, batch: PollBatch) -> None:
+        # a live trial's metrics are its current attempt's: an earlier attempt ended before this one ran
+        attempts = {tid: self.store.trial(tid).attempt for tid in {m.trial_id for m in batch.metrics}}
         rows = []
         for m in batch.metrics:
             final_value = None
             if m.type == "FINAL":
                 final_value = decisions.scalar_of(decisions.decode_metric(m.data))
-            rows.append(
-                NewMetric(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, final_value)
-            )
+            row = NewMetric(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, final_value)
+            rows.append(dataclasses.replace(row, attempt=attempts[m.trial_id]))
         cursors: dict[str, dict[str, Any]] = {}
         items: list[TrialMetric | TrialProblem] = [*batch.metrics, *batch.problems]
         for item in items:

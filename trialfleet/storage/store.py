@@ -84,6 +84,7 @@ class MetricRow:
     sequence: int
     data: str
     timestamp: float
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class NewMetric:
     data: str
     timestamp: float
     final_value: float | None = None  # the default metric of a FINAL one, for sorting
+    attempt: int = 0  # the trial's attempt that reported it
 
 
 _TRIAL_COLUMNS = (
@@ -133,6 +135,11 @@ def _trial(row: Sequence[Any]) -> TrialRow:
         final_data=row[16],
         final_value=row[17],
     )
+
+
+_METRIC_COLUMNS = "m.id, m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, m.attempt"
+#: a metric of a trial's current attempt (``t`` is its trial)
+_CURRENT_ATTEMPT = " JOIN trials t ON t.id = m.trial_id AND t.attempt = m.attempt"
 
 
 def _metric(row: Sequence[Any]) -> MetricRow:
@@ -330,11 +337,11 @@ class ExperimentStore:
     def add_metrics(self, metrics: Sequence[NewMetric], cursors: Mapping[str, Mapping[str, Any]]) -> None:
         """Store metrics and the channel cursor after them, in one transaction (exactly-once delivery).
         The first FINAL metric of a trial becomes its final result."""
-        rows = [(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp) for m in metrics]
+        rows = [(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, m.attempt) for m in metrics]
         with self._transaction() as conn:
             conn.executemany(
-                "INSERT INTO metrics (trial_id, parameter_id, type, sequence, data, timestamp) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO metrics (trial_id, parameter_id, type, sequence, data, timestamp, attempt) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             conn.executemany(
@@ -387,10 +394,11 @@ class ExperimentStore:
     def retry_trial(self, trial_id: str, now: float, reason: str) -> TrialRow:
         """Start a new attempt of a finished trial with the same parameters (back to WAITING)."""
         with self._transaction() as conn:
+            # the new attempt starts afresh: the earlier one's metrics stay with it (attempts, metrics.attempt)
             conn.execute(
                 "UPDATE trials SET status = 'WAITING', attempt = attempt + 1, message = ?, handle = NULL, "
                 "location = NULL, cursor = '{}', start_time = NULL, end_time = NULL, exit_code = NULL, "
-                "failure_kind = NULL WHERE id = ?",
+                "failure_kind = NULL, final_data = NULL, final_value = NULL WHERE id = ?",
                 (reason, trial_id),
             )
             self._event(conn, "RETRY", trial_id, {"reason": reason}, now)
@@ -459,16 +467,22 @@ class ExperimentStore:
         type: str | None = None,
         after_id: int = 0,
         limit: int | None = None,
+        every_attempt: bool = False,
     ) -> list[MetricRow]:
-        sql = "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics WHERE id > ?"
+        """Metrics in the order they were stored: of each trial's current attempt (NNI's routes show those),
+        or of every attempt."""
+        sql = f"SELECT {_METRIC_COLUMNS} FROM metrics m"
+        if not every_attempt:
+            sql += _CURRENT_ATTEMPT
+        sql += " WHERE m.id > ?"
         args: list[Any] = [after_id]
         if trial_id is not None:
-            sql += " AND trial_id = ?"
+            sql += " AND m.trial_id = ?"
             args.append(trial_id)
         if type is not None:
-            sql += " AND type = ?"
+            sql += " AND m.type = ?"
             args.append(type)
-        sql += " ORDER BY id"
+        sql += " ORDER BY m.id"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
@@ -480,8 +494,8 @@ class ExperimentStore:
         for start in range(0, len(trial_ids), 500):
             chunk = list(trial_ids[start : start + 500])
             rows += self._query(
-                "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics "
-                f"WHERE type = 'FINAL' AND trial_id IN ({', '.join('?' for _ in chunk)}) ORDER BY id",
+                f"SELECT {_METRIC_COLUMNS} FROM metrics m{_CURRENT_ATTEMPT} "
+                f"WHERE m.type = 'FINAL' AND m.trial_id IN ({', '.join('?' for _ in chunk)}) ORDER BY m.id",
                 chunk,
             )
         return [_metric(r) for r in rows]
@@ -490,8 +504,8 @@ class ExperimentStore:
         return [
             _metric(r)
             for r in self._query(
-                "SELECT m.id, m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp FROM metrics m "
-                "JOIN trials t ON t.id = m.trial_id WHERE t.sequence_id BETWEEN ? AND ? ORDER BY m.id",
+                f"SELECT {_METRIC_COLUMNS} FROM metrics m{_CURRENT_ATTEMPT} "
+                "WHERE t.sequence_id BETWEEN ? AND ? ORDER BY m.id",
                 (low, high),
             )
         ]
@@ -501,9 +515,9 @@ class ExperimentStore:
         return [
             _metric(r)
             for r in self._query(
-                "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics "
-                "WHERE type != 'PERIODICAL' OR id IN (SELECT MAX(id) FROM metrics WHERE type = 'PERIODICAL' "
-                "GROUP BY trial_id) ORDER BY id"
+                f"SELECT {_METRIC_COLUMNS} FROM metrics m{_CURRENT_ATTEMPT} "
+                "WHERE m.type != 'PERIODICAL' OR m.id IN (SELECT MAX(id) FROM metrics WHERE type = 'PERIODICAL' "
+                "GROUP BY trial_id, attempt) ORDER BY m.id"
             )
         ]
 
