@@ -148,7 +148,7 @@ def ended_from_result(
     reason = str(result.get("reason") or "ended")[:500]
     end_time = result.get("end_time")
     plausible = isinstance(end_time, (int, float)) and not isinstance(end_time, bool) and 0 < end_time < 1e11
-    when = float(end_time) if plausible else time.time()
+    when = float(end_time) if plausible and end_time is not None else time.time()
 
     def ended(status: TrialStatus, kind: FailureKind | None, message: str = reason) -> TrialEnded:
         return TrialEnded(trial_id, status, when, exit_code, message, kind)
