@@ -21,6 +21,7 @@ _SUMMARY_COLUMNS = (
     "location, message, parameter_source"
 )
 
+
 @dataclass(frozen=True)
 class TrialPage:
     total: int

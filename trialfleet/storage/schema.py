@@ -2,7 +2,8 @@
 
 Version history (never edit a released step; add one):
   1  experiment, trials, attempts, metrics, events (append-only), imported_data
-  2  metrics.attempt: a metric belongs to the attempt of its trial that reported it (a re-run starts afresh)
+  2  metrics.attempt: a metric belongs to the attempt of its trial that reported it (a re-run starts afresh);
+     trials.cancel_status: why the manager asked a trial to end, stored before the request is sent
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ _V2 = """
 ALTER TABLE metrics ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
 UPDATE metrics SET attempt = (SELECT attempt FROM trials WHERE trials.id = metrics.trial_id);
 CREATE INDEX metrics_trial_attempt ON metrics(trial_id, attempt, id);
+ALTER TABLE trials ADD COLUMN cancel_status TEXT;
 """
 
 #: MIGRATIONS[n] upgrades a database at version n-1 to version n

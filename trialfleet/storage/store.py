@@ -67,6 +67,8 @@ class TrialRow:
     cursor: dict[str, Any]
     final_data: str | None
     final_value: float | None
+    #: the status the manager asked the running trial to end with (a cancel not yet seen to end), else None
+    cancel_status: TrialStatus | None = None
 
     @property
     def hyper_parameters(self) -> Any:
@@ -110,7 +112,7 @@ class NewMetric:
 
 _TRIAL_COLUMNS = (
     "id, sequence_id, parameter_id, parameter_source, parameters, status, message, failure_kind, submit_time, "
-    "start_time, end_time, exit_code, attempt, handle, location, cursor, final_data, final_value"
+    "start_time, end_time, exit_code, attempt, handle, location, cursor, final_data, final_value, cancel_status"
 )
 
 
@@ -134,6 +136,7 @@ def _trial(row: Sequence[Any]) -> TrialRow:
         cursor=json.loads(row[15]),
         final_data=row[16],
         final_value=row[17],
+        cancel_status=TrialStatus(row[18]) if row[18] else None,
     )
 
 
@@ -325,6 +328,18 @@ class ExperimentStore:
             if running:
                 self._event(conn, "RUNNING", trial_id, None, now)
 
+    def request_cancel(self, trial_ids: Iterable[str], status: TrialStatus) -> None:
+        """Record, before the request is sent, that the manager asks these unfinished trials to end with
+        ``status``: a manager killed meanwhile learns the reason on resume."""
+        # the stop's reason never replaces another; the user's or the assessor's replaces the stop's (the
+        # trial a resumed manager re-adopted after an interrupted stop may then be canceled for good)
+        reason = "COALESCE(cancel_status, ?)" if status is TrialStatus.SYS_CANCELED else "?"
+        with self._transaction() as conn:
+            conn.executemany(
+                f"UPDATE trials SET cancel_status = {reason} WHERE id = ? AND status IN ('WAITING', 'RUNNING')",
+                [(status.value, trial_id) for trial_id in trial_ids],
+            )
+
     def mark_running(self, trial_id: str, now: float) -> None:
         with self._transaction() as conn:
             conn.execute(
@@ -337,7 +352,9 @@ class ExperimentStore:
     def add_metrics(self, metrics: Sequence[NewMetric], cursors: Mapping[str, Mapping[str, Any]]) -> None:
         """Store metrics and the channel cursor after them, in one transaction (exactly-once delivery).
         The first FINAL metric of a trial becomes its final result."""
-        rows = [(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, m.attempt) for m in metrics]
+        rows = [
+            (m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, m.attempt) for m in metrics
+        ]
         with self._transaction() as conn:
             conn.executemany(
                 "INSERT INTO metrics (trial_id, parameter_id, type, sequence, data, timestamp, attempt) "
@@ -374,8 +391,8 @@ class ExperimentStore:
             if row is None:
                 raise StoreError(f"unknown trial {trial_id}")
             conn.execute(
-                "UPDATE trials SET status = ?, end_time = ?, exit_code = ?, message = ?, failure_kind = ? "
-                "WHERE id = ?",
+                "UPDATE trials SET status = ?, end_time = ?, exit_code = ?, message = ?, failure_kind = ?, "
+                "cancel_status = NULL WHERE id = ?",
                 (status.value, now, exit_code, message, failure_kind, trial_id),
             )
             conn.execute(
@@ -398,7 +415,7 @@ class ExperimentStore:
             conn.execute(
                 "UPDATE trials SET status = 'WAITING', attempt = attempt + 1, message = ?, handle = NULL, "
                 "location = NULL, cursor = '{}', start_time = NULL, end_time = NULL, exit_code = NULL, "
-                "failure_kind = NULL, final_data = NULL, final_value = NULL WHERE id = ?",
+                "failure_kind = NULL, final_data = NULL, final_value = NULL, cancel_status = NULL WHERE id = ?",
                 (reason, trial_id),
             )
             self._event(conn, "RETRY", trial_id, {"reason": reason}, now)
@@ -531,7 +548,9 @@ class ExperimentStore:
                 conditions.append(f"{column} = ?")
                 args.append(value)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        rows = self._query(f"SELECT id, timestamp, trial_id, event, data FROM events{where} ORDER BY id", args)
+        rows = self._query(
+            f"SELECT id, timestamp, trial_id, event, data FROM events{where} ORDER BY id", args
+        )
         return [EventRow(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None) for r in rows]
 
     def add_event(
