@@ -236,10 +236,10 @@ class ExperimentManager:
         await self.service.close(kill_trials=True)
         now = self.clock.time()
         for trial in self.store.trials(status=(TrialStatus.WAITING, TrialStatus.RUNNING)):
+            status: TrialStatus = TrialStatus.SYS_CANCELED
+            kind = FailureKind.EXPERIMENT_STOPPED  # re-run by resume
             if trial.cancel_status in (TrialStatus.USER_CANCELED, TrialStatus.EARLY_STOPPED):
                 status, kind = trial.cancel_status, FailureKind.CANCELED  # as it was asked
-            else:
-                status, kind = TrialStatus.SYS_CANCELED, FailureKind.EXPERIMENT_STOPPED  # re-run by resume
             self.store.end_trial(trial.id, status, now, message="experiment stopped", failure_kind=kind.value)
         self._tick_duration(force_persist=True)
         end_time = self.store.experiment().end_time if final is ExperimentStatus.DONE else now
