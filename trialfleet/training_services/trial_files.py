@@ -122,7 +122,8 @@ class LocalTrialFiles:
         return {
             t.trial_id
             for t in trials
-            if (self.to_local(t.handle["trial_dir"]) / RESULT_RECORD).exists() or _keeper_alive(t.handle) is False
+            if (self.to_local(t.handle["trial_dir"]) / RESULT_RECORD).exists()
+            or _keeper_alive(t.handle) is False
         }
 
 
