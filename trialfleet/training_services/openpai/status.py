@@ -232,7 +232,8 @@ def _job_ended(
     keeper_started: bool,
     result: Mapping[str, Any] | None = None,
 ) -> TrialEnded:
-    exit_code = result.get("exit_code") if result is not None else job.user_exit_code
+    # the trial can write its directory: result.json's exit code as ended_from_result reads it, defensively
+    exit_code = ended_from_result(trial_id, result).exit_code if result is not None else job.user_exit_code
     message = f"{meaning.reason} ({job.describe()})"
     if not keeper_started and job.user_log:
         message += f"; before the trial keeper started: {job.log_tail()}"
