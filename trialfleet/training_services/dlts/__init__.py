@@ -1,1 +1,8 @@
-"""The ``dlts`` platform's config (accepted so NNI configs load; refused at start until its service lands)."""
+"""The ``dlts`` platform: one DLTS (DLWorkspace) job per trial attempt, through the cluster's dashboard."""
+
+from __future__ import annotations
+
+from trialfleet.training_services.dlts.config import DltsConfig
+from trialfleet.training_services.dlts.service import DltsTrainingService
+
+__all__ = ["DltsConfig", "DltsTrainingService"]
