@@ -111,6 +111,15 @@ class DashboardClient:
             raise PlatformError(f"dlts: {self.host} answered {detail!r} to {what}")
         return detail or None
 
+    async def error_message(self, job_id: str) -> str | None:
+        """DLTS's ``errorMsg`` of a job (why the launcher gave up), which the v2 detail leaves out."""
+        what = f"read the status of job {job_id} on cluster {self.cluster!r}"
+        response = await self._request("GET", f"api/clusters/{self.cluster}/jobs/{job_id}/status", what)
+        if response.status_code == 404:
+            return None
+        answer = self._json(response, what)
+        return str(answer["message"]) if isinstance(answer, dict) and answer.get("message") else None
+
     async def kill(self, job_id: str) -> bool:
         """Ask DLTS to kill the job; False when it cannot (ended already, unknown)."""
         what = f"kill job {job_id} on cluster {self.cluster!r}"

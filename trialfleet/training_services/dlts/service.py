@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from trialfleet.errors import PlatformError
+from trialfleet.status import FailureKind
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.dlts.client import DashboardClient, DltsRefused, DltsUnavailable
 from trialfleet.training_services.dlts.config import DltsConfig
@@ -198,10 +199,11 @@ class DltsTrainingService(TrainingService):
             batch.started.append(TrialStarted(trial.trial_id, time.time()))
         batch.waiting = self._waiting(trial, job)
         since = watcher.ended_for(job_id)
+        current = self._current(trial, look, job)
         ended = trial_outcome(
             trial.trial_id,
             look.result,
-            job,
+            current,
             keeper_started=keeper_started,
             cancel_status=trial.cancel_status,
             gone=watcher.gone(job_id),
@@ -211,11 +213,22 @@ class DltsTrainingService(TrainingService):
             watcher.hurry()  # the end is near: learn DLTS's side of it soon
         batch.metrics, batch.problems = look.read_metrics(ended is not None)
         if ended is not None:
-            if job is not None and (job.meaning.paused or job.waiting):
+            if ended.failure_kind is FailureKind.INFRASTRUCTURE and (current is None or not current.ended):
                 await self._kill_job(job_id)  # paused or requeued: it must not run this attempt again
             batch.ended.append(ended)
             watcher.forget(job_id)
         return batch
+
+    def _current(self, trial: LiveTrial, look: TrialLook, job: DltsJob | None) -> DltsJob | None:
+        """The job's state, or None when the keeper recorded a cancel nobody here asked for and DLTS has not
+        been asked since: only a fresh state tells a kill elsewhere from a pause or a preemption."""
+        if look.result is None or not look.result.get("canceled") or trial.cancel_status is not None:
+            return job
+        seen_at = trial.state.setdefault("foreign_cancel_at", self._watcher.clock())
+        if self._watcher.read_at.get(trial.handle["job_id"], float("-inf")) <= seen_at:
+            self._watcher.reread(trial.handle["job_id"])
+            return None
+        return job
 
     @staticmethod
     def _waiting(trial: LiveTrial, job: DltsJob | None) -> list[TrialWaiting]:

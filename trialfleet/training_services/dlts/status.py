@@ -8,6 +8,7 @@ Everything here but :class:`JobWatcher` is a pure function of its arguments.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -126,15 +127,18 @@ def trial_outcome(
 ) -> TrialEnded | None:
     """How the trial ended, or None while that is not known yet.
 
-    ``result`` is the keeper's result.json; ``job`` DLTS's last answer; ``gone`` means DLTS no longer knows the
-    job; ``settled`` that the job ended long enough ago for result.json to be visible on the storage.
+    ``result`` is the keeper's result.json; ``job`` DLTS's last answer (None: none yet, or none read since the
+    keeper recorded a cancel nobody here asked for); ``gone`` means DLTS no longer knows the job; ``settled``
+    that the job ended long enough ago for result.json to be visible on the storage.
     """
-    if result is not None:
-        return _outcome_from_result(trial_id, result, job, cancel_status)
+    if result is not None and (not result.get("canceled") or cancel_status is not None):
+        return ended_from_result(trial_id, result, cancel_status)
     if gone:
         if cancel_status is not None:
             return TrialEnded(trial_id, cancel_status, time.time(), None, "canceled", FailureKind.CANCELED)
         return lost(trial_id, "lost: DLTS no longer knows the job and the trial keeper left no final record")
+    if result is not None:
+        return _canceled_elsewhere(trial_id, result, job)
     if job is None:
         return None
     if job.meaning.paused:
@@ -155,12 +159,9 @@ def trial_outcome(
     return _dlts_ended(trial_id, job)
 
 
-def _outcome_from_result(
-    trial_id: str, result: Mapping[str, Any], job: DltsJob | None, cancel_status: TrialStatus | None
-) -> TrialEnded | None:
-    if not result.get("canceled") or cancel_status is not None:
-        return ended_from_result(trial_id, result, cancel_status)
-    # the keeper was signalled, not by us: the pod was deleted (a kill elsewhere, a pause, a preemption)
+def _canceled_elsewhere(trial_id: str, result: Mapping[str, Any], job: DltsJob | None) -> TrialEnded | None:
+    """The keeper was signalled, not by us: its pod was deleted (a kill elsewhere, a pause, a preemption, a
+    job removed from DLTS's database). ``job`` must be a state read after result.json was seen."""
     if job is None or job.status == "killing":
         return None  # DLTS will say why soon
     if job.status in ("finished", "failed"):
@@ -198,6 +199,7 @@ class JobWatcher:
         self.clock = clock
         self.jobs: dict[str, DltsJob] = {}
         self.ended_at: dict[str, float] = {}
+        self.read_at: dict[str, float] = {}  # when DLTS last answered about the job
         self._missing: dict[str, int] = {}
         self._interval = min_interval
         self._next_look = 0.0
@@ -208,8 +210,13 @@ class JobWatcher:
         self.hurry()
 
     def forget(self, job_id: str) -> None:
-        for table in (self.jobs, self.ended_at, self._missing):
+        for table in (self.jobs, self.ended_at, self.read_at, self._missing):
             table.pop(job_id, None)
+
+    def reread(self, job_id: str) -> None:
+        """Read the job at the next look, even when it ended already."""
+        self.ended_at.pop(job_id, None)
+        self.hurry()
 
     def hurry(self) -> None:
         self._interval = self.min_interval
@@ -235,9 +242,24 @@ class JobWatcher:
                 continue
             if isinstance(answer, BaseException):
                 raise answer
-            changed |= self._update(job_id, answer, now)
+            if self._update(job_id, answer, now):
+                changed = True
+                await self._explain(job_id)
         self._interval = self.min_interval if changed else min(self._interval * 1.5, self.max_interval)
         self._next_look = now + self._interval
+
+    async def _explain(self, job_id: str) -> None:
+        """A job that turned ``error`` gets the launcher's message (``errorMsg``), which its detail lacks."""
+        job = self.jobs.get(job_id)
+        if job is None or job.status != "error":
+            return
+        try:
+            message = await self.client.error_message(job_id)
+        except PlatformError as exc:
+            log.debug("dlts: cannot read why job %s failed: %s", job_id, exc)
+            return
+        if message:
+            self.jobs[job_id] = dataclasses.replace(job, message=message)
 
     def _report_failure(self, error: PlatformError) -> None:
         if self._failing != str(error):
@@ -246,6 +268,7 @@ class JobWatcher:
 
     def _update(self, job_id: str, detail: Mapping[str, Any] | None, now: float) -> bool:
         self._failing = None
+        self.read_at[job_id] = now
         if detail is None:
             self._missing[job_id] += 1
             return self.gone(job_id)
