@@ -27,7 +27,7 @@ class AmlConfig(TrainingServiceConfig):
     workspace_name: str
     compute_target: str
     docker_image: str = DEFAULT_IMAGE
-    max_trial_number_per_gpu: int = Field(default=1, gt=0)
+    max_trial_number_per_gpu: int | None = Field(default=None, gt=0)  # NNI's default: 1
     cloud: str | None = None
     cloud_metadata: JsonMapping | None = None
     disable_instance_discovery: bool = False

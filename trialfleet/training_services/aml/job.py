@@ -9,6 +9,7 @@ job's environment variables, never in the command line: NNI's variables, the tri
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from collections.abc import Mapping
@@ -24,10 +25,16 @@ _AML_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,254}")
 
 
 def job_name(experiment_id: str, trial_id: str, attempt: int) -> str:
-    """NNI's ``nni_exp_<experiment>_trial_<trial>`` (``_attempt_<n>`` from the second attempt on), which is also
-    a valid Azure ML job name; a trial id Azure ML would refuse gets a uuid derived from the same parts."""
+    """NNI's ``nni_exp_<experiment>_trial_<trial>`` (``_attempt_<n>`` from the second attempt on) in lower case.
+
+    Azure ML keeps job names in lower case (the SDK lowercases the name it creates a job with, but not the one it
+    reads a job by), so a name with capitals gets a digest of the original, which tells ``aBc`` from ``abc``. A
+    trial id Azure ML would refuse gets a uuid derived from the same parts.
+    """
     name = nni_job_name(experiment_id, trial_id)
     name = name if attempt == 0 else f"{name}_attempt_{attempt}"
+    if name != name.lower():
+        name = f"{name.lower()}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
     if _AML_NAME.fullmatch(name):
         return name
     return "nni_" + uuid.uuid5(uuid.NAMESPACE_URL, f"trialfleet/{experiment_id}/{trial_id}/{attempt}").hex
