@@ -185,6 +185,7 @@ def main(argv):
     env = prepare(support, trial_dir)
     shipper = Shipper(trial_dir)
     signal.signal(signal.SIGTERM, lambda *_: None)  # the keeper gets it too and ends the trial; we ship
+    print(f"trialfleet: running the trial in {trial_dir} (its output: trial.stdout, trial.stderr)", flush=True)
     keeper = subprocess.Popen(
         [sys.executable, "-I", "-S", os.path.join(support, "keeper", "keeper.py"), trial_dir], env=env
     )
@@ -192,7 +193,9 @@ def main(argv):
         shipper.ship(shipper.scan())
         time.sleep(0.5)
     shipper.ship(shipper.scan())
-    return exit_code(trial_dir, keeper.returncode)
+    code = exit_code(trial_dir, keeper.returncode)
+    print(f"trialfleet: the trial ended (exit code {code})", flush=True)
+    return code
 
 
 if __name__ == "__main__":
