@@ -42,7 +42,7 @@ class Shipper:
             uri = "https://" + uri[len("azureml://") :]
         self.url = uri.rstrip("/") + "/api/2.0/mlflow/runs/log-batch"
         self.run_id = os.environ["MLFLOW_RUN_ID"]
-        self.token = os.environ.get("MLFLOW_TRACKING_TOKEN", "")
+        self.token = os.environ.get("MLFLOW_TRACKING_TOKEN") or os.environ.get("AZUREML_RUN_TOKEN", "")
         self.trial_dir = trial_dir
         self.files = []  # relative paths, in the order first seen: a file's index names its tags
         self.shipped = {}  # relative path -> (bytes shipped, chunks shipped)
@@ -185,7 +185,9 @@ def main(argv):
     env = prepare(support, trial_dir)
     shipper = Shipper(trial_dir)
     signal.signal(signal.SIGTERM, lambda *_: None)  # the keeper gets it too and ends the trial; we ship
-    print(f"trialfleet: running the trial in {trial_dir} (its output: trial.stdout, trial.stderr)", flush=True)
+    print(
+        f"trialfleet: running the trial in {trial_dir} (its output: trial.stdout, trial.stderr)", flush=True
+    )
     keeper = subprocess.Popen(
         [sys.executable, "-I", "-S", os.path.join(support, "keeper", "keeper.py"), trial_dir], env=env
     )
