@@ -189,3 +189,35 @@ def test_the_job_spec_matches_the_golden_file() -> None:
     assert text == GOLDEN.read_text(), f"{GOLDEN} differs (TRIALFLEET_REGEN_GOLDEN=1 to update)"
     assert job_spec(job)["environment_variables"]["HOSTILE_VALUE"] == HOSTILE
     assert HOSTILE not in job_spec(job)["command"]  # every value travels in the environment
+
+
+def test_the_forwarder_writes_the_command_the_keeper_speaks(tmp_path: Path, monkeypatch) -> None:
+    """The forwarder (stdlib, in the job) writes command.json itself: its protocol is the keeper's."""
+    import json
+
+    from trialfleet.training_services.aml import forwarder
+    from trialfleet.trial_keeper.keeper import PROTOCOL
+
+    monkeypatch.setenv(forwarder.ENV_PREFIX + "PARAMETERS", '{"parameter_id": 0}')
+    monkeypatch.setenv(forwarder.ENV_PREFIX + "COMMAND", "python3 trial.py")
+    monkeypatch.chdir(tmp_path)
+    forwarder.prepare(str(tmp_path / "support"), str(tmp_path / "trial"))
+    assert json.loads((tmp_path / "trial" / "command.json").read_text())["protocol"] == PROTOCOL
+
+
+def test_command_json_stays_in_the_job(tmp_path: Path, monkeypatch) -> None:
+    """command.json holds environment values: the forwarder does not ship it, the mirror would not write it."""
+    from trialfleet.training_services.aml import forwarder
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
+    monkeypatch.setenv("MLFLOW_RUN_ID", "run")
+    (tmp_path / "command.json").write_text('{"env": {"SECRET": "x"}}')
+    (tmp_path / "trial.stdout").write_text("hello\n")
+    shipper = forwarder.Shipper(str(tmp_path))
+    assert [tag["key"] for tag in shipper.scan()] == ["trialfleet.0.0"]
+    assert shipper.files == ["trial.stdout"]
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    shipped = {FILES_TAG: json.dumps(["command.json"]), "trialfleet.0.0": chunk(0, b"{}")}
+    assert apply_chunks(mirror, shipped) == 0
+    assert list(mirror.iterdir()) == []

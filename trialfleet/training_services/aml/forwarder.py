@@ -58,6 +58,8 @@ class Shipper:
                 path = os.path.join(root, name)
                 if name.endswith(".tmp") or ".tmp." in name or not os.path.isfile(path):
                     continue  # a record being written atomically: shipped once renamed
+                if root == self.trial_dir and name == "command.json":
+                    continue  # the keeper's private input: the manager wrote it, and it holds environment values
                 found.append(os.path.relpath(path, self.trial_dir))
         # result.json last: a manager that sees the trial's end has every byte written before it
         found.sort(key=lambda relative: relative == "result.json")
@@ -153,7 +155,7 @@ def prepare(support, trial_dir):
         "env": None,
         "max_duration": None,
         "kill_grace": 5.0,
-        "protocol": 1,
+        "protocol": 2,  # keeper.py's PROTOCOL (tested)
     }
     with open(os.path.join(trial_dir, "command.json"), "w") as f:
         json.dump(record, f)

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+from trialfleet.errors import TrialFileRefusedError
 from trialfleet.training_services.trial_dir import relative_file
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,8 @@ def apply_chunks(trial_dir: Path, tags: Mapping[str, str]) -> int:
     for name, chunks in chunks_by_file(tags).items():
         try:
             path = trial_dir / relative_file(name, trial_dir)
-        except ValueError:
-            log.warning("aml: the job shipped %r, which is not a file of its trial directory", name)
+        except (ValueError, TrialFileRefusedError):
+            log.warning("aml: the job shipped %r, which is not a file of its trial directory to mirror", name)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         added += _apply(path, chunks)

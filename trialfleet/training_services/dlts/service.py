@@ -257,6 +257,9 @@ class DltsTrainingService(TrainingService):
             return (await self._client.log(handle["job_id"])).encode()
         return await self.storage.trials.read(handle["trial_dir"], name)
 
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        return self.storage.trials.here(handle["trial_dir"])
+
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials and self.client is not None:
             await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
