@@ -225,7 +225,9 @@ class _Converter:
         self.move(trial, service, {"image": "dockerImage"})
         aml = self.section(self.rest, "amlConfig", "")
         renames = {key: key for key in ("subscriptionId", "resourceGroup", "workspaceName", "computeTarget")}
-        renames |= {key: key for key in ("cloud", "cloudMetadata", "disableInstanceDiscovery")}  # trialfleet's
+        renames |= {
+            key: key for key in ("cloud", "cloudMetadata", "disableInstanceDiscovery")
+        }  # trialfleet's
         self.move(aml, service, renames | {"maxTrialNumPerGpu": "maxTrialNumberPerGpu"})
         self.drop(aml, ("useActiveGpu",), "amlConfig")
         self.leftover(aml, "amlConfig")
