@@ -324,6 +324,11 @@ class OpenpaiTrainingService(TrainingService):
                 raise
         return (await cluster.job_log(self.client, handle["job"], self.template.primary)).encode()
 
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        """On the storage mounted here, or the relay's mirror: here either way. The web UI then streams the
+        trial's files; ``openpai.log`` is there once a trial ended without result.json (:meth:`_keep_job_log`)."""
+        return self.trials.here(handle["trial_dir"])
+
     async def _keep_job_log(self, trial: LiveTrial) -> None:
         """A trial that ended without result.json: keep what OpenPAI's log manager has of its first task."""
         try:
