@@ -187,7 +187,11 @@ async def test_a_job_openpai_lost_is_reported_lost(pai: OpenPAIEmulator, started
     pai.lose_job(f"alice~{handle['job']}")
     ended = (await poll_until(service, lambda s: "vanishes" in s.ended)).ended["vanishes"]
     assert (ended.status, ended.failure_kind) == (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
-    assert ended.message == "lost: OpenPAI no longer knows the job and the trial keeper left no final record"
+    # the keeper may have had the time to record the SIGTERM of its pod's deletion, or not
+    assert ended.message in (
+        "lost: OpenPAI no longer knows the job and the trial keeper left no final record",
+        "lost: OpenPAI no longer knows the job and its trial keeper was ended from outside (canceled)",
+    )
 
 
 async def test_a_job_that_fails_before_the_keeper_starts_says_why_and_keeps_its_log(

@@ -204,13 +204,21 @@ def test_an_ended_job_waits_for_result_json_until_settled() -> None:
     assert result_grace(job("SUCCEEDED", 0), keeper_started=False) == RESULT_GRACE
 
 
-def test_a_job_openpai_forgot_is_lost_or_canceled() -> None:
+def test_a_job_openpai_forgot_is_lost_unless_canceled_by_trialfleet() -> None:
     gone = outcome(None, None, gone=True)
     assert gone is not None and gone[:2] == (TrialStatus.FAILED, INFRA) and gone[3].startswith("lost:")
     canceled = outcome(None, None, gone=True, cancel_status=TrialStatus.USER_CANCELED)
     assert canceled is not None and canceled[:2] == (TrialStatus.USER_CANCELED, CANCELED)
-    signalled = outcome(result(canceled=True, signal=15), None, gone=True)
-    assert signalled is not None and signalled[0] is TrialStatus.USER_CANCELED
+    # the keeper was signalled, not by trialfleet, and OpenPAI forgot the job: its pods went with it
+    signalled = outcome(result(canceled=True, signal=15, reason="canceled"), None, gone=True)
+    assert signalled == (
+        TrialStatus.FAILED,
+        INFRA,
+        None,
+        "lost: OpenPAI no longer knows the job and its trial keeper was ended from outside (canceled)",
+    )
+    ours = outcome(result(canceled=True), None, gone=True, cancel_status=TrialStatus.USER_CANCELED)
+    assert ours is not None and ours[:2] == (TrialStatus.USER_CANCELED, CANCELED)
 
 
 def test_a_live_job_without_result_has_not_ended() -> None:

@@ -172,6 +172,11 @@ def trial_outcome(
     if result is not None:
         ended = _outcome_from_result(trial_id, result, job, cancel_status, single_task)
         if ended is None and gone:  # OpenPAI cannot say more: the keeper's record is all there is
+            if result.get("canceled") and cancel_status is None:
+                # signalled from outside, and not a STOP (that shows as STOPPED first): the job's pods were
+                # deleted with it, which the retry policy is for
+                why = "OpenPAI no longer knows the job and its trial keeper was ended from outside"
+                return lost(trial_id, f"lost: {why} ({ended_from_result(trial_id, result).message})")
             return ended_from_result(trial_id, result, cancel_status)
         return ended
     if gone:
