@@ -80,6 +80,14 @@ def test_trial_log_from_the_trial_directory(
     assert code == 1 and "no trial nope" in err
 
 
+def test_webui_url_of_a_stopped_experiment_is_refused(
+    stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    experiment_id, _ = stopped
+    code, _, err = run(capsys, "webui", "url", experiment_id)
+    assert code == 2 and "not running" in err and f"trialfleet view {experiment_id}" in err
+
+
 def test_changes_to_a_stopped_experiment_are_refused(
     stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
