@@ -120,3 +120,22 @@ def test_busy_port_creates_nothing(code_dir: Path) -> None:
         with pytest.raises(PortInUseError):
             experiment.start(taken.getsockname()[1])
     assert manifest.entries() == {}
+
+
+def test_assessor_and_advisor_are_ready_to_fill_as_in_nni(code_dir: Path) -> None:
+    """NNI's docs write ``config.assessor.name = 'Medianstop'`` on a fresh config; untouched ones are left out."""
+    experiment = nni_style_experiment(code_dir)
+    assert experiment.config.build().assessor is None
+    experiment.config.assessor.name = "Medianstop"
+    experiment.config.assessor.class_args["start_step"] = 3
+    built = experiment.config.build()
+    assert built.assessor is not None
+    assert (built.assessor.name, built.assessor.class_args) == ("Medianstop", {"start_step": 3})
+
+    advised = Experiment("local")
+    advised.config.trial_command = "python3 trial.py"
+    advised.config.trial_code_directory = code_dir
+    advised.config.search_space = {"x": {"_type": "uniform", "_value": [0, 1]}}
+    advised.config.trial_concurrency = 1
+    advised.config.advisor.name = "Hyperband"
+    assert advised.config.build().tuner.name == "Hyperband"  # NNI moves an advisor into tuner too
