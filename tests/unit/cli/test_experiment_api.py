@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -139,3 +140,39 @@ def test_assessor_and_advisor_are_ready_to_fill_as_in_nni(code_dir: Path) -> Non
     advised.config.trial_concurrency = 1
     advised.config.advisor.name = "Hyperband"
     assert advised.config.build().tuner.name == "Hyperband"  # NNI moves an advisor into tuner too
+
+
+FOREGROUND_SCRIPT = """
+import sys, time
+from trialfleet import Experiment, RunMode
+experiment = Experiment("local")
+experiment.config.trial_command = f"{sys.executable} trial.py"
+experiment.config.trial_code_directory = sys.argv[1]
+experiment.config.search_space = {"x": {"_type": "uniform", "_value": [0, 1]}}
+experiment.config.tuner.name = "Random"
+experiment.config.max_trial_number = 1
+experiment.config.trial_concurrency = 1
+experiment.config.experiment_working_directory = sys.argv[2]
+experiment.start(int(sys.argv[3]), run_mode=RunMode.Foreground)
+while experiment.get_status() != "DONE":
+    time.sleep(0.1)
+print(experiment.id)
+"""
+
+
+def test_foreground_mode_copies_the_whole_manager_log_and_stops_at_exit(code_dir: Path) -> None:
+    script = code_dir.parent / "foreground.py"
+    script.write_text(FOREGROUND_SCRIPT)
+    workdir = code_dir.parent / "experiments"
+    run = subprocess.run(
+        [sys.executable, str(script), str(code_dir), str(workdir), str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    experiment_id = run.stdout.strip()
+    log = (workdir / experiment_id / "log" / "manager.log").read_text()
+    assert run.stderr.endswith(log) and log.rstrip().endswith("Experiment stopped.")  # up to the last line
+    assert manifest.entries()[experiment_id].get("port") is None  # stopped when the interpreter exited
