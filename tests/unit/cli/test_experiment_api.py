@@ -176,3 +176,21 @@ def test_foreground_mode_copies_the_whole_manager_log_and_stops_at_exit(code_dir
     log = (workdir / experiment_id / "log" / "manager.log").read_text()
     assert run.stderr.endswith(log) and log.rstrip().endswith("Experiment stopped.")  # up to the last line
     assert manifest.entries()[experiment_id].get("port") is None  # stopped when the interpreter exited
+
+
+@pytest.mark.parametrize("bad_id", ["../escape", "a/b", "", "x" * 33, "spaced id", "ünï"])
+def test_experiment_ids_follow_nni_rule(code_dir: Path, bad_id: str) -> None:
+    experiment = nni_style_experiment(code_dir)
+    experiment.id = bad_id
+    with pytest.raises(ConfigError, match="1 to 32 letters, digits"):
+        experiment.start(free_port())
+    assert manifest.entries() == {}
+    assert not (code_dir.parent / "experiments").exists() and not (code_dir.parent / "escape").exists()
+
+
+def test_a_chosen_experiment_id_is_kept(code_dir: Path) -> None:
+    with nni_style_experiment(code_dir) as experiment:
+        experiment.id = "My_run-2"
+        experiment.start(free_port())
+        assert experiment.get_experiment_profile()["id"] == "My_run-2"
+    assert (code_dir.parent / "experiments" / "My_run-2" / "db").is_dir()
