@@ -1082,6 +1082,21 @@ tuner:
 trainingService:
   platform: local
 """
+V1_CONFIG = """\
+authorName: someone
+experimentName: foreground
+trialConcurrency: 2
+maxTrialNum: 2
+trainingServicePlatform: local
+searchSpacePath: search_space.json
+useAnnotation: false
+logDir: {workdir}
+tuner:
+  builtinTunerName: GridSearch
+trial:
+  command: {python} trial.py
+  codeDir: {code}
+"""
 DEBUG_LINE = re.compile(r"^\[[^]]+\] DEBUG \(", re.MULTILINE)
 
 
@@ -1115,12 +1130,15 @@ class Life:
 @pytest.fixture(scope="module")
 def life(shared: Shared, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Life]:
     root = tmp_path_factory.mktemp("nni-life")
-    for name in ("life", "foreground"):
-        (root / f"{name}.yml").write_text(
-            SMALL_CONFIG.format(
-                name=name, python=sys.executable, code=shared.root / "code", workdir=root / "experiments"
-            )
+    (root / "life.yml").write_text(
+        SMALL_CONFIG.format(
+            name="life", python=sys.executable, code=shared.root / "code", workdir=root / "experiments"
         )
+    )
+    (root / "search_space.json").write_text(json.dumps(_space([0.1, 0.2])))
+    (root / "foreground.yml").write_text(
+        V1_CONFIG.format(python=sys.executable, code=shared.root / "code", workdir=root / "experiments")
+    )
     (root / "elsewhere").mkdir()
     state = Life(Cli.in_dir(root), Cli.in_dir(root / "elsewhere"), root)
     try:
@@ -1228,8 +1246,10 @@ def life_stop_all(life: Life) -> None:
 
 
 def life_create_foreground(life: Life) -> None:
+    """A legacy v1 config, converted as it loads; its v2 form is printed between rulers, as nnictl does."""
     out = life.cli.ok("create", "--config", "foreground.yml", "--port", str(free_port()), "--foreground")
     experiment_id = _experiment_id(out)
+    assert "legacy (v1) config" in out and "=" * 80 in out and "trialCommand:" in out
     assert f"experiment {experiment_id}: DONE" in out
     entry = life.listed()[experiment_id]
     assert entry["experimentName"] == "foreground" and not entry.get("port")
@@ -1279,7 +1299,7 @@ LIFE: list[tuple[str, Callable[[Life], None]]] = [
     ("view --experiment_dir", life_view_experiment_dir),
     ("stop without id", life_stop),
     ("stop --all", life_stop_all),
-    ("create --foreground", life_create_foreground),
+    ("create --foreground with a v1 config", life_create_foreground),
     ("experiment delete", life_delete),
     ("experiment delete --all", life_delete_all),
 ]
