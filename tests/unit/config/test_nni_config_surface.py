@@ -554,14 +554,25 @@ def _keys(value: Any, prefix: str = "") -> set[str]:
     return set()
 
 
-@pytest.mark.parametrize("platform", sorted(UNAVAILABLE))
-def test_platform_not_available_yet_accepts_every_key(workdir: Path, platform: str) -> None:
+# the other shapes of some blocks: a config file instead of an inline one, the other operator and storage
+UNAVAILABLE["openpai with openpaiConfigFile"] = {
+    key: value for key, value in UNAVAILABLE["openpai"].items() if key != "openpaiConfig"
+} | {"openpaiConfigFile": "search_space.json"}
+UNAVAILABLE["kubeflow tf-operator"] = {
+    key: value for key, value in UNAVAILABLE["kubeflow"].items() if key != "master"
+} | {"operator": "tf-operator", "storage": K8S_NFS, "ps": ROLE}
+UNAVAILABLE["frameworkcontroller azureStorage"] = UNAVAILABLE["frameworkcontroller"] | {"storage": K8S_AZURE}
+
+
+@pytest.mark.parametrize("variant", sorted(UNAVAILABLE))
+def test_platform_not_available_yet_accepts_every_key(workdir: Path, variant: str) -> None:
     from trialfleet.startup import preflight
 
-    block = UNAVAILABLE[platform]
+    block = UNAVAILABLE[variant]
     loaded = _load(workdir, _top(_set(trainingService=block)))
     stored = loaded.config.to_json()["trainingService"]
     assert _keys(block) <= _keys(stored)  # every key kept (secrets as ******)
+    platform = block["platform"]
     with pytest.raises(PlatformNotAvailableError, match=f"platform '{platform}' is not available yet"):
         preflight(loaded.config)
 
