@@ -92,7 +92,7 @@ nni.report_final_result({{"default": params["x"], "loss": 1 - params["x"]}})
 CONFIG = """\
 experimentName: nni-surface
 searchSpaceFile: search_space.json
-trialCommand: {python} trial.py
+trialCommand: "[[ -n $NNI_TRIAL_JOB_ID ]] && {python} trial.py"
 trialCodeDirectory: code
 trialConcurrency: 2
 maxTrialNumber: 30
@@ -361,7 +361,13 @@ def env_checkpoint_directory(shared: Shared) -> None:
         assert Path(env["NNI_CHECKPOINT_DIRECTORY"]) == shared.experiment_dir / "checkpoint"
 
 
+def env_bash(shared: Shared) -> None:
+    assert shared.get("/experiment")["params"]["trialCommand"].startswith("[[ ")  # bash, not sh
+    assert len(shared.grid_trials()) >= len(GRID)
+
+
 ENV: list[tuple[str, Callable[[Shared], None]]] = [
+    ("trial command run by bash", env_bash),
     ("NNI_PLATFORM", env_platform),
     ("NNI_EXP_ID NNI_TRIAL_JOB_ID NNI_TRIAL_SEQ_ID", env_ids),
     ("NNI_SYS_DIR NNI_OUTPUT_DIR", env_directories),
@@ -671,6 +677,12 @@ class FixedTuner(Tuner):
 
     def receive_trial_result(self, parameter_id, parameters, value, **kwargs):
         pass
+
+from nni.utils import ClassArgsValidator
+
+class FixedValidator(ClassArgsValidator):
+    def validate_class_args(self, **kwargs):
+        pass
 """
 
 
@@ -863,7 +875,10 @@ def cli_algo(shared: Shared) -> None:
     (shared.root / "algos").mkdir(exist_ok=True)
     (shared.root / "algos" / "fixed_tuner.py").write_text(CUSTOM_TUNER)
     meta = shared.root / "meta.yml"
-    meta.write_text("algoType: tuner\nbuiltinName: FixedTuner\nclassName: fixed_tuner.FixedTuner\n")
+    meta.write_text(
+        "algoType: tuner\nbuiltinName: FixedTuner\nclassName: fixed_tuner.FixedTuner\n"
+        "classArgsValidator: fixed_tuner.FixedValidator\n"
+    )
     original = dict(shared.cli.env)
     shared.cli.env["PYTHONPATH"] = os.pathsep.join(
         [str(shared.root / "algos"), os.environ.get("PYTHONPATH", "")]
@@ -873,7 +888,11 @@ def cli_algo(shared: Shared) -> None:
         listed = {row["name"]: row for row in shared.cli.json("algo", "list", "--json")}
         assert listed["FixedTuner"]["source"] == "user" and listed["TPE"]["source"] == "builtin"
         assert "FixedTuner" in shared.cli.ok("algo", "list")
-        assert shared.cli.json("algo", "show", "fixedtuner")["className"] == "fixed_tuner.FixedTuner"
+        shown = shared.cli.json("algo", "show", "fixedtuner")
+        assert (shown["className"], shown["classArgsValidator"]) == (
+            "fixed_tuner.FixedTuner",
+            "fixed_tuner.FixedValidator",
+        )
         shared.cli.ok("algo", "unregister", "FixedTuner")
         assert shared.cli.run("algo", "show", "FixedTuner").returncode != 0
         shared.cli.ok("algo", "reg", "-m", str(meta))
@@ -1240,7 +1259,7 @@ def life_stop_all(life: Life) -> None:
     refused = life.cli.run("stop", "all")
     assert refused.returncode != 0 and "--all" in refused.stderr
     life.cli.ok("resume", life.experiment_id, "-p", str(free_port()))
-    assert "Stop experiment success." in life.cli.ok("stop", "--all")
+    assert "Stop experiment success." in life.cli.ok("stop", "-a")
     assert life.status() == "STOPPED"
     life.nothing_left()
 
@@ -1298,7 +1317,7 @@ LIFE: list[tuple[str, Callable[[Life], None]]] = [
     ("DELETE /experiment", life_delete_experiment),
     ("view --experiment_dir", life_view_experiment_dir),
     ("stop without id", life_stop),
-    ("stop --all", life_stop_all),
+    ("stop -a", life_stop_all),
     ("create --foreground with a v1 config", life_create_foreground),
     ("experiment delete", life_delete),
     ("experiment delete --all", life_delete_all),
