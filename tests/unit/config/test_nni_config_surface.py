@@ -564,17 +564,25 @@ UNAVAILABLE["kubeflow tf-operator"] = {
 UNAVAILABLE["frameworkcontroller azureStorage"] = UNAVAILABLE["frameworkcontroller"] | {"storage": K8S_AZURE}
 
 
-@pytest.mark.parametrize("variant", sorted(UNAVAILABLE))
-def test_platform_not_available_yet_accepts_every_key(workdir: Path, variant: str) -> None:
+def _check_availability(config: ExperimentConfig, platform: str) -> None:
+    """A platform whose service has landed starts past the availability check; the others are refused by name."""
     from trialfleet.startup import preflight
+    from trialfleet.training_services.registry import get_platform
 
+    if get_platform(platform).available:
+        assert get_platform(platform).service_class is not None
+        return
+    with pytest.raises(PlatformNotAvailableError, match=f"platform '{platform}' is not available yet"):
+        preflight(config)
+
+
+@pytest.mark.parametrize("variant", sorted(UNAVAILABLE))
+def test_cluster_platform_block_keeps_every_key(workdir: Path, variant: str) -> None:
     block = UNAVAILABLE[variant]
     loaded = _load(workdir, _top(_set(trainingService=block)))
     stored = loaded.config.to_json()["trainingService"]
     assert _keys(block) <= _keys(stored)  # every key kept (secrets as ******)
-    platform = block["platform"]
-    with pytest.raises(PlatformNotAvailableError, match=f"platform '{platform}' is not available yet"):
-        preflight(loaded.config)
+    _check_availability(loaded.config, block["platform"])
 
 
 def test_hybrid_is_accepted_but_not_available_yet(workdir: Path) -> None:
@@ -662,21 +670,17 @@ V1_UNAVAILABLE = {
 
 
 @pytest.mark.parametrize("platform", sorted(V1_UNAVAILABLE))
-def test_v1_platform_not_available_yet_converts(workdir: Path, platform: str) -> None:
-    from trialfleet.startup import preflight
-
+def test_v1_cluster_platform_converts(workdir: Path, platform: str) -> None:
     data = _v1(trainingServicePlatform=platform, **V1_UNAVAILABLE[platform])
     loaded = _load(workdir, data)
     assert loaded.converted_from_v1
     assert not any("not converted" in w for w in loaded.warnings), loaded.warnings
-    with pytest.raises(PlatformNotAvailableError, match="is not available yet"):
-        preflight(loaded.config)
+    _check_availability(loaded.config, loaded.config.training_services[0].platform)
 
 
-@pytest.mark.parametrize("platform", ["hybrid", "dlts"])
-def test_v1_platforms_nni_cannot_convert(workdir: Path, platform: str) -> None:
-    with pytest.raises(ConfigError, match=f"'{platform}' cannot be converted"):
-        _load(workdir, _v1(trainingServicePlatform=platform))
+def test_v1_hybrid_cannot_be_converted(workdir: Path) -> None:
+    with pytest.raises(ConfigError, match="'hybrid' cannot be converted"):
+        _load(workdir, _v1(trainingServicePlatform="hybrid"))
 
 
 def test_platform_keys_match_the_experiment_config_json(workdir: Path) -> None:
