@@ -485,7 +485,7 @@ UNAVAILABLE: dict[str, dict[str, Any]] = {
         "localStorageMountPoint": "code",
         "containerStorageMountPoint": "/mnt/data",
         "reuseMode": True,
-        "openpaiConfig": {"taskRoles": {}},
+        "openpaiConfig": {"taskRoles": {"worker": {"commands": ["python3 trial.py"]}}},
     },
     "aml": {
         "platform": "aml",
@@ -557,7 +557,7 @@ def _keys(value: Any, prefix: str = "") -> set[str]:
 # the other shapes of some blocks: a config file instead of an inline one, the other operator and storage
 UNAVAILABLE["openpai with openpaiConfigFile"] = {
     key: value for key, value in UNAVAILABLE["openpai"].items() if key != "openpaiConfig"
-} | {"openpaiConfigFile": "search_space.json"}
+} | {"openpaiConfigFile": "pai_job.yml"}  # written by the test: a job protocol with the block's task role
 UNAVAILABLE["kubeflow tf-operator"] = {
     key: value for key, value in UNAVAILABLE["kubeflow"].items() if key != "master"
 } | {"operator": "tf-operator", "storage": K8S_NFS, "ps": ROLE}
@@ -579,6 +579,8 @@ def _check_availability(config: ExperimentConfig, platform: str) -> None:
 @pytest.mark.parametrize("variant", sorted(UNAVAILABLE))
 def test_cluster_platform_block_keeps_every_key(workdir: Path, variant: str) -> None:
     block = UNAVAILABLE[variant]
+    if "openpaiConfigFile" in block:
+        (workdir / block["openpaiConfigFile"]).write_text(json.dumps(UNAVAILABLE["openpai"]["openpaiConfig"]))
     loaded = _load(workdir, _top(_set(trainingService=block)))
     stored = loaded.config.to_json()["trainingService"]
     assert _keys(block) <= _keys(stored)  # every key kept (secrets as ******)
