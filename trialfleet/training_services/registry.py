@@ -89,7 +89,7 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
         _builtin("slurm", "slurm", "SlurmConfig", "SlurmTrainingService"),
         _builtin("openpai", "openpai", "OpenpaiConfig", None),
         _builtin("kubeflow", "kubernetes", "KubeflowConfig", None),
-        _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", None),
+        _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", "FrameworkControllerTrainingService"),
         _builtin("adl", "kubernetes", "AdlConfig", None),
         _builtin("dlts", "dlts", "DltsConfig", None),
         _builtin("aml", "aml", "AmlConfig", None),
