@@ -88,7 +88,7 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
         _builtin("remote", "remote", "RemoteConfig", "RemoteTrainingService"),
         _builtin("slurm", "slurm", "SlurmConfig", "SlurmTrainingService"),
         _builtin("openpai", "openpai", "OpenpaiConfig", None),
-        _builtin("kubeflow", "kubernetes", "KubeflowConfig", None),
+        _builtin("kubeflow", "kubernetes", "KubeflowConfig", "KubeflowTrainingService"),
         _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", "FrameworkControllerTrainingService"),
         _builtin("adl", "kubernetes", "AdlConfig", None),
         _builtin("dlts", "dlts", "DltsConfig", None),
