@@ -90,7 +90,7 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
         _builtin("openpai", "openpai", "OpenpaiConfig", None),
         _builtin("kubeflow", "kubernetes", "KubeflowConfig", "KubeflowTrainingService"),
         _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", "FrameworkControllerTrainingService"),
-        _builtin("adl", "kubernetes", "AdlConfig", None),
+        _builtin("adl", "kubernetes", "AdlConfig", "AdlTrainingService"),
         _builtin("dlts", "dlts", "DltsConfig", None),
         _builtin("aml", "aml", "AmlConfig", None),
         _builtin("dlc", "dlc", "DlcConfig", None),
