@@ -23,7 +23,7 @@ from trialfleet.training_services.kubernetes.client import KubeApiError, KubeCli
 log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 240  # the server ends each watch after this long (with a little jitter of its own)
-MIN_BACKOFF, MAX_BACKOFF = 0.5, 15.0
+MIN_BACKOFF, MAX_BACKOFF = 0.5, 5.0  # seconds between lists while watches fail
 
 ListFunction = Callable[..., Any]
 
