@@ -80,9 +80,9 @@ def check_relaunch(
             f"experiment {ref.id} is running (port {ref.entry.get('port')}); stop it before you {action} it"
         )
     if action == "resume":
-        if ref.status != "STOPPED":
+        if ref.status not in ("STOPPED", "DONE"):
             raise ExperimentStateError(
-                f"only stopped experiments can be resumed; experiment {ref.id} is {ref.status} "
+                f"only stopped or finished experiments can be resumed; experiment {ref.id} is {ref.status} "
                 f"(`trialfleet view {ref.id}` shows it read-only)"
             )
         preflight(stored_config(ref))

@@ -92,6 +92,17 @@ def trial_processes(experiment_dir: Path) -> list[int]:
 
 
 @pytest.mark.slow
+def wait_for_running_trial(store: ExperimentStore, timeout: float = 120.0) -> bool:
+    """Until a trial runs (True), or the experiment is over (False)."""
+    deadline = time.monotonic() + timeout
+    while not store.trial_counts().get(TrialStatus.RUNNING):
+        if store.experiment().status.value in ("DONE", "ERROR"):
+            return False
+        assert time.monotonic() < deadline, "no trial ran within the timeout"
+        time.sleep(0.02)
+    return True
+
+
 def test_manager_killed_at_random_moments_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,7 +130,10 @@ def test_manager_killed_at_random_moments_loses_nothing(
 
     manager = start_manager(experiment_dir, "create")
     for _ in range(KILLS):
-        time.sleep(rng.uniform(0.3, 1.5))
+        # each kill lands while trials run (however slow the machine), at a random moment of their run
+        if not wait_for_running_trial(store):
+            break
+        time.sleep(rng.uniform(0.0, 0.6))
         manager.send_signal(signal.SIGKILL)
         manager.wait()
         manager = start_manager(experiment_dir, "resume")

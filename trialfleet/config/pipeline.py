@@ -74,7 +74,8 @@ def unacted_fields(model: BaseModel, path: KeyPath = ()) -> list[tuple[KeyPath, 
     not_acted_on: dict[str, str] = getattr(model, "not_acted_on", {})
     for name, info in type(model).model_fields.items():
         alias = info.alias or name
-        if name in not_acted_on and name in model.model_fields_set:
+        set_here = name in model.model_fields_set and getattr(model, name) != info.get_default(call_default_factory=True)
+        if name in not_acted_on and set_here:  # (a stored config holds the defaults too)
             found.append(((*path, alias), not_acted_on[name]))
         value = getattr(model, name)
         items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]

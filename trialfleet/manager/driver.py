@@ -18,6 +18,7 @@ import logging
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialfleet.manager import decisions
@@ -28,8 +29,15 @@ if TYPE_CHECKING:
     from trialfleet.config.algorithm import AlgorithmConfig
     from trialfleet.tuning.base import Assessor, Tuner
 
-log = logging.getLogger("trialfleet.manager")
+log = logging.getLogger("trialfleet.manager.driver")
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What the tuner proposed: any JSON value (a dict usually; NNI's BatchTuner may hand out ``None``)."""
+
+    parameters: Any
 
 
 class AlgorithmDriver:
@@ -97,14 +105,14 @@ class AlgorithmDriver:
 
     # ---- proposals and results -----------------------------------------------------------------------
 
-    async def propose(self, parameter_id: int) -> dict[str, Any] | None:
+    async def propose(self, parameter_id: int) -> Proposal | None:
         """Parameters for a new trial, or None when the tuner has none now (or failed)."""
         from trialfleet.tuning import NoMoreTrialError
 
         if self.failed:
             return None
         try:
-            params: dict[str, Any] = await self._call(self._tuner().generate_parameters, parameter_id)
+            params = await self._call(self._tuner().generate_parameters, parameter_id)
         except NoMoreTrialError:
             log.info("the tuner has no more trials")
             self.tuner_done = True
@@ -112,7 +120,7 @@ class AlgorithmDriver:
         except Exception:
             self._fail(f"tuner failed in generate_parameters:\n{traceback.format_exc()}")
             return None
-        return params
+        return Proposal(params)
 
     async def final_result(self, trial: TrialRow) -> None:
         """The trial's first FINAL metric (``trial.final_data``), for the tuner, once."""

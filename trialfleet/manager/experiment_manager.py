@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.errors import ExperimentStateError
+from trialfleet.errors import ExperimentStateError, TrialfleetError
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock, SystemClock, wait_for_event
 from trialfleet.manager.driver import AlgorithmDriver
@@ -33,8 +33,11 @@ log = logging.getLogger("trialfleet.manager")
 _LOOP_STATUSES = frozenset(
     {ExperimentStatus.RUNNING, ExperimentStatus.NO_MORE_TRIAL, ExperimentStatus.TUNER_NO_MORE_TRIAL}
 )
+FIRST_FAILURE_EVENT = "FIRST_FAILURE"
+FAILURE_TAIL_LINES = 15
+_ENDED = frozenset({ExperimentStatus.DONE, ExperimentStatus.STOPPED, ExperimentStatus.ERROR})
 _STOP_GRACE_SECONDS = 20.0
-_PERSIST_DURATION_EVERY = 10.0
+_PERSIST_DURATION_EVERY = 1.0  # the CLI's progress and the web UI read it from the store
 
 ServiceFactory = Callable[[ExperimentContext], TrainingService]
 
@@ -43,7 +46,8 @@ class ExperimentManager:
     """Runs (or views) one experiment whose directory and database already exist.
 
     ``service_factory`` builds the training service (default: the platform registry's class for the
-    config's ``platform``); ``clock`` is the manager's time.
+    config's ``platform``); ``clock`` is the manager's time; ``port`` the one its REST server listens on (a
+    platform's relay listens on the next one, as NNI's REST channel did).
     """
 
     def __init__(
@@ -53,6 +57,7 @@ class ExperimentManager:
         clock: Clock | None = None,
         readonly: bool = False,
         service_factory: ServiceFactory | None = None,
+        port: int | None = None,
     ) -> None:
         self.experiment_dir = Path(experiment_dir)
         self.clock: Clock = clock or SystemClock()
@@ -69,8 +74,12 @@ class ExperimentManager:
         self.reconciler = Reconciler(self.store, self.driver, self.clock)
         self.scheduler = Scheduler(self.store, self.driver, self.clock)
         self._service_factory = service_factory
+        self.port = port
         self._kick = asyncio.Event()
         self._stop_requested = asyncio.Event()
+        self._keep_status = False
+        #: the first failed trial's message and stderr tail, while none succeeded (overview, progress)
+        self.first_failure: dict[str, str] | None = None
         self._last_tick = self.clock.monotonic()
         self._last_persist = self._last_tick
 
@@ -89,12 +98,13 @@ class ExperimentManager:
         await self.driver.start(self.config.tuner, self.config.assessor, self.config.search_space)
         self.service = self._build_service()
         await self.service.start()
+        log.info("%s experiment: %s", "Resuming" if resume else "Starting", self.experiment_id)
         if resume:
             self.scheduler.pending = (await self.reconciler.resume(self.service)).pending
         else:
             waiting = self.store.trials(status=TrialStatus.WAITING)
             self.scheduler.pending = [t.id for t in waiting if t.handle is None]
-        self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING")
+        self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING", end_time=None)
 
     def _build_service(self) -> TrainingService:
         services = self.config.training_service
@@ -102,7 +112,7 @@ class ExperimentManager:
             from trialfleet.errors import PlatformNotAvailableError
 
             raise PlatformNotAvailableError("hybrid experiments (trainingService as a list) are not available yet")
-        context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, services)
+        context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, services, self.port)
         if self._service_factory is not None:
             return self._service_factory(context)
         from trialfleet.training_services.registry import get_training_service_class
@@ -145,12 +155,30 @@ class ExperimentManager:
             await self._trial_ended(trial)
 
     async def _trial_ended(self, trial: TrialRow) -> None:
+        if trial.status is TrialStatus.FAILED and self.first_failure is None:
+            await self._explain_failure(trial)
         await self.driver.trial_ended(trial)
         if decisions.should_retry(
             trial.status, trial.failure_kind, trial.attempt, self.config.max_trial_retries
         ):
             self.store.retry_trial(trial.id, self.clock.time(), f"retry after: {trial.message}")
             self.scheduler.queue(trial.id)
+
+    async def _explain_failure(self, trial: TrialRow) -> None:
+        """While no trial has succeeded, the first failure's stderr is what the user needs (a missing module,
+        the wrong python): logged, kept for the web UI's overview and the CLI's progress, in the store."""
+        if self.store.trial_counts().get(TrialStatus.SUCCEEDED):
+            return
+        tail = ""
+        if trial.handle is not None and self.service is not None:
+            try:
+                stderr = await self.service.read_trial_file(trial.id, trial.handle, "stderr")
+                tail = "\n".join(stderr.decode("utf-8", "replace").splitlines()[-FAILURE_TAIL_LINES:])
+            except (OSError, ValueError, TrialfleetError) as exc:
+                tail = f"(its stderr cannot be read: {exc})"
+        self.first_failure = {"trialId": trial.id, "message": trial.message or "", "stderrTail": tail}
+        self.store.add_event(FIRST_FAILURE_EVENT, self.clock.time(), trial.id, self.first_failure)
+        log.warning("trial %s failed (%s) before any succeeded; its stderr ends with:\n%s", trial.id, trial.message, tail)
 
     async def _wait(self) -> None:
         assert self.service is not None
@@ -166,7 +194,10 @@ class ExperimentManager:
                 fut.cancel()
         self._kick.clear()
 
-    def request_stop(self) -> None:
+    def request_stop(self, *, keep_status: bool = False) -> None:
+        """End the loop; the experiment is then STOPPED, unless ``keep_status`` (it finished: DONE or ERROR
+        stays what it was)."""
+        self._keep_status = keep_status
         self._stop_requested.set()
 
     async def wait_until(self, statuses: set[ExperimentStatus], timeout: float | None = None) -> None:
@@ -177,6 +208,7 @@ class ExperimentManager:
         await asyncio.wait_for(_poll(), timeout)
 
     async def _shutdown(self) -> None:
+        final = self.status if self._keep_status else ExperimentStatus.STOPPED
         self._set_status(ExperimentStatus.STOPPING)
         assert self.service is not None
         for trial_id in list(self.service.live):
@@ -196,7 +228,8 @@ class ExperimentManager:
                 failure_kind=FailureKind.EXPERIMENT_STOPPED.value,
             )
         self._tick_duration(force_persist=True)
-        self._set_status(ExperimentStatus.STOPPED, event="EXPERIMENT_STOPPED", end_time=now)
+        end_time = self.store.experiment().end_time if final is ExperimentStatus.DONE else now
+        self._set_status(final, event=f"EXPERIMENT_{final.value}", end_time=end_time or now)
         self.driver.close()
 
     # ---- status --------------------------------------------------------------------------------------
@@ -211,7 +244,6 @@ class ExperimentManager:
             live_trials=self.scheduler.live_count(),
         )
         if new is not self.status:
-            log.info("experiment %s: %s", self.experiment_id, new.value)
             self._set_status(
                 new,
                 event=f"EXPERIMENT_{new.value}",
@@ -228,6 +260,12 @@ class ExperimentManager:
             self.store.update_experiment(exec_duration=self.exec_duration)
 
     def _set_status(self, status: ExperimentStatus, *, event: str | None = None, **fields: Any) -> None:
+        if status is not self.status:  # NNI's lines, which users' scripts grep in nnimanager.log
+            log.info("Change NNIManager status from: %s to: %s", self.status.value, status.value)
+            if status is ExperimentStatus.DONE:
+                log.info("Experiment done.")
+            elif status is ExperimentStatus.STOPPED:
+                log.info("Experiment stopped.")
         self.status = status
         self.store.update_experiment(
             now=self.clock.time(),
@@ -238,12 +276,16 @@ class ExperimentManager:
         )
         from trialfleet.storage import manifest
 
-        manifest.upsert(self.experiment_id, status=status.value)
+        ended = status in _ENDED and "end_time" in fields
+        end_ms = int(fields["end_time"] * 1000) if ended and fields["end_time"] is not None else None
+        manifest.upsert(self.experiment_id, status=status.value, endTime=end_ms if ended else None)
 
     def fail(self, message: str) -> None:
         log.error("experiment %s failed: %s", self.experiment_id, message)
         self.error = message
-        self._set_status(ExperimentStatus.ERROR, event="EXPERIMENT_ERROR", error=message)
+        self._set_status(
+            ExperimentStatus.ERROR, event="EXPERIMENT_ERROR", error=message, end_time=self.clock.time()
+        )
 
     # ---- commands (REST, CLI, Python API) -------------------------------------------------------------
 
@@ -253,6 +295,9 @@ class ExperimentManager:
 
     async def cancel_trial(self, trial_id: str, status: TrialStatus = TrialStatus.USER_CANCELED) -> None:
         self._require_writable()
+        trial = self.store.trial(trial_id)
+        if trial.status.is_terminal:
+            raise ExperimentStateError(f"trial {trial_id} has already ended ({trial.status.value})")
         await self._cancel(trial_id, status)
 
     async def _cancel(self, trial_id: str, status: TrialStatus) -> None:

@@ -23,6 +23,7 @@ from trialfleet.errors import ExperimentStateError, ManagerUnreachableError, Por
 from trialfleet.manager.decisions import new_experiment_id
 from trialfleet.status import ExperimentStatus
 from trialfleet.storage import ExperimentStore, manifest
+from trialfleet.storage.manager_lock import manager_running
 
 DEFAULT_PORT = 8080
 READY_TIMEOUT = 60.0
@@ -216,8 +217,8 @@ def wait_ready(
     raise ManagerUnreachableError(f"the manager did not answer at {url} within {timeout:.0f} s")
 
 
-def stop_manager(pid: int, timeout: float = 60.0) -> bool:
-    """SIGTERM the manager (it stops its trials) and wait for it to exit; True if it did."""
+def stop_manager(pid: int, experiment_dir: Path, timeout: float = 60.0) -> bool:
+    """SIGTERM the manager (it stops its trials) and wait until it let go of the experiment; True if it did."""
     import signal
 
     try:
@@ -226,14 +227,7 @@ def stop_manager(pid: int, timeout: float = 60.0) -> bool:
         return True
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not manifest.pid_alive(pid) or _is_zombie(pid):
+        if not manager_running(experiment_dir):
             return True
         time.sleep(0.05)
     return False
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False

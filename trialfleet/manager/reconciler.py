@@ -43,6 +43,12 @@ class Resumed:
     )
 
 
+def log_status_change(trial_id: str, before: TrialStatus, after: TrialStatus) -> None:
+    """NNI's line for it, which users' scripts grep in nnimanager.log."""
+    if before is not after:
+        log.info("Trial job %s status changed from %s to %s", trial_id, before.value, after.value)
+
+
 class Reconciler:
     def __init__(self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock) -> None:
         self.store = store
@@ -55,7 +61,9 @@ class Reconciler:
         for waiting in batch.waiting:
             self.store.set_waiting_reason(waiting.trial_id, waiting.reason)
         for started in batch.started:
+            before = self.store.trial(started.trial_id).status
             self.store.mark_running(started.trial_id, started.timestamp)
+            log_status_change(started.trial_id, before, TrialStatus.RUNNING)
         if batch.metrics or batch.problems:
             self._store_metrics(batch)
         for problem in batch.problems:
@@ -73,6 +81,7 @@ class Reconciler:
                 failure_kind = FailureKind.EXPERIMENT_STOPPED.value  # re-run by resume
             self.cancel_requested.discard(ended.trial_id)
             self.driver.forget(ended.trial_id)
+            before = self.store.trial(ended.trial_id).status
             self.store.end_trial(
                 ended.trial_id,
                 status,
@@ -82,6 +91,7 @@ class Reconciler:
                 failure_kind=failure_kind,
             )
             applied.ended.append(self.store.trial(ended.trial_id))
+            log_status_change(ended.trial_id, before, status)
         return applied
 
     async def _feed(self, metric: TrialMetric) -> bool:

@@ -15,7 +15,8 @@ api_router = APIRouter()
 logs_router = APIRouter()
 
 #: what NNI's web UI asks for → the manager's log (the tuner runs inside the manager)
-_LOG_ALIASES = {"nnimanager.log": "manager.log", "dispatcher.log": "manager.log"}
+#: NNI's log names and trialfleet's, for an experiment made with the other layout (trialfleet/layout.py)
+_LOG_ALIASES = {"nnimanager.log": "manager.log", "dispatcher.log": "manager.log", "manager.log": "nnimanager.log"}
 
 
 #: a plain file name: no separators (the schema states it, so a bad name is a 422 like any bad parameter)

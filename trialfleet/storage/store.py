@@ -69,10 +69,10 @@ class TrialRow:
     final_value: float | None
 
     @property
-    def hyper_parameters(self) -> dict[str, Any]:
+    def hyper_parameters(self) -> Any:
+        """The parameters the trial was given: a dict usually, any JSON value (NNI's BatchTuner)."""
         record: dict[str, Any] = json.loads(self.parameters)
-        params: dict[str, Any] = record.get("parameters", {})
-        return params
+        return record.get("parameters", {})
 
 
 @dataclass(frozen=True)

@@ -78,9 +78,11 @@ def command_record(
     *,
     max_duration: float | None = None,
     kill_grace: float = 5.0,
+    relay: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``command.json``. ``env=None`` lets the trial inherit the keeper's environment (a Slurm job's)."""
-    return {
+    """``command.json``. ``env=None`` lets the trial inherit the keeper's environment (a Slurm job's);
+    ``relay``: where the keeper sends the trial's files (:meth:`~.relay.Relay.keeper_settings`)."""
+    record: dict[str, Any] = {
         "argv": list(argv),
         "cwd": cwd,
         "env": None if env is None else dict(env),
@@ -88,6 +90,9 @@ def command_record(
         "kill_grace": kill_grace,
         "protocol": KEEPER_PROTOCOL,
     }
+    if relay is not None:
+        record["relay"] = dict(relay)
+    return record
 
 
 def input_files(parameter_record: str, command: Mapping[str, Any]) -> dict[str, str]:
@@ -136,11 +141,14 @@ def canceled_by_manager() -> dict[str, Any]:
 def ended_from_result(
     trial_id: str, result: Mapping[str, Any], cancel_status: TrialStatus | None = None
 ) -> TrialEnded:
-    """The keeper's result.json → how the trial ended, for the manager."""
-    exit_code = result.get("exit_code")
-    signo = result.get("signal")
-    reason = str(result.get("reason") or "ended")
-    when = float(result.get("end_time") or time.time())
+    """The keeper's result.json → how the trial ended, for the manager. The trial can write its directory,
+    so the record is read defensively: what is not a plausible value is left out, never trusted."""
+    exit_code = _small_int(result.get("exit_code"))
+    signo = _small_int(result.get("signal"))
+    reason = str(result.get("reason") or "ended")[:500]
+    end_time = result.get("end_time")
+    plausible = isinstance(end_time, (int, float)) and not isinstance(end_time, bool) and 0 < end_time < 1e11
+    when = float(end_time) if plausible else time.time()
 
     def ended(status: TrialStatus, kind: FailureKind | None, message: str = reason) -> TrialEnded:
         return TrialEnded(trial_id, status, when, exit_code, message, kind)
@@ -158,6 +166,12 @@ def ended_from_result(
         kind = FailureKind.USER_CODE if signo in _FAULT_SIGNALS else FailureKind.INFRASTRUCTURE
         return ended(TrialStatus.FAILED, kind, f"killed by signal {signo}")
     return ended(TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
+
+
+def _small_int(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31:
+        return value
+    return None
 
 
 def lost(

@@ -227,6 +227,8 @@ def open_output(trial_dir: str, name: str) -> int:
 
 def start(command: dict, trial_dir: str) -> subprocess.Popen:
     out, err = open_output(trial_dir, "trial.stdout"), open_output(trial_dir, "trial.stderr")
+    with contextlib.suppress(OSError):  # NNI's name for the trial's output, which its users' scripts read
+        os.symlink("trial.stdout", os.path.join(trial_dir, "trial.log"))
     try:
         return subprocess.Popen(
             command["argv"],
@@ -244,13 +246,49 @@ def start(command: dict, trial_dir: str) -> subprocess.Popen:
         os.close(err)
 
 
+def forwarder_for(trial_dir: str, command: dict):  # -> Forwarder | None
+    """The relay forwarder when the manager reads this trial's files through its relay (see forwarder.py)."""
+    if not command.get("relay"):
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)  # -I leaves the script's directory out
+    from forwarder import Forwarder
+
+    forwarder = Forwarder(trial_dir, command["relay"])
+    forwarder.start()
+    return forwarder
+
+
 def run(trial_dir: str) -> None:
     with open(os.path.join(trial_dir, "command.json")) as f:
         command = json.load(f)
     if command.get("protocol") != PROTOCOL:
         raise ValueError(
-            f"command.json has protocol {command.get('protocol')!r}, this keeper speaks {PROTOCOL}"
+            f"command.json has protocol {command.get('protocol')!r}, this keeper speaks {PROTOCOL}; "
+            "the manager and the keeper on this worker are of different trialfleet versions"
         )
+    forwarder = forwarder_for(trial_dir, command)
+    try:
+        supervised(trial_dir, command, forwarder)
+    except Exception as exc:  # whatever went wrong must end up in result.json, forwarded too
+        record_error(trial_dir, exc)
+        raise KeeperFailed from exc
+    finally:
+        if forwarder is not None:
+            forwarder.finish()
+
+
+class KeeperFailed(Exception):
+    """The keeper failed after recording why in result.json."""
+
+
+def record_error(trial_dir: str, exc: BaseException) -> None:
+    path = os.path.join(trial_dir, "result.json")
+    write_json_atomically(path, result_record(f"keeper error: {exc}", error=repr(exc)))
+
+
+def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: Forwarder | None
     result_path = os.path.join(trial_dir, "result.json")
     if set(CANCEL_SIGNALS) & signal.sigpending():
         write_json_atomically(result_path, result_record("canceled", canceled=True))
@@ -275,6 +313,8 @@ def run(trial_dir: str) -> None:
         write_json_atomically(result_path, result_record(f"could not start: {exc}", error=str(exc)))
         return
     write_json_atomically(os.path.join(trial_dir, "keeper.json"), keeper_record(process.pid), durable=False)
+    if forwarder is not None:
+        forwarder.send_record("keeper.json")
     trial = Trial(process.pid)
     cause = trial.supervise(command.get("max_duration"))
     trial.end_tree(float(command.get("kill_grace", 5)))
@@ -294,10 +334,10 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
         run(argv[1])
+    except KeeperFailed:
+        return 1
     except Exception as exc:  # whatever went wrong must end up in result.json
-        write_json_atomically(
-            os.path.join(argv[1], "result.json"), result_record(f"keeper error: {exc}", error=repr(exc))
-        )
+        record_error(argv[1], exc)
         return 1
     return 0
 

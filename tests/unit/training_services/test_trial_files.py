@@ -286,3 +286,45 @@ def test_aliases_and_links_inside_the_trial_directory(tmp_path: Path) -> None:
         read_local_file(trial_dir, "escape/secret")
     with pytest.raises(FileNotFoundError):
         read_local_file(trial_dir, "missing")
+
+
+def test_a_result_record_the_trial_overwrote_is_read_defensively() -> None:
+    hostile = {"exit_code": 2**80, "signal": "9", "end_time": 1e308, "reason": "x" * 10_000}
+    ended = ended_from_result("t", hostile)
+    assert (ended.status, ended.exit_code, ended.failure_kind) == (
+        TrialStatus.FAILED,
+        None,
+        FailureKind.INFRASTRUCTURE,
+    )
+    assert len(ended.message or "") == 500 and ended.timestamp < 1e11
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ({"type": "FINAL", "sequence": 0, "value": str(10**400)}, "too large for a number"),
+        (
+            {"type": "FINAL", "sequence": 2**63, "value": "1"},
+            "sequence 9223372036854775808 is not an integer",
+        ),
+        ({"type": "FINAL", "sequence": -1, "value": "1"}, "sequence -1 is not an integer from 0"),
+        ({"type": "FINAL", "parameter_id": 2**64, "value": "1"}, "parameter_id 18446744073709551616"),
+        (
+            {
+                "type": "FINAL",
+                "value": json.dumps(
+                    {"default": 1, "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}
+                ),
+            },
+            "nested more than 32",
+        ),
+    ],
+)
+def test_hostile_metric_records_are_problems(record: dict[str, object], problem: str) -> None:
+    decoded = decode_metric("t", json.dumps(record).encode(), {}, 0.0)
+    assert isinstance(decoded, TrialProblem) and problem in decoded.message
+
+
+def test_a_record_nested_past_the_parser_is_a_problem() -> None:
+    decoded = decode_metric("t", b"[" * 100_000 + b"]" * 100_000, {}, 0.0)
+    assert isinstance(decoded, TrialProblem) and "nested too deeply" in decoded.message
