@@ -12,8 +12,10 @@ from tests.emulators.kubernetes import KubernetesEmulator, NodeConfig
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[KubernetesEmulator]:
-    emulator = start_cluster(tmp_path, nodes=[NodeConfig("node-1", gpus=2), NodeConfig("node-2", gpus=2)])
+def cluster(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesEmulator]:
+    # the cluster's own state is kept out of tmp_path, which tests search while pods come and go
+    nodes = [NodeConfig("node-1", gpus=2), NodeConfig("node-2", gpus=2)]
+    emulator = start_cluster(tmp_path, tmp_path_factory.mktemp("k8s"), nodes=nodes)
     try:
         yield emulator
     finally:

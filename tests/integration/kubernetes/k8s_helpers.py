@@ -28,11 +28,12 @@ NFS_SERVER, NFS_EXPORT = "nfs.example", "/exports"
 CONTAINER_ROOT = "/tmp/mount"  # where pods mount the storage (NNI's CONTAINER_MOUNT_PATH)
 
 
-def start_cluster(root: Path, **options: Any) -> KubernetesEmulator:
-    """An emulated cluster whose NFS export ``nfs.example:/exports`` is the directory ``root/nfs``."""
+def start_cluster(root: Path, state: Path | None = None, **options: Any) -> KubernetesEmulator:
+    """An emulated cluster whose NFS export ``nfs.example:/exports`` is the directory ``root/nfs``; its own
+    state (pods' directories, which it removes as pods go) in ``state``, by default ``root/k8s``."""
     (root / "nfs").mkdir(parents=True, exist_ok=True)
     options.setdefault("nfs_exports", {f"{NFS_SERVER}:{NFS_EXPORT}": root / "nfs"})
-    return start(root / "k8s", **options)
+    return start(state or root / "k8s", **options)
 
 
 def nfs_storage(root: Path) -> dict[str, Any]:

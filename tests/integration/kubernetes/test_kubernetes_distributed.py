@@ -167,5 +167,5 @@ async def test_an_adaptdl_rescale_restarts_the_trial_without_ending_it(
         ("PERIODICAL", 1, "1"),
         ("FINAL", 0, "7"),
     ]
-    claims = tmp_path / "k8s" / "pvc" / "default" / submitted.handle["name"] / "adaptdl" / "checkpoint"  # type: ignore[union-attr]
+    claims = cluster.directory / "pvc" / "default" / submitted.handle["name"] / "adaptdl" / "checkpoint"  # type: ignore[union-attr]
     assert sorted(path.name for path in claims.iterdir()) == ["run-0", "run-1"]

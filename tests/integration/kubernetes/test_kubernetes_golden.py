@@ -142,8 +142,8 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cluster(root: Path) -> Iterator[KubernetesEmulator]:
-    emulator = start_cluster(root, azure_shares={"trials": root / "nfs"})
+def cluster(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesEmulator]:
+    emulator = start_cluster(root, tmp_path_factory.mktemp("k8s"), azure_shares={"trials": root / "nfs"})
     try:
         yield emulator
     finally:
