@@ -79,6 +79,11 @@ CASES: list[tuple[str, dict[str, Any], tuple[Any, ...] | None]] = [
         (S.SYS_CANCELED, K.CANCELED, None, "canceled"),
     ),
     (
+        "cancel after it ended by itself",
+        {"result": EXIT_0, "job": None, "gone": True, "cancel_status": S.USER_CANCELED},
+        (S.SUCCEEDED, None, 0, "exit code 0"),
+    ),
+    (
         "cancel overdue without a record",
         {"job": RUNNING, "cancel_status": S.SYS_CANCELED, "cancel_overdue": True},
         None,

@@ -36,12 +36,11 @@ class TrialView:
 def trial_outcome(trial_id: str, view: TrialView) -> TrialEnded | None:
     """How the trial ended, or None while that is not known yet."""
     if view.cancel_status is not None:
-        if view.gone or (view.result is not None and view.cancel_overdue):
-            exit_code = view.result.get("exit_code") if view.result is not None else None
-            return TrialEnded(
-                trial_id, view.cancel_status, time.time(), exit_code, "canceled", FailureKind.CANCELED
-            )
-        return None
+        if not view.gone and not (view.result is not None and view.cancel_overdue):
+            return None
+        if view.result is not None:  # canceled, or ended by itself just before
+            return ended_from_result(trial_id, view.result, view.cancel_status)
+        return TrialEnded(trial_id, view.cancel_status, time.time(), None, "canceled", FailureKind.CANCELED)
     if view.result is not None:
         return _from_result(trial_id, view.result, view)
     if view.gone:
