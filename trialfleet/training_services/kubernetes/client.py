@@ -79,8 +79,14 @@ class KubeClient:
         self._api: k8s.ApiClient | None = None
 
     def connect(self) -> None:
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
+        try:
+            from kubernetes import client, config
+            from kubernetes.config.config_exception import ConfigException
+        except ImportError as exc:
+            raise PlatformError(
+                f"{self.platform}: the kubernetes client is not installed ({exc}): "
+                "pip install 'trialfleet[kubernetes]'"
+            ) from exc
 
         configuration = client.Configuration()
         kubeconfig = self.access.kubeconfig
