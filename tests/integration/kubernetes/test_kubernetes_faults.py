@@ -15,6 +15,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from k8s_helpers import (
     FC_ROLE,
     KF_ROLE,
@@ -29,6 +30,7 @@ from kubernetes import client, config
 
 from tests.emulators.kubernetes import KubernetesEmulator
 from tests.emulators.kubernetes.k8s_testing import wait_for
+from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.testing import Seen, TrialHost, make_context, poll_until
 from trialfleet.training_services.kubernetes.service import (
@@ -267,3 +269,22 @@ async def test_a_resource_too_new_to_be_read_is_found_by_its_create_conflict(
     assert seen.ended["again"].status == TrialStatus.SUCCEEDED
     creates = [r for r in cluster.requests.all() if r.method == "POST" and r.path.endswith("/frameworks")]
     assert [r.status for r in creates] == [201, 409]
+
+
+async def test_a_refused_create_fails_the_trial_with_the_servers_words(
+    tmp_path: Path, cluster: KubernetesEmulator
+) -> None:
+    cluster.faults.deny("frameworks", verb="create", group="frameworkcontroller.microsoft.com")
+    (tmp_path / "code").mkdir()
+    async with started(FrameworkControllerTrainingService, tmp_path, fc_config(tmp_path, cluster)) as service:
+        with pytest.raises(PlatformError) as refused:
+            await service.submit(trial_spec("rbac", "true", tmp_path / "code"))
+    message = str(refused.value)
+    assert message.startswith(
+        f"frameworkcontroller: the Kubernetes API server {cluster.url} refused to create "
+    )
+    assert (
+        'frameworks.frameworkcontroller.microsoft.com "nniexpk8strialrbac" in namespace "default": 403 Forbidden'
+        in message
+    )
+    assert 'cannot create resource "frameworks" in API group "frameworkcontroller.microsoft.com"' in message
