@@ -338,10 +338,11 @@ class KubernetesTrainingService(TrainingService):
         return batch
 
     def _pods_by_trial(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        """Pods by (trial id, attempt): every operator keeps the labels of the pod template."""
+        """Pods by (trial id, attempt), live or deleted: every operator keeps the labels of the pod template."""
         assert self.pods is not None
         grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for pod in self.pods.snapshot().values():
+        # pods already deleted count too: a node lost or an eviction shows on a pod that is then removed
+        for pod in {**self.pods.deleted(), **self.pods.snapshot()}.values():
             labels = pod["metadata"].get("labels") or {}
             grouped.setdefault((labels.get("trialId", ""), labels.get(ATTEMPT_LABEL, "")), []).append(pod)
         return grouped

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 240  # the server ends each watch after this long (with a little jitter of its own)
 MIN_BACKOFF, MAX_BACKOFF = 0.5, 5.0  # seconds between lists while watches fail
+TOMBSTONES = 1000  # deleted objects remembered (their last state)
 
 ListFunction = Callable[..., Any]
 
@@ -47,6 +48,7 @@ class Informer:
         self.synced = threading.Event()  # a first list succeeded
         self.problem: str | None = None  # why the last attempt to list or watch failed
         self._objects: dict[str, dict[str, Any]] = {}
+        self._deleted: dict[str, dict[str, Any]] = {}  # name → last state, oldest first
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._response: Any = None
@@ -67,6 +69,12 @@ class Informer:
         """The objects by name, as last seen (the dicts are never changed in place: replace, not update)."""
         with self._lock:
             return dict(self._objects)
+
+    def deleted(self) -> dict[str, dict[str, Any]]:
+        """The last state of objects whose deletion a watch reported (a pod the platform failed and then removed
+        still tells why), the most recent ones."""
+        with self._lock:
+            return dict(self._deleted)
 
     # ---- the thread ----------------------------------------------------------------------------------
 
@@ -166,6 +174,10 @@ class Informer:
         with self._lock:
             if kind == "DELETED":
                 self._objects.pop(name, None)
+                self._deleted.pop(name, None)
+                self._deleted[name] = obj
+                if len(self._deleted) > TOMBSTONES:
+                    del self._deleted[next(iter(self._deleted))]
             else:
                 self._objects[name] = obj
         self.on_change()
