@@ -198,5 +198,7 @@ def test_when_every_trial_fails_the_overview_and_the_trial_show_why(tmp_path: Pa
         page.locator("#trials-table tbody tr[data-status=FAILED]").first.click()
         log = page.locator("#trial-log")
         log.wait_for()
-        wait_for(lambda: "No module named 'no_such_module_here'" in log.inner_text(), what="stderr in the drawer")
+        wait_for(
+            lambda: "No module named 'no_such_module_here'" in log.inner_text(), what="stderr in the drawer"
+        )
         assert page.locator("#trial-detail .tab[data-tab=logs]").get_attribute("class") == "tab active"

@@ -48,7 +48,9 @@ def test_one_manager_per_experiment_and_a_killed_one_is_not_running(tmp_path: Pa
     )
     assert second.returncode == 2 and f"another manager (pid {first.pid})" in second.stderr
     os.kill(first.pid, signal.SIGKILL)
-    wait_until(lambda: Path(f"/proc/{first.pid}/stat").read_text().split(")")[-1].split()[0] == "Z", "a zombie")
+    wait_until(
+        lambda: Path(f"/proc/{first.pid}/stat").read_text().split(")")[-1].split()[0] == "Z", "a zombie"
+    )
     assert not manager_running(experiment_dir)
     assert cli.json("experiment", "list", "--all", "--json")[0]["status"] == "STOPPED"
     cli.ok("resume", experiment_id, "--port", str(free_port()))  # at once, the zombie notwithstanding

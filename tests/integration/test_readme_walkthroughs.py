@@ -50,12 +50,26 @@ def test_the_reliability_session_as_written(tmp_path: Path) -> None:
     os.kill(cli.json("experiment", "list", "--json")[0]["pid"], signal.SIGKILL)
     wait_until(lambda: cli.json("experiment", "list", "--all", "--json")[0]["status"] == "STOPPED", "STOPPED")
     resumed = cli.ok("resume", experiment_id, "--port", str(port))
-    assert "Resumed: 4 running trial(s) re-adopted, 0 stopped trial(s) re-run, 0 waiting trial(s) queued" in resumed
-    wait_until(lambda: cli.json("experiment", "status", experiment_id)["status"] == "DONE", "DONE", timeout=180)
+    assert (
+        "Resumed: 4 running trial(s) re-adopted, 0 stopped trial(s) re-run, 0 waiting trial(s) queued"
+        in resumed
+    )
+    wait_until(
+        lambda: cli.json("experiment", "status", experiment_id)["status"] == "DONE", "DONE", timeout=180
+    )
     after = trials()
     assert {t["trialJobId"]: t["startTime"] for t in after[:4]} == before  # the same trials, not re-run
     cli.ok("stop")
-    cli.ok("experiment", "export", experiment_id, "--type", "json", "--filename", "results.json", "--intermediate")
+    cli.ok(
+        "experiment",
+        "export",
+        experiment_id,
+        "--type",
+        "json",
+        "--filename",
+        "results.json",
+        "--intermediate",
+    )
     exported = json.loads((tmp_path / "results.json").read_text())
     assert {r["trialJobId"] for r in exported} >= set(before)
     # every epoch's result of the four trials that ran through the kill, none twice (Medianstop may stop
@@ -72,7 +86,12 @@ def test_the_python_api_example_as_written(tmp_path: Path) -> None:
     script.write_text(code.replace("experiment.run(8080)", f"experiment.run({free_port()})"))
     cli = _user(tmp_path)
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=EXAMPLES.parent, env=cli.env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(script)],
+        cwd=EXAMPLES.parent,
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("TrialResult(parameter={'lr': ")

@@ -122,4 +122,6 @@ def _print_best(store: ExperimentStore, maximize: bool) -> None:
         title = f"best trials ({'max' if maximize else 'min'}imize)"
         print_table(title, ["trial", "#", "default metric", "parameters"], rows)
     elif store.trial_counts().get(TrialStatus.FAILED):
-        console().print(f"[red]no trial succeeded.[/red]{_first_failure(store)}", markup=True, highlight=False)
+        console().print(
+            f"[red]no trial succeeded.[/red]{_first_failure(store)}", markup=True, highlight=False
+        )

@@ -241,6 +241,7 @@ class ExperimentConfig(ConfigModel):
     def updated(self, **fields: Any) -> ExperimentConfig:
         """A copy with some of :data:`UPDATABLE` changed while the experiment runs, validated by this model as a
         config file's values are (the REST server, the CLI and the Python API all come through here)."""
+
         def key(name: str) -> str:
             info = type(self).model_fields.get(name)
             return (info.alias or name) if info is not None else name

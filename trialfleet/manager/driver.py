@@ -79,7 +79,9 @@ class AlgorithmDriver:
             if not trial.status.is_terminal and not getattr(tuner, "restores_live_trials", False):
                 self._unknown_to_tuner.add(trial.id)
             value = decisions.decode_metric(trial.final_data) if trial.final_data else None
-            history.append(HistoryRecord(trial.parameter_id, trial.hyper_parameters, value, trial.status.value))
+            history.append(
+                HistoryRecord(trial.parameter_id, trial.hyper_parameters, value, trial.status.value)
+            )
         await self._call(tuner.restore, history)
         if self.assessor is not None:
             await self._restore_assessor(trials, periodical)

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trialfleet.config import ExperimentConfig
 from trialfleet.errors import ExperimentStateError, TrialfleetError
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock, SystemClock, wait_for_event
@@ -25,7 +24,7 @@ from trialfleet.manager.driver import AlgorithmDriver
 from trialfleet.manager.reconciler import Reconciler
 from trialfleet.manager.scheduler import Scheduler
 from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
-from trialfleet.storage import ExperimentStore, TrialRow
+from trialfleet.storage import ExperimentStore, TrialRow, secrets
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 
 log = logging.getLogger("trialfleet.manager")
@@ -65,7 +64,7 @@ class ExperimentManager:
         self.store = ExperimentStore.for_experiment_dir(self.experiment_dir)
         row = self.store.experiment()
         self.experiment_id = row.id
-        self.config = ExperimentConfig.from_json(row.config)
+        self.config = secrets.manager_config(self.store, self.experiment_dir)
         self.status = ExperimentStatus.VIEWED if readonly else row.status
         self.error: str | None = row.error
         self.exec_duration = row.exec_duration
@@ -111,7 +110,9 @@ class ExperimentManager:
         if isinstance(services, list):
             from trialfleet.errors import PlatformNotAvailableError
 
-            raise PlatformNotAvailableError("hybrid experiments (trainingService as a list) are not available yet")
+            raise PlatformNotAvailableError(
+                "hybrid experiments (trainingService as a list) are not available yet"
+            )
         context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, services, self.port)
         if self._service_factory is not None:
             return self._service_factory(context)
@@ -155,6 +156,11 @@ class ExperimentManager:
             await self._trial_ended(trial)
 
     async def _trial_ended(self, trial: TrialRow) -> None:
+        if trial.failure_kind == FailureKind.EXPERIMENT_STOPPED.value and self.status in _LOOP_STATUSES:
+            # an interrupted stop's cancel reached it after this manager resumed: re-run it, as resume would
+            self.store.retry_trial(trial.id, self.clock.time(), "re-run: the experiment's stop ended it")
+            self.scheduler.queue(trial.id)
+            return
         if trial.status is TrialStatus.FAILED and self.first_failure is None:
             await self._explain_failure(trial)
         await self.driver.trial_ended(trial)
@@ -178,7 +184,12 @@ class ExperimentManager:
                 tail = f"(its stderr cannot be read: {exc})"
         self.first_failure = {"trialId": trial.id, "message": trial.message or "", "stderrTail": tail}
         self.store.add_event(FIRST_FAILURE_EVENT, self.clock.time(), trial.id, self.first_failure)
-        log.warning("trial %s failed (%s) before any succeeded; its stderr ends with:\n%s", trial.id, trial.message, tail)
+        log.warning(
+            "trial %s failed (%s) before any succeeded; its stderr ends with:\n%s",
+            trial.id,
+            trial.message,
+            tail,
+        )
 
     async def _wait(self) -> None:
         assert self.service is not None
@@ -211,7 +222,11 @@ class ExperimentManager:
         final = self.status if self._keep_status else ExperimentStatus.STOPPED
         self._set_status(ExperimentStatus.STOPPING)
         assert self.service is not None
-        for trial_id in list(self.service.live):
+        live = list(self.service.live)
+        self.store.request_cancel(
+            live, TrialStatus.SYS_CANCELED
+        )  # before any is sent: see Reconciler._ending
+        for trial_id in live:
             await self.service.cancel(trial_id, TrialStatus.SYS_CANCELED)
         deadline = self.clock.monotonic() + _STOP_GRACE_SECONDS
         while self.service.live and self.clock.monotonic() < deadline:
@@ -220,13 +235,11 @@ class ExperimentManager:
         await self.service.close(kill_trials=True)
         now = self.clock.time()
         for trial in self.store.trials(status=(TrialStatus.WAITING, TrialStatus.RUNNING)):
-            self.store.end_trial(
-                trial.id,
-                TrialStatus.SYS_CANCELED,
-                now,
-                message="experiment stopped",
-                failure_kind=FailureKind.EXPERIMENT_STOPPED.value,
-            )
+            status: TrialStatus = TrialStatus.SYS_CANCELED
+            kind = FailureKind.EXPERIMENT_STOPPED  # re-run by resume
+            if trial.cancel_status in (TrialStatus.USER_CANCELED, TrialStatus.EARLY_STOPPED):
+                status, kind = trial.cancel_status, FailureKind.CANCELED  # as it was asked
+            self.store.end_trial(trial.id, status, now, message="experiment stopped", failure_kind=kind.value)
         self._tick_duration(force_persist=True)
         end_time = self.store.experiment().end_time if final is ExperimentStatus.DONE else now
         self._set_status(final, event=f"EXPERIMENT_{final.value}", end_time=end_time or now)
@@ -322,6 +335,7 @@ class ExperimentManager:
             )
             await self._trial_ended(self.store.trial(trial_id))
         elif self.service is not None:
+            self.store.request_cancel([trial_id], status)  # durable before it is sent
             await self.service.cancel(trial_id, status)
         self._kick.set()
 
@@ -351,7 +365,7 @@ class ExperimentManager:
                 raise ConfigError(exc.message, file="update", key_path=where) from exc
         self.config = updated
         self.store.update_experiment(
-            now=self.clock.time(), event="CONFIG_UPDATED", config=self.config.to_json(include_secrets=True)
+            now=self.clock.time(), event="CONFIG_UPDATED", config=secrets.stored_form(self.config)[0]
         )
         if "search_space" in fields and self.driver.tuner is not None:
             assert self.config.search_space is not None

@@ -89,10 +89,15 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
         _builtin("slurm", "slurm", "SlurmConfig", "SlurmTrainingService"),
         _builtin("openpai", "openpai", "OpenpaiConfig", None),
         _builtin("kubeflow", "kubernetes", "KubeflowConfig", "KubeflowTrainingService"),
-        _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", "FrameworkControllerTrainingService"),
+        _builtin(
+            "frameworkcontroller",
+            "kubernetes",
+            "FrameworkControllerConfig",
+            "FrameworkControllerTrainingService",
+        ),
         _builtin("adl", "kubernetes", "AdlConfig", "AdlTrainingService"),
-        _builtin("dlts", "dlts", "DltsConfig", None),
-        _builtin("aml", "aml", "AmlConfig", None),
+        _builtin("dlts", "dlts", "DltsConfig", "DltsTrainingService"),
+        _builtin("aml", "aml", "AmlConfig", "AmlTrainingService"),
         _builtin("dlc", "dlc", "DlcConfig", None),
     )
 }

@@ -215,6 +215,8 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise PlatformError(f"the relay cannot listen on {host}:{port} ({exc.strerror}); set relayPort") from exc
+        raise PlatformError(
+            f"the relay cannot listen on {host}:{port} ({exc.strerror}); set relayPort"
+        ) from exc
     sock.listen(128)
     return sock
