@@ -24,6 +24,7 @@ import pytest
 from k8s_helpers import NFS_EXPORT, NFS_SERVER, local_path, start_cluster
 
 from tests.emulators.kubernetes import KubernetesEmulator
+from trialfleet.errors import TrialFileRefusedError
 from trialfleet.status import TrialStatus
 from trialfleet.testing import make_context, poll_until
 from trialfleet.training_services.base import TrainingService
@@ -271,7 +272,14 @@ async def test_submission_matches_the_golden_files(
 async def _runs_exactly_as_given(root: Path, service: TrainingService, submitted: Submitted) -> None:
     seen = await poll_until(service, lambda s: "Tr1al" in s.ended)
     assert seen.ended["Tr1al"].status == TrialStatus.SUCCEEDED, seen.ended["Tr1al"]
-    echoed = json.loads(await service.read_trial_file("Tr1al", submitted.handle, "echo.json"))
+    raw = await service.read_trial_file("Tr1al", submitted.handle, "echo.json")
+    echoed = json.loads(raw)
+    here = service.trial_dir_here(submitted.handle)  # the server streams the trial's files from there
+    assert (
+        here == local_path(root, submitted.handle["trial_dir"]) and (here / "echo.json").read_bytes() == raw
+    )
+    with pytest.raises(TrialFileRefusedError):  # the keeper's private input is not served
+        await service.read_trial_file("Tr1al", submitted.handle, "command.json")
     assert echoed["argv"] == [HOSTILE, HOSTILE, "ok", "ok"]
     assert echoed["parameters"] == {"text": HOSTILE, "n": 1.5}
     assert echoed["env"] == HOSTILE and echoed["gpus"] == ""

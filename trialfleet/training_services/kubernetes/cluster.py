@@ -28,6 +28,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from trialfleet.errors import PlatformError
@@ -455,6 +456,9 @@ class KubernetesTrainingService(TrainingService):
 
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
         return await self.storage.trials.read(handle["trial_dir"], name)
+
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        return self.storage.trials.here(handle["trial_dir"])
 
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials:
