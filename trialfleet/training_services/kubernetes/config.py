@@ -87,7 +87,8 @@ class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig):
     worker: KubeflowRoleConfig | None = None
     ps: KubeflowRoleConfig | None = None
     master: KubeflowRoleConfig | None = None
-    reuse_mode: bool = True
+    # NNI's default is true; trialfleet runs NNI's non-reuse mode, so that is its default and true is warned about
+    reuse_mode: bool = False
     namespace: str = "default"
 
     not_acted_on: ClassVar[dict[str, str]] = {
@@ -132,7 +133,8 @@ class FrameworkControllerConfig(TrainingServiceConfig, ClusterAccessConfig):
     storage: K8sStorageConfig
     service_account_name: str | None = None
     task_roles: list[FrameworkControllerRoleConfig] = Field(min_length=1)
-    reuse_mode: bool = True
+    # NNI's default is true; trialfleet runs NNI's non-reuse mode, so that is its default and true is warned about
+    reuse_mode: bool = False
     namespace: str = "default"
 
     not_acted_on: ClassVar[dict[str, str]] = {
