@@ -88,12 +88,33 @@ def _make_mountpoint(target: str, *, file: bool = False) -> None:
             _created.append(created)
 
 
+def _mounted_somewhere() -> set[str]:
+    """Every mount point of every mount namespace this process can see into (/proc/<pid>/mountinfo)."""
+    points: set[str] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for line in (entry / "mountinfo").read_text().splitlines():
+                fields = line.split(" ")
+                if len(fields) > 4:
+                    points.add(fields[4].replace("\\040", " ").replace("\\134", "\\"))
+    return points
+
+
 def remove_created_mountpoints() -> None:
-    """Remove the mount points this process created, deepest first, where nothing was left in them."""
+    """Remove the mount points this process created, deepest first, where nothing was left in them.
+
+    One still covered by a mount in any namespace (a container of another emulator, of this process or another,
+    still running) is left: removing a directory that is a mount point elsewhere detaches those mounts.
+    """
     with _created_lock:
         pending = sorted(_created, key=lambda p: len(p.parts), reverse=True)
         _created.clear()
+    in_use = _mounted_somewhere() if pending else set()
     for created in pending:
+        if str(created) in in_use:
+            continue
         with contextlib.suppress(OSError):
             if created.is_dir():
                 created.rmdir()

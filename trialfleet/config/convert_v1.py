@@ -49,6 +49,8 @@ _MACHINE = {
 }
 _ROLE = {"command": "command", "gpuNum": "gpuNumber", "cpuNum": "cpuNumber", "memoryMB": "memorySize"}
 _ROLE |= {"image": "dockerImage", "replicas": "replicas", "name": "name", "taskNum": "taskNumber"}
+# NNI's converter dropped it; trialfleet acts on it (an image pull secret per role)
+_ROLE |= {"privateRegistryAuthPath": "privateRegistryAuthPath"}
 # v2 key order of the converted config, so the printed YAML reads like a hand-written one
 _ORDER = ("experimentName", "searchSpaceFile", *_TRIAL.values(), "trialConcurrency", "maxExperimentDuration")
 _ORDER += ("maxTrialDuration", "maxTrialNumber", "nniManagerIp", "experimentWorkingDirectory", "debug")
@@ -276,7 +278,10 @@ class _Converter:
             storage["storageType"] = "nfs"
             self.move(nfs, storage, {"server": "server", "path": "path"})
         else:
-            message = f"{show_value(kind)} storage cannot be converted (v2 has nfs and azureStorage)"
+            message = (
+                f"{show_value(kind)} storage cannot be converted: give a v2 config with "
+                "storage: {storageType: pvc, claimName, localMountPoint}"
+            )
             self.problem(f"{where}.storage", message)
         service["storage"] = storage
         for block, name in ((nfs, "nfs"), (vault, "keyVault"), (azure, "azureStorage")):
@@ -289,7 +294,6 @@ class _Converter:
             return {}
         rest, converted = dict(role), dict[str, Any]()
         self.move(rest, converted, _ROLE)
-        self.drop(rest, ("privateRegistryAuthPath",), where)
         for old_name in ("frameworkAttemptCompletionPolicy", "frameworkControllerCompletionPolicy"):
             policy = self.section(rest, old_name, where)
             if policy:

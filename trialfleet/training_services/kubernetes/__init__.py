@@ -1,1 +1,6 @@
-"""The Kubernetes platforms (``kubeflow``, ``frameworkcontroller``, ``adl``)'s config (accepted so NNI configs load; refused at start until its service lands)."""
+"""The Kubernetes platforms: ``kubeflow`` (TFJob, PyTorchJob), ``frameworkcontroller`` and ``adl`` (AdaptDL).
+
+One custom resource per trial attempt, trial directories on a storage the pods and the manager both mount;
+the official ``kubernetes`` client (``pip install trialfleet[kubernetes]``) is imported only when one of them
+runs. See docs/kubernetes.md.
+"""

@@ -1,19 +1,33 @@
-"""The Kubernetes platforms' blocks: ``kubeflow``, ``frameworkcontroller`` and ``adl`` (AdaptDL), and their storage."""
+"""The Kubernetes platforms' blocks: ``kubeflow``, ``frameworkcontroller`` and ``adl`` (AdaptDL), and their storage.
+
+NNI's keys, v2 and v1 (converted), plus what trialfleet needs to reach the storage from the manager: NNI mounted
+the NFS export on the manager itself (``sudo mount``); trialfleet requires it mounted already and finds it in
+the mount table, or takes its place from ``localMountPoint`` (see docs/kubernetes.md).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from collections.abc import Sequence
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from trialfleet.config.base import ConfigModel, SizeMB
-from trialfleet.config.service import DEFAULT_IMAGE, TrainingServiceConfig
+from trialfleet.config.base import ConfigModel, ConfigPath, KeyPath, SizeMB, raise_problems
+from trialfleet.config.service import DEFAULT_IMAGE, MANAGER_IP_UNUSED, TrainingServiceConfig
+
+#: FrameworkController's CRD: task role names (and Framework names) match this
+FC_NAME = re.compile(r"[a-z0-9]{1,63}")
+_LOCAL_MOUNT = "where this machine mounts the storage; found in the mount table when unset"
+_REUSE = "every trial attempt is a custom resource of its own (NNI's non-reuse mode); no environment is kept"
+_ROLE_CODE_DIR = "trials run trialCodeDirectory, copied to the storage once"
 
 
 class K8sNfsConfig(ConfigModel):
     storage_type: Literal["nfs"] = "nfs"
     server: str
     path: str
+    local_mount_point: ConfigPath | None = None  # trialfleet: the export's mount point on this machine
 
 
 class K8sAzureStorageConfig(ConfigModel):
@@ -22,22 +36,49 @@ class K8sAzureStorageConfig(ConfigModel):
     azure_share: str
     key_vault_name: str
     key_vault_key: str
+    local_mount_point: ConfigPath | None = None  # trialfleet: the share's mount point on this machine
 
 
-K8sStorageConfig = Annotated[K8sNfsConfig | K8sAzureStorageConfig, Field(discriminator="storage_type")]
+class K8sPvcConfig(ConfigModel):
+    """trialfleet: a PersistentVolumeClaim of the namespace, ReadWriteMany, that this machine mounts too."""
+
+    storage_type: Literal["pvc"] = "pvc"
+    claim_name: str
+    local_mount_point: ConfigPath  # a claim's volume cannot be found in the mount table: name it
 
 
-class KubeflowRoleConfig(ConfigModel):
-    replicas: int = Field(gt=0)
-    command: str
+K8sStorageConfig = Annotated[
+    K8sNfsConfig | K8sAzureStorageConfig | K8sPvcConfig, Field(discriminator="storage_type")
+]
+
+
+class ClusterAccessConfig(ConfigModel):
+    """How the manager reaches the API server: the official client's rules unless a kubeconfig is named."""
+
+    kubeconfig: ConfigPath | None = None  # None: $KUBECONFIG, ~/.kube/config, else the in-cluster account
+    kube_context: str | None = None  # a context of the kubeconfig other than its current one
+
+
+class K8sRoleConfig(ConfigModel):
+    command: str | None = None  # None or "": the experiment's trialCommand
     gpu_number: int | None = Field(default=0, ge=0)
-    cpu_number: int = Field(gt=0)
+    cpu_number: float = Field(gt=0)
     memory_size: SizeMB = Field(gt=0)
     docker_image: str = DEFAULT_IMAGE
-    code_directory: str  # required by NNI although reuse mode does not use it
+    private_registry_auth_path: ConfigPath | None = None  # a docker config.json: becomes an image pull secret
 
 
-class KubeflowConfig(TrainingServiceConfig):
+class KubeflowRoleConfig(K8sRoleConfig):
+    replicas: int = Field(gt=0)
+    code_directory: str | None = None  # required by NNI, used by neither NNI's reuse mode nor trialfleet
+
+    not_acted_on: ClassVar[dict[str, str]] = {"code_directory": _ROLE_CODE_DIR}
+
+
+ROLE_NAMES = ("master", "worker", "ps")  # Kubeflow roles, in the order their replicas are named
+
+
+class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig):
     platform: Literal["kubeflow"] = "kubeflow"
     trial_command: str = ""  # the roles carry the commands
     operator: Literal["tf-operator", "pytorch-operator"]
@@ -46,34 +87,91 @@ class KubeflowConfig(TrainingServiceConfig):
     worker: KubeflowRoleConfig | None = None
     ps: KubeflowRoleConfig | None = None
     master: KubeflowRoleConfig | None = None
-    reuse_mode: bool = True
+    # NNI's default is true; trialfleet runs NNI's non-reuse mode, so that is its default and true is warned about
+    reuse_mode: bool = False
     namespace: str = "default"
+
+    not_acted_on: ClassVar[dict[str, str]] = {
+        **TrainingServiceConfig.not_acted_on,
+        "nni_manager_ip": MANAGER_IP_UNUSED + " on the storage",
+        "reuse_mode": _REUSE,
+        "trial_gpu_number": "each role's gpuNumber is what its pods ask for",
+    }
+
+    @model_validator(mode="after")
+    def _check_roles(self) -> KubeflowConfig:
+        problems: list[tuple[KeyPath, str]] = []
+        if self.operator == "pytorch-operator":
+            if self.ps is not None:
+                problems.append((("ps",), "pytorch-operator has no ps role (master and worker)"))
+            if self.master is not None and self.master.replicas != 1:
+                problems.append((("master", "replicas"), "a PyTorchJob has exactly one master"))
+            if self.master is None and self.worker is None:
+                problems.append((("master",), "pytorch-operator needs a master (or a worker) role"))
+        elif self.worker is None and self.master is None:
+            problems.append((("worker",), "tf-operator needs a worker (or a master) role"))
+        problems += _commands(self.trial_command, [((name,), getattr(self, name)) for name in ROLE_NAMES])
+        raise_problems(problems)
+        return self
 
 
 class FrameworkAttemptCompletionPolicy(ConfigModel):
-    min_failed_task_count: int
-    min_succeed_task_count: int
+    min_failed_task_count: int = Field(ge=-1)
+    min_succeed_task_count: int = Field(ge=-1)
 
 
-class FrameworkControllerRoleConfig(ConfigModel):
+class FrameworkControllerRoleConfig(K8sRoleConfig):
     name: str
-    docker_image: str = DEFAULT_IMAGE
-    task_number: int = Field(gt=0)
-    command: str
-    gpu_number: int = Field(ge=0)
-    cpu_number: int = Field(gt=0)
-    memory_size: SizeMB = Field(gt=0)
+    task_number: int = Field(gt=0, le=10000)
+    gpu_number: int | None = Field(ge=0)
     framework_attempt_completion_policy: FrameworkAttemptCompletionPolicy
 
 
-class FrameworkControllerConfig(TrainingServiceConfig):
+class FrameworkControllerConfig(TrainingServiceConfig, ClusterAccessConfig):
     platform: Literal["frameworkcontroller"] = "frameworkcontroller"
     trial_command: str = ""  # the task roles carry the commands
     storage: K8sStorageConfig
     service_account_name: str | None = None
     task_roles: list[FrameworkControllerRoleConfig] = Field(min_length=1)
-    reuse_mode: bool = True
+    # NNI's default is true; trialfleet runs NNI's non-reuse mode, so that is its default and true is warned about
+    reuse_mode: bool = False
     namespace: str = "default"
+
+    not_acted_on: ClassVar[dict[str, str]] = {
+        **TrainingServiceConfig.not_acted_on,
+        "nni_manager_ip": MANAGER_IP_UNUSED + " on the storage",
+        "reuse_mode": _REUSE,
+        "trial_gpu_number": "each task role's gpuNumber is what its pods ask for",
+    }
+
+    @model_validator(mode="after")
+    def _check_roles(self) -> FrameworkControllerConfig:
+        problems: list[tuple[KeyPath, str]] = []
+        seen: set[str] = set()
+        for index, role in enumerate(self.task_roles):
+            if not FC_NAME.fullmatch(role.name):
+                message = "FrameworkController takes task role names of 1 to 63 lowercase letters and digits"
+                problems.append((("taskRoles", index, "name"), f"{message}, got {role.name!r}"))
+            elif role.name in seen:
+                problems.append((("taskRoles", index, "name"), f"task role {role.name!r} is given twice"))
+            seen.add(role.name)
+        roles: list[tuple[KeyPath, K8sRoleConfig | None]] = [
+            (("taskRoles", index), role) for index, role in enumerate(self.task_roles)
+        ]
+        problems += _commands(self.trial_command, roles)
+        raise_problems(problems)
+        return self
+
+
+def _commands(
+    trial_command: str, roles: Sequence[tuple[KeyPath, K8sRoleConfig | None]]
+) -> list[tuple[KeyPath, str]]:
+    """A role without a command runs trialCommand, so one of them must be there."""
+    return [
+        ((*where, "command"), "required when trialCommand is not set")
+        for where, role in roles
+        if role is not None and not role.command and not trial_command
+    ]
 
 
 class AdlImagePullSecret(ConfigModel):
@@ -84,14 +182,15 @@ class AdlNfsConfig(ConfigModel):
     server: str
     path: str
     container_mount_path: str
+    local_mount_point: ConfigPath | None = None  # trialfleet: the export's mount point on this machine
 
 
 class AdlCheckpointConfig(ConfigModel):
-    storage_class: str
-    storage_size: str  # a Kubernetes quantity, e.g. "1Gi"
+    storage_class: str | None = None  # None: the cluster's default StorageClass
+    storage_size: str = "1Gi"  # a Kubernetes quantity
 
 
-class AdlConfig(TrainingServiceConfig):
+class AdlConfig(TrainingServiceConfig, ClusterAccessConfig):
     """AdaptDL: only reachable from legacy v1 configs (NNI never had a v2 schema for it)."""
 
     platform: Literal["adl"] = "adl"
@@ -101,5 +200,16 @@ class AdlConfig(TrainingServiceConfig):
     image_pull_secrets: list[AdlImagePullSecret] | None = None
     nfs: AdlNfsConfig | None = None
     checkpoint: AdlCheckpointConfig | None = None
-    cpu_number: int | None = Field(default=None, gt=0)
+    cpu_number: float | None = Field(default=None, gt=0)
     memory_size: str | None = None  # a Kubernetes quantity, e.g. "8Gi"
+
+    not_acted_on: ClassVar[dict[str, str]] = {
+        **TrainingServiceConfig.not_acted_on,
+        "nni_manager_ip": MANAGER_IP_UNUSED + " on the NFS export",
+    }
+
+    @model_validator(mode="after")
+    def _check_mount_path(self) -> AdlConfig:
+        if self.nfs is not None and not self.nfs.container_mount_path.startswith("/"):
+            raise_problems([(("nfs", "containerMountPath"), "must be an absolute path in the container")])
+        return self

@@ -1,0 +1,43 @@
+"""The Kubernetes platforms import the official client only when one of them starts, and say how to get it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trialfleet.errors import PlatformError
+from trialfleet.training_services.kubernetes.client import KubeClient
+from trialfleet.training_services.kubernetes.config import ClusterAccessConfig
+
+
+def test_loading_the_platforms_does_not_import_the_client() -> None:
+    code = (
+        "import sys\n"
+        "import trialfleet.training_services.kubernetes.service\n"
+        "from trialfleet.training_services.registry import get_training_service_class\n"
+        "get_training_service_class('adl')\n"
+        "print(sorted(m for m in sys.modules if m == 'kubernetes' or m.startswith('kubernetes.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_without_the_client_the_start_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "kubernetes", None)
+    with pytest.raises(
+        PlatformError, match=r"kubeflow: the kubernetes client is not installed .*trialfleet\[kubernetes\]"
+    ):
+        KubeClient("kubeflow", ClusterAccessConfig(), "default").connect()
+
+
+def test_a_kubeconfig_that_cannot_be_loaded_is_named(tmp_path: Path) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
+    access = ClusterAccessConfig(kubeconfig=broken)
+    with pytest.raises(
+        PlatformError, match=f"frameworkcontroller: cannot load the Kubernetes configuration {broken}"
+    ):
+        KubeClient("frameworkcontroller", access, "default").connect()
