@@ -51,9 +51,13 @@ def bind_socket(port: int, host: str) -> socket.socket:
     if isinstance(port, bool) or not isinstance(port, int) or not low <= port <= high:
         # getaddrinfo would take 70000 for 70000 % 65536 and listen there
         raise ListenError(f"port {port!r} is not a TCP port: expected {low} to {high}; check --port")
-    family, kind, _, address = _listen_target(host, port)
-    sock = socket.socket(family, kind)
+    family, kind, proto, address = _listen_target(host, port)
+    # With proto 0 asyncio would not set TCP_NODELAY on the connections it accepts (it checks the socket's
+    # proto), and a keep-alive request would wait ~40 ms for the client's delayed ACK (Nagle). The listening
+    # socket gets the option too: accepted sockets inherit it.
+    sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind(address)
     except OSError as exc:
