@@ -14,6 +14,7 @@
     │   └── PlatformNotAvailableError   the platform is known to the schema but not implemented yet
     ├── ListenError                 the manager cannot listen where asked (--port, --host)
     │   └── PortInUseError          the manager's port is taken
+    ├── TrialFileRefusedError       a trial file that is never served (command.json, a FIFO)
     └── ManagerUnreachableError     the CLI cannot talk to a running manager
 
 A trial that crashes is data (FAILED with exit code and reason), never an exception.
@@ -132,6 +133,10 @@ class ListenError(TrialfleetError):
 
 class PortInUseError(ListenError):
     pass
+
+
+class TrialFileRefusedError(TrialfleetError):
+    """A trial file that is never served: a private one (command.json) or not a regular file (a FIFO)."""
 
 
 class ManagerUnreachableError(TrialfleetError):
