@@ -12,7 +12,9 @@
     ├── ExperimentStateError        the operation is not allowed in the experiment's state (resume a running one…)
     ├── PlatformError               a training service failed as a whole (cannot start, host unreachable…)
     │   └── PlatformNotAvailableError   the platform is known to the schema but not implemented yet
-    ├── PortInUseError              the manager's port is taken
+    ├── ListenError                 the manager cannot listen where asked (--port, --host)
+    │   └── PortInUseError          the manager's port is taken
+    ├── TrialFileRefusedError       a trial file that is never served (command.json, a FIFO)
     └── ManagerUnreachableError     the CLI cannot talk to a running manager
 
 A trial that crashes is data (FAILED with exit code and reason), never an exception.
@@ -125,8 +127,12 @@ class PlatformNotAvailableError(PlatformError):
     exit_code = 2
 
 
-class PortInUseError(TrialfleetError):
+class ListenError(TrialfleetError):
     exit_code = 2
+
+
+class PortInUseError(ListenError):
+    pass
 
 
 class TrialFileRefusedError(TrialfleetError):

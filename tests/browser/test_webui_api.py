@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from webui_experiments import fill, final_of, new_experiment
 
+from trialfleet.manager.decisions import parameter_record
 from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.server.app import create_app
 from trialfleet.status import TrialStatus
@@ -81,7 +83,23 @@ def test_trial_pages_are_filtered_searched_and_sorted_on_the_server(client: Test
     assert by_loss["trials"][0]["finalData"]["loss"] == round(1 - best["trials"][0]["final"], 4)
     by_lr = client.get(f"{API}/trials", params={"sort": "param.lr", "order": "desc", "limit": 1}).json()
     assert by_lr["trials"][0]["params"]["lr"] == max(0.001 + i / 1000 for i in range(N))
-    assert client.get(f"{API}/trials", params={"sort": "param.x'; DROP TABLE trials"}).status_code == 400
+    unknown = client.get(f"{API}/trials", params={"sort": "param.x'; DROP TABLE trials"})
+    assert unknown.status_code == 200 and unknown.json()["total"] == N  # a name, bound as a value
+    refused = client.get(f"{API}/trials", params={"sort": "lr"})
+    assert refused.status_code == 422
+    assert refused.json()["error"] == (
+        "query.sort: cannot sort by 'lr': expected sequenceId, trialJobId, status, startTime, endTime, "
+        "duration, finalMetric, final, param.<parameter name> or metric.<final metric key>"
+    )
+
+
+def test_the_published_sort_pattern_accepts_exactly_the_keys_the_server_sorts_by(client: TestClient) -> None:
+    schema = client.get("/api/v1/nni/openapi.json").json()
+    (sort,) = [p for p in schema["paths"][f"{API}/trials"]["get"]["parameters"] if p["name"] == "sort"]
+    pattern = re.compile(sort["schema"]["pattern"])
+    for key in ["status", "finalMetric", "param.lr", "metric.a.b", "param.", "status\n", "lr", "param", ""]:
+        answer = client.get(f"{API}/trials", params={"sort": key})
+        assert (pattern.search(key) is not None) == (answer.status_code == 200), (key, answer.text)
 
 
 def test_one_trial_and_its_metrics_after_an_id(client: TestClient) -> None:
@@ -107,7 +125,51 @@ def test_intermediate_series_are_filtered_and_downsampled(client: TestClient) ->
     assert high["total"] == sum(1 for i in range(N) if final_of(i) >= 0.52)
     small = client.get(f"{API}/intermediate", params={"points": 2, "trials": 1}).json()["series"]
     assert [p[0] for p in small["t00011"]] == [0, STEPS - 1]
-    assert client.get(f"{API}/intermediate", params={"key": "bad key!"}).status_code == 400
+    unknown = client.get(f"{API}/intermediate", params={"key": "no such key!", "trials": 1}).json()
+    assert unknown == {"total": N, "series": {"t00011": []}}
+
+
+#: names NNI accepts for parameters and metric keys, which SQL or a JSON path would take apart
+NAMES = ["conv.kernel size", "学习率", 'a"b', "x'; DROP TABLE trials; --", "$.parameters", "1", "a\nb", ""]
+
+
+@pytest.fixture
+def named(tmp_path: Path) -> Iterator[TestClient]:
+    """Three trials whose parameters, final metric keys and intermediate keys are :data:`NAMES`."""
+    _, experiment_dir = new_experiment(tmp_path)
+    store = ExperimentStore.for_experiment_dir(experiment_dir)
+    for i in range(3):
+        trial_id = f"n{i}"
+        store.add_trial(
+            trial_id, parameter_record(i, {name: 10 * i + n for n, name in enumerate(NAMES)}), 1.0
+        )
+        store.mark_submitted(
+            trial_id, {"trial_dir": f"/nonexistent/{trial_id}"}, "local:/x", 2.0, running=True
+        )
+        values = {name: 100 - 10 * i - n for n, name in enumerate(NAMES)}
+        intermediate = NewMetric(trial_id, i, "PERIODICAL", 0, json.dumps(values), 3.0)
+        final = NewMetric(trial_id, i, "FINAL", 0, json.dumps(values | {"default": i}), 4.0, final_value=i)
+        store.add_metrics([intermediate, final], {})
+        store.end_trial(trial_id, TrialStatus.SUCCEEDED, 5.0, exit_code=0)
+    store.close()
+    manager = ExperimentManager(experiment_dir, readonly=True)
+    with TestClient(create_app(manager)) as test_client:
+        yield test_client
+
+
+@pytest.mark.parametrize("index", range(len(NAMES)), ids=[repr(name) for name in NAMES])
+def test_any_parameter_or_metric_name_sorts_and_charts(named: TestClient, index: int) -> None:
+    name = NAMES[index]
+    by_param = named.get(f"{API}/trials", params={"sort": f"param.{name}", "order": "desc"})
+    assert by_param.status_code == 200, by_param.text
+    assert [t["id"] for t in by_param.json()["trials"]] == ["n2", "n1", "n0"]
+    assert [t["params"][name] for t in by_param.json()["trials"]] == [20 + index, 10 + index, index]
+    by_metric = named.get(f"{API}/trials", params={"sort": f"metric.{name}"})
+    assert by_metric.status_code == 200, by_metric.text
+    assert [t["id"] for t in by_metric.json()["trials"]] == ["n2", "n1", "n0"]
+    series = named.get(f"{API}/intermediate", params={"key": name, "min": 85 - index})
+    assert series.status_code == 200, series.text
+    assert series.json() == {"total": 2, "series": {"n1": [[0, 90 - index]], "n0": [[0, 100 - index]]}}
 
 
 def test_downsample_keeps_at_most_the_limit_and_always_the_last_point() -> None:

@@ -42,3 +42,16 @@ def test_quick_launch_workload_reports_every_run(tmp_path: Path) -> None:
     assert mismatched == ["0.00"] * 4
     overheads = [r for r in rows if r.startswith("| **per-trial overhead**")]
     assert len(overheads) == 4 and all(r.split("|")[2].strip() not in ("", "-") for r in overheads)
+
+
+def test_keep_alive_bench_prints_both_variants_and_their_ratio() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.keepalive", "--requests", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["before", "now", "ratio"], done.stdout

@@ -17,9 +17,21 @@ if TYPE_CHECKING:
     from trialfleet.config import ExperimentConfig
 
 DEFAULT_PORT = 8080
+PORT_RANGE = (1, 65535)  # as trialfleet.manager.launcher's (not imported: the CLI starts fast)
 HOST = "127.0.0.1"
 
-PortOption = typer.Option(DEFAULT_PORT, "--port", "-p", help="port of the web UI and REST API")
+
+def _tcp_port(value: int | None) -> int | None:
+    """The option refuses what is not a TCP port itself: 70000 would otherwise wrap around to port 4464."""
+    low, high = PORT_RANGE
+    if value is not None and not low <= value <= high:
+        raise typer.BadParameter(f"{value} is not a TCP port: expected {low} to {high}")
+    return value
+
+
+PortOption = typer.Option(
+    DEFAULT_PORT, "--port", "-p", callback=_tcp_port, help="port of the web UI and REST API (1-65535)"
+)
 DebugOption = typer.Option(False, "--debug", "-d", help="debug logging (and tracebacks on errors)")
 ForegroundOption = typer.Option(False, "--foreground", "-f", help="run the manager in this terminal")
 UrlPrefixOption = typer.Option(None, "--url_prefix", "-u", help="serve the web UI and API under this path")
@@ -261,7 +273,9 @@ def view(
 
 def stop(
     experiment_id: str | None = typer.Argument(None, help="id, id prefix or pattern with *"),
-    port: int | None = typer.Option(None, "--port", "-p", help="the experiment on this port"),
+    port: int | None = typer.Option(
+        None, "--port", "-p", callback=_tcp_port, help="the experiment on this port"
+    ),
     every: bool = typer.Option(False, "--all", "-a", help="stop every running experiment"),
 ) -> None:
     """Stop running experiments: their trials are stopped, then their managers exit."""

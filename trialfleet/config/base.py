@@ -21,12 +21,28 @@ from pydantic import (
     SecretStr,
     SerializationInfo,
     ValidationInfo,
+    field_validator,
 )
 from pydantic.alias_generators import to_camel
 
 from trialfleet.config.units import parse_gpu_indices, parse_size, parse_time, show_value
 
 KeyPath = tuple[str | int, ...]
+
+# Every number a config holds is bounded by a limit no real experiment reaches, so that a typo or a hostile
+# value (2**70 trials at once, a duration of 1e308 s) is refused by its key instead of being acted on. Keys
+# the manager acts on state their own bound (docs/config.md lists them); these are the shared ones.
+
+#: the longest duration of any key (maxExperimentDuration, maxTrialDuration, timeLimit, ...): ten years
+MAX_DURATION = 10 * 365 * 86400
+#: the largest memory size of any key (memory, memorySize, ...): 1 PiB, in MiB
+MAX_SIZE_MB = 1024**3
+#: the highest GPU index (gpuIndices, tunerGpuIndices): no machine has a thousand GPUs
+MAX_GPU_INDEX = 1023
+#: GPUs one trial may ask for (trialGpuNumber)
+MAX_TRIAL_GPUS = 1024
+#: any other integer key: a signed 32-bit integer, the width of the cluster APIs' fields the values end up in
+MAX_CONFIG_INT = 2**31 - 1
 
 _CONTEXT_KEY = "trialfleet"
 SECRET_MASK = "******"
@@ -84,6 +100,15 @@ class ConfigModel(BaseModel):
     #: fields a user may set that this version accepts but does not act on (field name → why), each
     #: warned about by name when a config sets it (see :func:`trialfleet.config.pipeline.unacted_fields`)
     not_acted_on: ClassVar[dict[str, str]] = {}
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _integers_in_bounds(cls, value: Any) -> Any:
+        """The bound of an integer key whose field states none (a platform's counts, a plugin's keys)."""
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_CONFIG_INT:
+            limit = f"at most {MAX_CONFIG_INT}" if value > 0 else f"at least {-MAX_CONFIG_INT}"
+            raise ValueError(f"expected a number {limit}, got {show_value(value)}")
+        return value
 
 
 def resolve_path(value: Any, info: ValidationInfo) -> Any:
@@ -168,9 +193,37 @@ def json_data(value: Any) -> Any:
     return value
 
 
+def _duration(value: Any) -> int:
+    seconds = parse_time(value)
+    if seconds > MAX_DURATION:
+        raise ValueError(
+            f"expected a duration of at most {MAX_DURATION // 86400}d (ten years), got {show_value(value)}"
+        )
+    return seconds
+
+
+def _size(value: Any) -> int:
+    megabytes = parse_size(value)
+    if megabytes > MAX_SIZE_MB:
+        raise ValueError(
+            f"expected a memory size of at most {MAX_SIZE_MB // 1024**2}tb, got {show_value(value)}"
+        )
+    return megabytes
+
+
+def _gpu_indices(value: Any) -> list[int] | None:
+    indices = parse_gpu_indices(value)
+    beyond = [index for index in indices or () if index > MAX_GPU_INDEX]
+    if beyond:
+        raise ValueError(f"GPU indices must be at most {MAX_GPU_INDEX}, got {show_value(beyond[0])}")
+    return indices
+
+
 ConfigPath = Annotated[Path, BeforeValidator(resolve_path)]
 JsonMapping = Annotated[dict[str, Any], BeforeValidator(json_data)]
-Duration = Annotated[int, BeforeValidator(parse_time)]
-SizeMB = Annotated[int, BeforeValidator(parse_size)]
-GpuIndices = Annotated[list[int] | None, BeforeValidator(parse_gpu_indices)]
+#: NNI's durations ("30m", "2h", 90) in whole seconds, at most :data:`MAX_DURATION`
+Duration = Annotated[int, BeforeValidator(_duration)]
+#: NNI's memory sizes ("16gb", 2048) in whole MiB, at most :data:`MAX_SIZE_MB`
+SizeMB = Annotated[int, BeforeValidator(_size)]
+GpuIndices = Annotated[list[int] | None, BeforeValidator(_gpu_indices)]
 Secret = Annotated[SecretStr, PlainSerializer(_dump_secret, return_type=str, when_used="json")]

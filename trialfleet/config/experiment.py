@@ -28,6 +28,7 @@ from pydantic import (
 
 from trialfleet.config.algorithm import AlgorithmConfig
 from trialfleet.config.base import (
+    MAX_TRIAL_GPUS,
     BuildSettings,
     ConfigModel,
     ConfigPath,
@@ -112,6 +113,13 @@ _TrainingServiceField = Annotated[
     Discriminator(lambda value: "list" if isinstance(value, list) else "single"),
 ]
 
+#: trials running at once: the scheduler asks the tuner for that many in one step and the platform starts them
+MAX_TRIAL_CONCURRENCY = 10_000
+#: trials of one experiment (maxTrialNumber): far beyond any tuning budget
+MAX_TRIAL_NUMBER = 1_000_000
+#: re-runs of a trial lost to infrastructure (maxTrialRetries)
+MAX_TRIAL_RETRIES = 100
+
 #: what a running experiment may change (NNI's profile updates)
 UPDATABLE = frozenset({"trial_concurrency", "max_trial_number", "max_experiment_duration", "search_space"})
 
@@ -128,12 +136,13 @@ class ExperimentConfig(ConfigModel):
     search_space: JsonMapping | None = None  # loaded from search_space_file when that is given
     trial_command: str | None = None
     trial_code_directory: ConfigPath = Field(default=Path("."), validate_default=True)
-    trial_concurrency: int = Field(gt=0)
-    trial_gpu_number: int | None = Field(default=None, ge=0)
-    max_experiment_duration: Duration | None = Field(default=None, gt=0)  # seconds
-    max_trial_number: int | None = Field(default=None, gt=0)
-    max_trial_duration: Duration | None = Field(default=None, gt=0)  # seconds
-    max_trial_retries: int = Field(default=0, ge=0)  # trialfleet: re-run a trial lost to infrastructure
+    trial_concurrency: int = Field(gt=0, le=MAX_TRIAL_CONCURRENCY)
+    trial_gpu_number: int | None = Field(default=None, ge=0, le=MAX_TRIAL_GPUS)
+    max_experiment_duration: Duration | None = Field(default=None, gt=0)  # seconds, at most ten years
+    max_trial_number: int | None = Field(default=None, gt=0, le=MAX_TRIAL_NUMBER)
+    max_trial_duration: Duration | None = Field(default=None, gt=0)  # seconds, at most ten years
+    # trialfleet: re-run a trial lost to infrastructure
+    max_trial_retries: int = Field(default=0, ge=0, le=MAX_TRIAL_RETRIES)
     nni_manager_ip: str | None = None
     use_annotation: bool = False
     debug: bool = False

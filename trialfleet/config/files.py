@@ -1,4 +1,12 @@
-"""Reading config and search-space files: YAML with line numbers in errors and no silent duplicate keys."""
+"""Reading config and search-space files: YAML with line numbers in errors, no silent duplicate keys, and no
+alias explosions.
+
+Every YAML the project reads (config files, search spaces, algorithm meta files) goes through
+:func:`parse_yaml`. Anchors and aliases let a few hundred bytes describe a tree of billions of values
+("billion laughs"); PyYAML builds it as shared objects in no time, but everything that walks the result
+afterwards (validation, JSON, the database) pays for every value. So the composer counts what each node
+expands to and refuses a document past :data:`MAX_YAML_NODES` values or :data:`MAX_YAML_ALIASES` aliases.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +18,58 @@ import yaml
 
 from trialfleet.config.units import show_value
 
+#: values (scalars, lists, mappings) a document may hold once its aliases are expanded
+MAX_YAML_NODES = 1_000_000
+#: aliases (``*name``) a document may use; real configs use a handful
+MAX_YAML_ALIASES = 500
+
+
+class YamlLimitError(yaml.YAMLError):
+    """A document refused for its size once expanded, or for an alias that contains itself."""
+
+    def __init__(self, problem: str, mark: yaml.Mark | None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+
 
 class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key repeated in one mapping is an error instead of last-wins."""
+    """PyYAML's safe loader, except that a key repeated in one mapping is an error instead of last-wins, and
+    that a document expanding to more than :data:`MAX_YAML_NODES` values is refused while it is composed."""
+
+    def compose_document(self) -> yaml.Node | None:
+        self._expanded: dict[yaml.Node, int] = {}  # node → values it stands for, aliases expanded
+        self._aliases = 0
+        return super().compose_document()
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        alias = self.check_event(yaml.AliasEvent)
+        mark = self.peek_event().start_mark
+        node = super().compose_node(parent, index)
+        assert node is not None  # None only at the end of the stream, never for a node
+        if alias:
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                raise YamlLimitError(f"more than {MAX_YAML_ALIASES:,} aliases (*name) in one document", mark)
+            if node not in self._expanded:
+                raise YamlLimitError(
+                    "an alias (*name) inside the node its anchor names: a recursive structure", mark
+                )
+            return node
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [item for pair in node.value for item in pair]
+        size = 1 + sum(self._expanded[child] for child in children)
+        if size > MAX_YAML_NODES:
+            raise YamlLimitError(
+                f"the document holds more than {MAX_YAML_NODES:,} values once its aliases (*name) are "
+                "expanded (an alias bomb?)",
+                mark,
+            )
+        self._expanded[node] = size
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -37,14 +94,18 @@ def yaml_error_message(error: yaml.YAMLError) -> str:
     """``malformed YAML at line 3, column 5: <what the parser says>`` (1-based, as editors count)."""
     mark = getattr(error, "problem_mark", None)
     problem = getattr(error, "problem", None) or str(error)
+    what = "YAML refused" if isinstance(error, YamlLimitError) else "malformed YAML"
     if mark is None:
-        return f"malformed YAML: {problem}"
-    return f"malformed YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+        return f"{what}: {problem}"
+    return f"{what} at line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def parse_yaml(text: str) -> Any:
     """Parse YAML text; raises ``yaml.YAMLError`` (use :func:`yaml_error_message` to show it)."""
-    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except RecursionError as exc:
+        raise YamlLimitError("the document is nested too deeply to read", None) from exc
 
 
 def read_text(path: Path, what: str) -> str:
@@ -69,6 +130,8 @@ def read_search_space(path: Path) -> dict[str, Any]:
     except ValueError:
         try:
             space = parse_yaml(text)
+        except YamlLimitError as exc:
+            raise ValueError(f"search space file {path}: {yaml_error_message(exc)}") from exc
         except yaml.YAMLError as exc:
             raise ValueError(
                 f"search space file {path} is neither JSON nor YAML: {yaml_error_message(exc)}"

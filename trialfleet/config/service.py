@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from trialfleet.config.base import ConfigModel, ConfigPath, KeyPath, existing
+from trialfleet.config.base import MAX_TRIAL_GPUS, ConfigModel, ConfigPath, KeyPath, existing
 
 DEFAULT_IMAGE = "msranni/nni:latest"  # NNI's image for its cluster platforms
 #: about ``nniManagerIp`` on platforms whose trials report through their trial directory
@@ -25,11 +25,16 @@ class TrainingServiceConfig(ConfigModel):
     platform: str
     trial_command: str
     trial_code_directory: ConfigPath = Field(default=Path("."), validate_default=True)
-    trial_gpu_number: int | None = Field(default=None, ge=0)  # None: no GPU scheduling, GPUs left visible
+    # None: no GPU scheduling, GPUs left visible
+    trial_gpu_number: int | None = Field(default=None, ge=0, le=MAX_TRIAL_GPUS)
     nni_manager_ip: str | None = None
     debug: bool = False  # as the top-level debug: the manager logs at debug level
 
     _check_code_directory = field_validator("trial_code_directory")(existing("directory", "code directory"))
+
+
+#: trials sharing one GPU (maxTrialNumberPerGpu)
+MAX_TRIALS_PER_GPU = 1000
 
 
 def per_gpu_problem(path: KeyPath, per_gpu: int, gpu_number: int | None) -> list[tuple[KeyPath, str]]:

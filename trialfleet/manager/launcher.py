@@ -6,6 +6,7 @@ The CLI and the Python API both call these functions; the manager process itself
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -22,9 +23,9 @@ from trialfleet.config import ExperimentConfig
 from trialfleet.errors import (
     ConfigError,
     ExperimentStateError,
+    ListenError,
     ManagerUnreachableError,
     PortInUseError,
-    TrialfleetError,
 )
 from trialfleet.manager.decisions import new_experiment_id, valid_experiment_id
 from trialfleet.status import ExperimentStatus
@@ -32,6 +33,7 @@ from trialfleet.storage import ExperimentStore, manifest, secrets
 from trialfleet.storage.manager_lock import manager_running
 
 DEFAULT_PORT = 8080
+PORT_RANGE = (1, 65535)
 READY_TIMEOUT = 60.0
 
 
@@ -48,36 +50,68 @@ def check_port_free(port: int, host: str = "127.0.0.1") -> None:
 
 
 def bind_socket(port: int, host: str) -> socket.socket:
-    """Bind the manager's listening socket up front so a busy port is reported before anything starts.
-    ``host`` may be an IPv4 or IPv6 address or a name; ``0.0.0.0``/``::`` listen on every interface."""
-    family, kind, address = _listen_target(host, port)
-    sock = socket.socket(family, kind)
+    """Bind the manager's listening socket up front so a bad or busy port, or a host that is not this
+    machine's, is reported before anything starts. ``host`` may be an IPv4 or IPv6 address or a name;
+    ``0.0.0.0``/``::`` listen on every interface."""
+    low, high = PORT_RANGE
+    if isinstance(port, bool) or not isinstance(port, int) or not low <= port <= high:
+        # getaddrinfo would take 70000 for 70000 % 65536 and listen there
+        raise ListenError(f"port {port!r} is not a TCP port: expected {low} to {high}; check --port")
+    family, kind, proto, address = _listen_target(host, port)
+    # With proto 0 asyncio would not set TCP_NODELAY on the connections it accepts (it checks the socket's
+    # proto), and a keep-alive request would wait ~40 ms for the client's delayed ACK (Nagle). The listening
+    # socket gets the option too: accepted sockets inherit it.
+    sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise PortInUseError(
-            f"port {port} on {host} is already in use ({exc.strerror}); choose another with --port"
-        ) from exc
+        raise _bind_error(exc, host, port, str(address[0])) from exc
     sock.listen(128)
     return sock
+
+
+def _bind_error(exc: OSError, host: str, port: int, address: str) -> ListenError:
+    """What stopped the bind, in words: the port is taken, the host is not this machine's, or privileges."""
+    if exc.errno == errno.EADDRINUSE:
+        return PortInUseError(
+            f"port {port} on {host} is already in use ({exc.strerror}); choose another with --port"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        named = (
+            f"{address} is" if host.strip("[]") == address else f"{host!r} resolves to {address}, which is"
+        )
+        return ListenError(
+            f"cannot listen on {host!r}: {named} not an address of this machine ({exc.strerror}); check --host"
+        )
+    if exc.errno == errno.EACCES:
+        return ListenError(
+            f"cannot listen on port {port} of {host}: {exc.strerror} (ports below 1024 need privileges); "
+            "choose another with --port"
+        )
+    return ListenError(f"cannot listen on port {port} of {host}: {exc.strerror or exc}")
 
 
 def listen_address(host: str) -> str:
     """The address listening on ``host`` binds (a name resolved as ``bind_socket`` resolves it): whether it
     is loopback decides whether the server asks for the access token."""
-    return str(_listen_target(host, 0)[2][0])
+    return str(_listen_target(host, 0)[3][0])
 
 
-def _listen_target(host: str, port: int) -> tuple[socket.AddressFamily, socket.SocketKind, tuple[Any, ...]]:
+def _listen_target(
+    host: str, port: int
+) -> tuple[socket.AddressFamily, socket.SocketKind, int, tuple[Any, ...]]:
     try:
-        family, kind, _, _, address = socket.getaddrinfo(
+        family, kind, proto, _, address = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
     except socket.gaierror as exc:
-        raise TrialfleetError(f"cannot listen on {host!r}: {exc.strerror}; check --host") from exc
-    return family, kind, address
+        raise ListenError(
+            f"cannot listen on {host!r}: the host name does not resolve ({exc.strerror}); check --host"
+        ) from exc
+    return family, kind, proto, address
 
 
 def connect_url(host: str, port: int) -> str:

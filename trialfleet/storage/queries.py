@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trialfleet.storage.sql import order_by, value_sql
+from trialfleet.storage.sql import member_sql, order_by, value_sql
 from trialfleet.storage.store import ExperimentStore
 
 _SUMMARY_COLUMNS = (
@@ -120,13 +120,14 @@ class TrialQueries:
         search: str = "",
     ) -> TrialPage:
         where, args = _filters(statuses, search)
+        order, order_args = order_by(sort, descending=descending)
         (total,) = self._rows(f"SELECT COUNT(*) FROM trials{where}", args)[0]
         rows = self._rows(
             f"SELECT {_SUMMARY_COLUMNS}, "
             "(SELECT COUNT(*) FROM metrics m WHERE m.trial_id = trials.id AND m.attempt = trials.attempt "
             "AND m.type = 'PERIODICAL') "
-            f"FROM trials{where}{order_by(sort, descending=descending)} LIMIT ? OFFSET ?",
-            [*args, limit, offset],
+            f"FROM trials{where}{order} LIMIT ? OFFSET ?",
+            [*args, *order_args, limit, offset],
         )
         page = []
         for row in rows:
@@ -169,12 +170,12 @@ class TrialQueries:
         ]
         series: dict[str, list[list[float]]] = {trial_id: [] for trial_id in ids}
         if ids:
-            value = _metric_value_sql(selection.key)
+            value, value_args = _metric_value_sql(selection.key)
             rows = self._rows(
                 f"SELECT m.trial_id, m.sequence, {value} FROM metrics m JOIN trials t ON t.id = m.trial_id "
                 "AND t.attempt = m.attempt WHERE m.type = 'PERIODICAL' "
                 f"AND m.trial_id IN ({', '.join('?' for _ in ids)}) ORDER BY m.trial_id, m.sequence",
-                ids,
+                [*value_args, *ids],
             )
             for trial_id, step, v in rows:
                 if v is not None:
@@ -194,7 +195,7 @@ class SeriesSelection:
     points: int = 200
 
     def where(self) -> tuple[str, list[Any]]:
-        value = _metric_value_sql(self.key)
+        value, value_args = _metric_value_sql(self.key)
         sql = "id IN (SELECT trial_id FROM metrics WHERE type = 'PERIODICAL'"
         args: list[Any] = []
         if self.step is not None:
@@ -202,19 +203,19 @@ class SeriesSelection:
             args.append(self.step)
         if self.low is not None:
             sql += f" AND {value} >= ?"
-            args.append(self.low)
+            args += [*value_args, self.low]
         if self.high is not None:
             sql += f" AND {value} <= ?"
-            args.append(self.high)
+            args += [*value_args, self.high]
         return sql + ")", args
 
 
-def _metric_value_sql(key: str) -> str:
+def _metric_value_sql(key: str) -> tuple[str, list[Any]]:
+    """The value of intermediate results at ``key`` (any key of a dict result; ``default`` also takes a bare
+    number), with its arguments."""
     if key == "default":
-        return value_sql("data")
-    if not key.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"bad metric key {key!r}")
-    return f"CASE WHEN json_valid(data) AND json_type(data) = 'object' THEN json_extract(data, '$.\"{key}\"') END"
+        return value_sql("data"), []
+    return member_sql("data"), [key]
 
 
 def downsample(points: list[list[float]], limit: int) -> list[list[float]]:

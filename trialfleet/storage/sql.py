@@ -6,6 +6,8 @@ trials page, so a key means the same everywhere.
 
 from __future__ import annotations
 
+from typing import Any
+
 #: the default metric of a stored metric JSON: a number, or the "default" key of a dict
 _VALUE_SQL = (
     "CASE WHEN json_valid({c}) THEN CASE json_type({c}) "
@@ -24,27 +26,40 @@ SORTS = {
     "finalMetric": "final_value",
     "final": "final_value",
 }
+#: every sort key, as a JSON-schema pattern: any name after ``param.`` or ``metric.``, dots and newlines too.
+#: It ends with ``(?![\s\S])``, not ``$``: in a Python regex, which schema fuzzers generate from, ``$`` also
+#: matches before a final newline (``"status\n"``)
+SORT_PATTERN = "^(" + "|".join(SORTS) + r"|(param|metric)\.[\s\S]*)(?![\s\S])"
+#: the accepted sort keys, in words
+SORT_CHOICES = ", ".join(SORTS) + ", param.<parameter name> or metric.<final metric key>"
 
 
 def value_sql(column: str) -> str:
     return _VALUE_SQL.format(c=column)
 
 
-def sort_sql(sort: str) -> str:
-    """SQL for a sort key: one of :data:`SORTS`, ``param.<name>`` or ``metric.<key>``; ValueError if unknown."""
+def member_sql(column: str, *, path: str = "$", trusted: bool = False) -> str:
+    """SQL of the value at one key (the query's next ``?``, bound as a value: any name is safe and matched
+    exactly, escapes decoded) of the JSON object at ``path`` in ``column``; NULL when there is no object or the
+    object has no such key. An untrusted column (a trial's metric) may also hold NULL or no JSON at all."""
+    document = column if trusted else f"CASE WHEN json_valid({column}) THEN {column} END"
+    return f"(SELECT j.value FROM json_each({document}, '{path}') AS j WHERE j.key = ?)"
+
+
+def sort_sql(sort: str) -> tuple[str, list[Any]]:
+    """SQL for a sort key and its arguments: one of :data:`SORTS`, ``param.<name>`` or ``metric.<key>`` (any
+    name); ValueError naming the accepted keys otherwise."""
     if sort in SORTS:
-        return SORTS[sort]
-    kind, _, name = sort.partition(".")
-    if not name or not name.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"cannot sort by {sort!r}")
-    if kind == "param":
-        return f"json_extract(parameters, '$.parameters.\"{name}\"')"
-    if kind == "metric":
-        return f"json_extract(final_data, '$.\"{name}\"')"
-    raise ValueError(f"cannot sort by {sort!r}")
+        return SORTS[sort], []
+    kind, dot, name = sort.partition(".")
+    if dot and kind == "param":
+        return member_sql("parameters", path="$.parameters", trusted=True), [name]  # the manager wrote it
+    if dot and kind == "metric":
+        return member_sql("final_data"), [name]
+    raise ValueError(f"cannot sort by {sort!r}: expected {SORT_CHOICES}")
 
 
-def order_by(sort: str, *, descending: bool = False) -> str:
-    """``ORDER BY`` a sort key, missing values last, ties by submission order."""
-    column = sort_sql(sort)
-    return f" ORDER BY {column} IS NULL, {column} {'DESC' if descending else 'ASC'}, sequence_id"
+def order_by(sort: str, *, descending: bool = False) -> tuple[str, list[Any]]:
+    """``ORDER BY`` a sort key, missing values last, ties by submission order; with its arguments."""
+    column, args = sort_sql(sort)
+    return f" ORDER BY {column} IS NULL, {column} {'DESC' if descending else 'ASC'}, sequence_id", args * 2

@@ -446,7 +446,9 @@ class ExperimentStore:
             statuses = [status] if isinstance(status, TrialStatus) else list(status)
             sql += f" WHERE status IN ({', '.join('?' for _ in statuses)})"
             args += [s.value for s in statuses]
-        sql += order_by(order.removeprefix("-"), descending=order.startswith("-"))
+        order_sql, order_args = order_by(order.removeprefix("-"), descending=order.startswith("-"))
+        sql += order_sql
+        args += order_args
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             args += [limit, offset]

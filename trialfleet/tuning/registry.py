@@ -42,11 +42,17 @@ def register(meta_path: str | os.PathLike[str]) -> list[str]:
     """Register every algorithm a meta file describes (each is import-checked); returns their names."""
     import yaml  # here, not at the top: trial processes reach this package through nni.utils
 
+    from trialfleet.config.files import parse_yaml, yaml_error_message
+
     meta_file = Path(meta_path)
     try:
-        meta = yaml.safe_load(meta_file.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        meta = parse_yaml(meta_file.read_text())
+    except OSError as exc:
         raise AlgorithmError(f"cannot read algorithm meta file {meta_file}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise AlgorithmError(
+            f"cannot read algorithm meta file {meta_file}: {yaml_error_message(exc)}"
+        ) from exc
     entries = meta.get("algorithms") if isinstance(meta, dict) and "algorithms" in meta else [meta]
     if not isinstance(entries, list):
         raise AlgorithmError(f"{meta_file}: 'algorithms' must be a list")
@@ -140,13 +146,17 @@ def _validated(
 def _read() -> dict[str, list[dict[str, Any]]]:
     import yaml
 
+    from trialfleet.config.files import parse_yaml, yaml_error_message
+
     path = registry_path()
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = parse_yaml(path.read_text()) or {}
     except FileNotFoundError:
         data = {}
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise AlgorithmError(f"cannot read {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise AlgorithmError(f"cannot read {path}: {yaml_error_message(exc)}") from exc
     return {section: list(data.get(section) or []) for section in _SECTIONS.values()}
 
 

@@ -5,10 +5,11 @@ Commands (kill, customised trial, config edits) go through NNI's own routes; the
 
 * ``GET /changes?cursor=E.M``  the experiment summary plus the trials changed since the cursor
   (``trials: null, reset: true`` when the client must reload what it shows)
-* ``GET /trials?offset&limit&sort&order&status&q``  one page of the trials table, filtered server-side
+* ``GET /trials?offset&limit&sort&order&status&q``  one page of the trials table, filtered server-side;
+  ``sort`` is a column or ``param.<name>`` / ``metric.<key>`` with any name NNI allows (bound as a value)
 * ``GET /trials/all``  compact records of every trial (charts)
 * ``GET /trials/{id}`` and ``/trials/{id}/metrics?after=N``  one trial and its metrics after id N
-* ``GET /intermediate?key&step&min&max&trials&points``  downsampled intermediate series
+* ``GET /intermediate?key&step&min&max&trials&points``  downsampled intermediate series of any ``key``
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
+from trialfleet.storage.sql import SORT_CHOICES, SORT_PATTERN
 from trialfleet.tuning.catalog import configured_optimize_mode
 
 if TYPE_CHECKING:
@@ -98,7 +100,9 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
     def trials(
         offset: int = Query(0, ge=0, le=SQL_INT_MAX),
         limit: int = Query(50, ge=1, le=MAX_PAGE),
-        sort: str = "sequenceId",
+        sort: str = Query(
+            "sequenceId", description=f"one of {SORT_CHOICES}", json_schema_extra={"pattern": SORT_PATTERN}
+        ),
         order: str = Query("asc", pattern="^(asc|desc)$"),
         status: str = "",
         q: str = "",
@@ -108,8 +112,8 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
             page = queries.trial_page(
                 offset=offset, limit=limit, sort=sort, descending=order == "desc", statuses=statuses, search=q
             )
-        except ValueError as exc:
-            raise HTTPException(400, str(exc)) from exc
+        except ValueError as exc:  # the only value the query refuses is an unknown sort key
+            raise HTTPException(422, f"query.sort: {exc}") from exc
         return {
             "total": page.total,
             "offset": offset,
@@ -142,18 +146,14 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
 
     @router.get("/intermediate")
     def intermediate(
-        key: str = "default",
+        key: str = Query("default", description="a key of the intermediate results (any string)"),
         step: int | None = Query(None, ge=0, le=SQL_INT_MAX),
         min: float | None = None,
         max: float | None = None,
         trials: int = Query(100, ge=1, le=10_000),
         points: int = Query(200, ge=2, le=10_000),
     ) -> dict[str, Any]:
-        selection = SeriesSelection(key, step, min, max, trials, points)
-        try:
-            total, series = queries.intermediate(selection)
-        except ValueError as exc:
-            raise HTTPException(400, str(exc)) from exc
+        total, series = queries.intermediate(SeriesSelection(key, step, min, max, trials, points))
         return {"total": total, "series": series}
 
     return router

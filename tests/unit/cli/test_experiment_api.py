@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trialfleet import Experiment, RunMode
-from trialfleet.errors import ConfigError, ExperimentStateError, PortInUseError
+from trialfleet.errors import ConfigError, ExperimentStateError, ListenError, PortInUseError
 from trialfleet.storage import manifest
 
 TRIAL = """
@@ -109,6 +109,34 @@ def test_invalid_draft_names_every_problem_and_creates_nothing(code_dir: Path) -
     message = str(caught.value)
     # keys are named as the script wrote them
     assert "trial_concurrency" in message and "trialCommand" in message and "tuner.name" in message
+    assert manifest.entries() == {}
+    assert not (code_dir.parent / "experiments").exists()
+
+
+@pytest.mark.parametrize(
+    ("port", "host", "message"),
+    [
+        (70000, "127.0.0.1", "port 70000 is not a TCP port: expected 1 to 65535; check --port"),
+        (-1, "127.0.0.1", "port -1 is not a TCP port: expected 1 to 65535; check --port"),
+        (None, "192.0.2.1", "cannot listen on '192.0.2.1': 192.0.2.1 is not an address of this machine ("),
+        (
+            None,
+            "no-such-host.invalid",
+            "cannot listen on 'no-such-host.invalid': the host name does not resolve",
+        ),
+    ],
+)
+def test_a_port_or_host_it_cannot_listen_on_creates_nothing(
+    code_dir: Path, port: int | None, host: str, message: str
+) -> None:
+    experiment = nni_style_experiment(code_dir)
+    experiment.host = host
+    try:
+        with pytest.raises(ListenError) as caught:
+            experiment.start(free_port() if port is None else port)
+    finally:
+        experiment.stop()
+    assert message in str(caught.value)
     assert manifest.entries() == {}
     assert not (code_dir.parent / "experiments").exists()
 

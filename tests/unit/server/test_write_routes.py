@@ -98,6 +98,38 @@ async def test_bad_profile_updates_are_4xx(running: tuple[Served, httpx.AsyncCli
     assert malformed.status_code == 400 and "not valid JSON" in malformed.json()["error"]
 
 
+LEGACY_KEYS = {"maxTrialNum": "maxTrialNumber", "maxExecDuration": "maxExperimentDuration"}
+
+
+async def test_profile_updates_past_their_bounds_are_refused_and_change_nothing(
+    running: tuple[Served, httpx.AsyncClient],
+) -> None:
+    served, client = running
+    profile = (await client.get(f"{API}/experiment")).json()
+    before = json.loads(json.dumps(profile["params"]))
+    for update_type, key, value, bound in [
+        ("TRIAL_CONCURRENCY", "trialConcurrency", 2**70, "at most 10000"),
+        ("MAX_TRIAL_NUM", "maxTrialNumber", 2**63, "at most 1000000"),
+        ("MAX_TRIAL_NUM", "maxTrialNum", 1_000_001, "at most 1000000"),
+        ("MAX_EXEC_DURATION", "maxExperimentDuration", 1e308, "at most 3650d (ten years)"),
+        ("MAX_EXEC_DURATION", "maxExecDuration", "3651d", "at most 3650d (ten years)"),
+    ]:
+        bad = json.loads(json.dumps(profile))
+        canonical = LEGACY_KEYS.get(key, key)
+        bad["params"].pop(canonical, None)  # NNI's legacy key is read only when the current one is absent
+        bad["params"][key] = value
+        response = await client.put(f"{API}/experiment?update_type={update_type}", json=bad)
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert f"{canonical}: expected a" in error and bound in error, error
+    assert (await client.get(f"{API}/experiment")).json()["params"] == before
+    assert served.manager.config.trial_concurrency == 2
+    stored = ExperimentStore.for_experiment_dir(served.experiment_dir, readonly=True)
+    assert stored.experiment().config["trialConcurrency"] == 2
+    assert stored.events(event="CONFIG_UPDATED") == []
+    stored.close()
+
+
 async def test_customized_trial_and_import(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
     response = await client.post(f"{API}/trial-jobs", json={"x": 0.42})

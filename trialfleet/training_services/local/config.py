@@ -7,7 +7,12 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from trialfleet.config.base import GpuIndices, raise_problems
-from trialfleet.config.service import MANAGER_IP_UNUSED, TrainingServiceConfig, per_gpu_problem
+from trialfleet.config.service import (
+    MANAGER_IP_UNUSED,
+    MAX_TRIALS_PER_GPU,
+    TrainingServiceConfig,
+    per_gpu_problem,
+)
 
 
 class LocalConfig(TrainingServiceConfig):
@@ -19,7 +24,7 @@ class LocalConfig(TrainingServiceConfig):
 
     platform: Literal["local"] = "local"
     use_active_gpu: bool = False
-    max_trial_number_per_gpu: int = Field(default=1, gt=0)
+    max_trial_number_per_gpu: int = Field(default=1, gt=0, le=MAX_TRIALS_PER_GPU)
     gpu_indices: GpuIndices = None
     reuse_mode: bool = False
 

@@ -16,7 +16,12 @@ from trialfleet.config.base import (
     Secret,
     raise_problems,
 )
-from trialfleet.config.service import MANAGER_IP_UNUSED, TrainingServiceConfig, per_gpu_problem
+from trialfleet.config.service import (
+    MANAGER_IP_UNUSED,
+    MAX_TRIALS_PER_GPU,
+    TrainingServiceConfig,
+    per_gpu_problem,
+)
 
 
 class RemoteMachineConfig(ConfigModel):
@@ -33,7 +38,7 @@ class RemoteMachineConfig(ConfigModel):
     ssh_key_file: ConfigPath | None = Field(default=Path("~/.ssh/id_rsa"), validate_default=True)
     ssh_passphrase: Secret | None = None
     use_active_gpu: bool = False
-    max_trial_number_per_gpu: int = Field(default=1, gt=0)
+    max_trial_number_per_gpu: int = Field(default=1, gt=0, le=MAX_TRIALS_PER_GPU)
     gpu_indices: GpuIndices = None
     python_path: str | None = None  # directory prepended to PATH on the host (e.g. a conda env's bin)
     known_hosts: ConfigPath | None = None  # None: the user's ~/.ssh/known_hosts

@@ -11,6 +11,9 @@ from trialfleet.config.base import Duration, SizeMB, raise_problems, resolve_pat
 from trialfleet.config.service import MANAGER_IP_UNUSED, TrainingServiceConfig
 from trialfleet.training_services.remote.config import RemoteMachineConfig
 
+#: CPUs of one trial's job (cpusPerTrial): a job across hundreds of nodes stays below it
+MAX_CPUS_PER_TRIAL = 100_000
+
 
 class SlurmConfig(TrainingServiceConfig):
     """``platform: slurm``.
@@ -25,7 +28,7 @@ class SlurmConfig(TrainingServiceConfig):
     account: str | None = None
     qos: str | None = None
     time_limit: Duration | None = Field(default=None, gt=0)  # None: taken from maxTrialDuration
-    cpus_per_trial: int | None = Field(default=None, gt=0)
+    cpus_per_trial: int | None = Field(default=None, gt=0, le=MAX_CPUS_PER_TRIAL)
     memory: SizeMB | None = Field(default=None, gt=0)
     gpu_request_style: Literal["gres", "gpus"] = "gres"  # --gres=gpu:N or --gpus=N
     sbatch_options: list[str] = Field(default_factory=list)  # extra sbatch options, e.g. "--exclusive"
