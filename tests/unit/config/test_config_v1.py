@@ -244,7 +244,16 @@ trial:
             "multiPhase",
             "multi-phase experiments are not supported",
         ),
-        ("trainingServicePlatform: hybrid\n", "trainingServicePlatform", "'hybrid' cannot be converted"),
+        (
+            "trainingServicePlatform: hybrid\n",
+            "hybridConfig.trainingServicePlatforms",
+            "expected a list of platforms, got null",
+        ),
+        (
+            "trainingServicePlatform: hybrid\nhybridConfig: {trainingServicePlatforms: [local, local]}\n",
+            "hybridConfig.trainingServicePlatforms[1]",
+            "local is listed twice",
+        ),
         ("trainingServicePlatform: mars\n", "trainingServicePlatform", "expected one of local, remote"),
         ("", "trainingServicePlatform", "required field is missing"),
         ("trainingServicePlatform: remote\n", "machineList", "expected a list of machines, got null"),
