@@ -23,6 +23,7 @@ SORTS = {
     "duration": "(COALESCE(end_time, strftime('%s','now')) - start_time)",
     "finalMetric": "final_value",
     "final": "final_value",
+    "platform": "platform",
 }
 
 
