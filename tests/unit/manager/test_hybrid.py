@@ -10,9 +10,12 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from test_experiment_manager import drive, stopper  # noqa: F401 - the fixture is used
 
@@ -21,6 +24,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import create_experiment
 from trialfleet.manager.platforms import PlatformState
+from trialfleet.server.app import create_app
 from trialfleet.server.payloads import trial_job_info
 from trialfleet.status import ExperimentStatus, TrialStatus
 from trialfleet.training_services import LocalConfig, LocalTrainingService
@@ -99,6 +103,14 @@ def hybrid_experiment(tmp_path: Path, blocks: list[dict[str, Any]], **fields: An
     }
     _, experiment_dir = create_experiment(ExperimentConfig.from_dict(config))
     return experiment_dir
+
+
+@asynccontextmanager
+async def rest(manager: ExperimentManager) -> AsyncIterator[httpx.AsyncClient]:
+    """NNI's REST API of the manager, on the manager's own loop."""
+    transport = httpx.ASGITransport(app=create_app(manager))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        yield client
 
 
 def running_on(manager: ExperimentManager) -> Counter[str | None]:
@@ -203,6 +215,11 @@ async def test_a_platform_that_cannot_start_is_reported_and_the_others_go_on(
         },
     ]
     await drive(manager, lambda: running_on(manager) == Counter({"local": 2}))
+    async with rest(manager) as client:
+        status = (await client.get("/api/v1/nni/check-status")).json()
+        jobs = (await client.get("/api/v1/nni/trial-jobs")).json()
+    assert status == {"status": "RUNNING", "errors": [], "platforms": manager.platforms.status()}
+    assert [job["platform"] for job in jobs] == ["local", "local"]
     release(tmp_path)
     await drive(manager, lambda: manager.status is ExperimentStatus.DONE)
     assert {t.platform for t in manager.store.trials()} == {"local"}
@@ -246,3 +263,31 @@ async def test_a_resumed_manager_hands_each_trial_back_to_the_platform_that_laun
     trials = resumed.store.trials()
     assert [(t.status, t.attempt) for t in trials] == [(TrialStatus.SUCCEEDED, 0)] * 4
     assert Counter(t.platform for t in trials) == Counter({"local": 2, "remote": 2})
+
+
+async def test_trials_of_a_platform_that_does_not_start_on_resume_are_lost_and_retried_on_the_others(
+    tmp_path: Path,
+    stopper: list[ExperimentManager],  # noqa: F811
+) -> None:
+    blocks = [{"platform": "local"}, {"platform": "remote"}]
+    experiment_dir = hybrid_experiment(
+        tmp_path, blocks, trialConcurrency=2, maxTrialNumber=2, maxTrialRetries=1
+    )
+    first = ExperimentManager(experiment_dir, service_factory=StandIns())
+    await first.start()
+    await drive(first, lambda: running_on(first) == Counter({"local": 1, "remote": 1}))
+    on_remote = next(t for t in first.store.trials() if t.platform == "remote")
+    assert first.platforms is not None
+    await first.platforms.close(kill_trials=False)
+    first.store.close()
+
+    resumed = ExperimentManager(experiment_dir, service_factory=StandIns({"remote": "remote: no host"}))
+    stopper.append(resumed)
+    await resumed.start(resume=True)
+    await drive(resumed, lambda: running_on(resumed) == Counter({"local": 2}))
+    first_attempt = resumed.store.attempts(on_remote.id)[0]
+    assert (first_attempt["platform"], first_attempt["failure_kind"]) == ("remote", "infrastructure")
+    assert first_attempt["message"] == "lost: platform remote failed: it did not start: remote: no host"
+    release(tmp_path)
+    await drive(resumed, lambda: resumed.status is ExperimentStatus.DONE)
+    assert {t.status for t in resumed.store.trials()} == {TrialStatus.SUCCEEDED}
