@@ -55,3 +55,10 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = saved
+
+
+@pytest.fixture
+def healed_ssh_host(ssh_host: Fleet) -> Iterator[Fleet]:
+    """The SSH host, every fault a test injected undone afterwards."""
+    yield ssh_host
+    ssh_host.heal()
