@@ -3,9 +3,9 @@
 Export works on what ``/export-data`` and ``/metric-data`` return, so the CLI, the REST server and the Python
 API produce the same files whether the experiment is running or read from its database:
 
-* JSON: the ``/export-data`` list, ``[{parameter, value, trialJobId, platform}]`` where ``value`` is the trial's metric
-  as a JSON string; with intermediate results each record also has ``intermediate``, the list of the trial's
-  intermediate metrics (JSON strings, in the order reported).
+* JSON: the ``/export-data`` list, ``[{parameter, value, trialJobId, platform}]`` where ``value`` is the
+  trial's metric as a JSON string; with intermediate results each record also has ``intermediate``, the list
+  of the trial's intermediate metrics (JSON strings, in the order reported).
 * CSV: one row per record; columns are the parameters, then the metric's keys when it is a dict (else one
   ``reward`` column), then ``trialJobId``, the ``platform`` the trial ran on (and ``intermediate`` as
   ``[v1,v2,...]``).

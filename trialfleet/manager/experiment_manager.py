@@ -46,8 +46,8 @@ class ExperimentManager:
     """Runs (or views) one experiment whose directory and database already exist.
 
     ``service_factory`` builds the training service of each ``trainingService`` block (default: the platform
-    registry's class for the block's ``platform``); ``clock`` is the manager's time; ``port`` the one its REST server listens on (a
-    platform's relay listens on the next one, as NNI's REST channel did).
+    registry's class for the block's ``platform``); ``clock`` is the manager's time; ``port`` the one its REST
+    server listens on (a platform's relay listens on the next one, as NNI's REST channel did).
     """
 
     def __init__(

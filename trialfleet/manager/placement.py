@@ -1,11 +1,11 @@
 """Where a hybrid experiment's next trial goes, as pure functions: tests call them directly.
 
-Each platform (a ``trainingService`` block) has a weight (``placementWeight``, 1 when unset) and may cap its own
-running trials (the block's ``trialConcurrency``). A trial is offered first to the platform whose share of the
-running trials lies furthest below its weight — Sainte-Laguë's divisor, ``(live + 0.5) / weight``, which keeps
-the shares proportional to the weights at every count — then to the next, until one launches it; a platform that
-defers it (no free GPU, every host busy) is asked again on the next round. Weight 0 makes a platform a fallback,
-offered a trial only after every weighted one deferred it.
+Each platform (a ``trainingService`` block) has a weight (``placementWeight``, 1 when unset) and may cap its
+own running trials (the block's ``trialConcurrency``). A trial is offered first to the platform whose share of
+the running trials lies furthest below its weight — Sainte-Laguë's divisor, ``(live + 0.5) / weight``, which
+keeps the shares proportional to the weights at every count — then to the next, until one launches it; a
+platform that defers it (no free GPU, every host busy) is asked again on the next round. Weight 0 makes a
+platform a fallback, offered a trial only after every weighted one deferred it.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ def placement_order(
 ) -> list[str]:
     """The platforms to offer the next trial to, best first; ties go to the earlier block.
 
-    Platforms that are down, at their own ``trialConcurrency`` or in ``skip`` (they deferred a trial this round)
-    are left out. A trial ``pinned`` to a platform (it may have started there: a manager killed mid-submit, a
-    link dropped mid-launch) is offered there only — or nowhere while that platform cannot take it — unless that
-    platform failed for good, when it goes anywhere."""
+    Platforms that are down, at their own ``trialConcurrency`` or in ``skip`` (they deferred a trial this
+    round) are left out. A trial ``pinned`` to a platform (it may have started there: a manager killed
+    mid-submit, a link dropped mid-launch) is offered there only — or nowhere while that platform cannot take
+    it — unless that platform failed for good, when it goes anywhere."""
     skipped = set(skip)
     by_name = {load.name: load for load in loads}
     if pinned is not None and pinned in by_name and not by_name[pinned].failed:

@@ -1,13 +1,13 @@
-"""The experiment's platforms: one training service per ``trainingService`` block (several: a hybrid experiment).
+"""The experiment's platforms: one training service per ``trainingService`` block (hybrid: several).
 
 The manager talks to them through this one object: it starts them all, polls them all in one batch, sends a
 cancel, a re-adoption or a file read to the platform that holds the trial (the trial row's ``platform``), and
 orders the platforms for the next trial (:mod:`.placement`). The scheduler offers trials.
 
 A hybrid experiment goes on while one of its platforms cannot: a platform that fails to start, or whose poll
-raises, leaves the experiment — logged, stored as a ``PLATFORM_FAILED`` event, shown by ``/check-status`` — and
-its live trials are reported lost (FAILED, infrastructure), so ``maxTrialRetries`` re-runs them on the others.
-A platform that says it cannot start trials for now (:meth:`TrainingService.unavailable`: every host
+raises, leaves the experiment — logged, stored as a ``PLATFORM_FAILED`` event, shown by ``/check-status`` —
+and its live trials are reported lost (FAILED, infrastructure), so ``maxTrialRetries`` re-runs them on the
+others. A platform that says it cannot start trials for now (:meth:`TrainingService.unavailable`: every host
 unreachable) gets none until it can. With a single platform nothing of this applies: its failure is the
 experiment's, as it always was.
 """

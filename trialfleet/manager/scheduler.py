@@ -4,8 +4,8 @@ It keeps the queue of trials waiting for a slot (in submission order), asks the 
 trials while the experiment's limits allow (``trialConcurrency``, ``maxTrialNumber``,
 ``maxExperimentDuration``), finds trials past ``maxTrialDuration``, and offers the queue's head to the training
 service, which either launches it or defers it with a reason shown to the user (a GPU, a host, a cluster
-slot): then the queue waits, nothing blocks. In a hybrid experiment each trial is offered to the platforms in the
-order :mod:`.placement` gives, and the queue waits only once every platform deferred one.
+slot): then the queue waits, nothing blocks. In a hybrid experiment each trial is offered to the platforms in
+the order :mod:`.placement` gives, and the queue waits only once every platform deferred one.
 """
 
 from __future__ import annotations

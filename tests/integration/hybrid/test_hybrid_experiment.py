@@ -1,10 +1,11 @@
-"""A hybrid experiment on local + remote + Slurm, through the real manager process, SIGKILLed mid-run and resumed.
+"""Local + remote + Slurm in one experiment, through the real manager process, SIGKILLed mid-run and resumed.
 
-The remote platform is an sshd host in a network namespace, Slurm a real single-node cluster; the manager is the
-``python -m trialfleet.manager`` process. While trials run on all three platforms the manager is SIGKILLed, the
-trials go on reporting without it, and a resumed manager hands each one back to the platform that launched it.
-Checked afterwards: every trial ran once, on the platform it is stored with, and succeeded; each trial's stored
-metrics are exactly the ones it logged as sent, in order; the database passes ``PRAGMA integrity_check``.
+The remote platform is an sshd host in a network namespace, Slurm a real single-node cluster; the manager is
+the ``python -m trialfleet.manager`` process. While trials run on all three platforms the manager is
+SIGKILLed, the trials go on reporting without it, and a resumed manager hands each one back to the platform
+that launched it. Checked afterwards: every trial ran once, on the platform it is stored with, and succeeded;
+each trial's stored metrics are exactly the ones it logged as sent, in order; the database passes ``PRAGMA
+integrity_check``.
 """
 
 from __future__ import annotations
