@@ -10,6 +10,7 @@ integrity_check``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -23,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fleet import Fleet
 from slurm_cluster import SlurmCluster
 
 from trialfleet.config import ExperimentConfig
+from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import create_experiment
-from trialfleet.status import TrialStatus
+from trialfleet.status import ExperimentStatus, TrialStatus
 from trialfleet.storage import ExperimentStore
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slurm, pytest.mark.timeout(900)]
@@ -181,3 +184,32 @@ def test_local_remote_and_slurm_run_to_completion_across_a_sigkill_of_the_manage
             trial.hyper_parameters["x"]
         ]
     store.close()
+
+
+async def test_the_example_config_runs_as_written_with_trials_placed_by_weight(
+    tmp_path: Path, ssh_host: Fleet, slurm: SlurmCluster
+) -> None:
+    """examples/hybrid/config.yml, with only where things go and how many trials changed."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "hybrid"
+    data = yaml.safe_load((example / "config.yml").read_text())
+    data.update(
+        maxTrialNumber=6, trialConcurrency=6, experimentWorkingDirectory=str(tmp_path / "experiments")
+    )
+    _, remote, slurm_block = data["trainingService"]
+    remote["machineList"] = [ssh_host.hosts[0].machine()]
+    slurm_block["sharedDirectory"] = str(tmp_path / "shared")
+    _, experiment_dir = create_experiment(ExperimentConfig.from_dict(data, base_dir=example))
+    manager = ExperimentManager(experiment_dir)
+    await manager.start()
+    loop = asyncio.create_task(manager.run())
+    try:
+        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=300)
+    finally:
+        manager.request_stop()
+        await asyncio.wait_for(loop, 120)
+    trials = manager.store.trials()
+    assert [t.status for t in trials] == [TrialStatus.SUCCEEDED] * 6, [t.message for t in trials]
+    # all six placed at once: local's trialConcurrency (2) caps it, remote's weight 2 doubles its share
+    assert Counter(t.platform for t in trials) == Counter({"remote": 3, "local": 2, "slurm": 1})
+    assert all(len(manager.store.metrics(t.id, type="PERIODICAL")) == 5 for t in trials)
+    manager.store.close()
