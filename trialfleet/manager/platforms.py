@@ -194,17 +194,21 @@ class Platforms:
     # ---- trials --------------------------------------------------------------------------------------
 
     async def poll(self) -> PollBatch:
+        """Every platform's batch (all asked at once), after the trials lost with a platform that failed."""
+        if not self.hybrid:
+            return await self.members[0].service.poll()
         batch = PollBatch(ended=self._lost)
         self._lost = []
-        for member in self.running:
-            try:
-                batch.extend(await member.service.poll())
-            except Exception as exc:
-                if not self.hybrid or len(self.running) == 1:
-                    raise  # the experiment's only platform (left): its failure is the experiment's
-                batch.ended.extend(self._fail(member, f"its poll failed: {exc}", exc=exc))
-        if self.hybrid:
-            self._check_availability()
+        running = self.running
+        answers = await asyncio.gather(*(m.service.poll() for m in running), return_exceptions=True)
+        for member, answer in zip(running, answers, strict=True):
+            if isinstance(answer, PollBatch):
+                batch.extend(answer)
+            elif not isinstance(answer, Exception) or len(self.running) == 1:
+                raise answer  # the last platform standing: its failure is the experiment's
+            else:
+                batch.ended.extend(self._fail(member, f"its poll failed: {answer}", exc=answer))
+        self._check_availability()
         return batch
 
     async def adopt(self, trial: TrialRow) -> None:
