@@ -3,11 +3,11 @@
 Export works on what ``/export-data`` and ``/metric-data`` return, so the CLI, the REST server and the Python
 API produce the same files whether the experiment is running or read from its database:
 
-* JSON: the ``/export-data`` list, ``[{parameter, value, trialJobId, platform}]`` where ``value`` is the
-  trial's metric as a JSON string; with intermediate results each record also has ``intermediate``, the list
+* JSON: the ``/export-data`` list, ``[{parameter, value, trialJobId}]`` (and ``platform`` in a hybrid
+  experiment) where ``value`` is the trial's metric as a JSON string; with intermediate results each record also has ``intermediate``, the list
   of the trial's intermediate metrics (JSON strings, in the order reported).
 * CSV: one row per record; columns are the parameters, then the metric's keys when it is a dict (else one
-  ``reward`` column), then ``trialJobId``, the ``platform`` the trial ran on (and ``intermediate`` as
+  ``reward`` column), then ``trialJobId`` (a hybrid experiment's ``platform`` next, and ``intermediate`` as
   ``[v1,v2,...]``).
 
 Import reads ``[{parameter, value}]`` (a value may be a number, a dict with a numeric ``default``, or such a value

@@ -94,10 +94,10 @@ def job_statistics(counts: Mapping[TrialStatus, int]) -> list[dict[str, Any]]:
     return [{"trialJobStatus": status.value, "trialJobNumber": n} for status, n in counts.items() if n]
 
 
-def export_records(succeeded: Iterable[TrialRow]) -> list[dict[str, Any]]:
+def export_records(succeeded: Iterable[TrialRow], *, platform: bool = False) -> list[dict[str, Any]]:
     """``/export-data``: one ``{parameter, value, trialJobId}`` per succeeded trial with a final metric;
-    ``value`` is the trial's serialised metric (a JSON string), as NNI exports it; trialfleet adds the
-    ``platform`` it ran on."""
+    ``value`` is the trial's serialised metric (a JSON string), as NNI exports it. With ``platform`` (a hybrid
+    experiment) trialfleet adds the ``platform`` each ran on; other exports keep NNI's shape exactly."""
     records = []
     for row in succeeded:
         if row.final_data is None:
@@ -107,7 +107,7 @@ def export_records(succeeded: Iterable[TrialRow]) -> list[dict[str, Any]]:
             "value": row.final_data,
             "trialJobId": row.id,
         }
-        if row.platform is not None:
+        if platform and row.platform is not None:
             record["platform"] = row.platform
         records.append(record)
     return records

@@ -140,6 +140,11 @@ async def test_trials_spread_by_weight_and_each_is_stored_with_its_platform(
     release(tmp_path)
     await drive(manager, lambda: manager.status is ExperimentStatus.DONE)
     assert {t.status for t in manager.store.trials()} == {TrialStatus.SUCCEEDED}
+    async with rest(manager) as client:
+        exported = (await client.get("/api/v1/nni/export-data")).json()
+    assert {r["trialJobId"]: r["platform"] for r in exported} == {
+        t.id: t.platform for t in manager.store.trials()
+    }
 
 
 async def test_a_platform_at_its_own_trial_concurrency_leaves_the_rest_to_the_others(
