@@ -3,11 +3,12 @@
 Export works on what ``/export-data`` and ``/metric-data`` return, so the CLI, the REST server and the Python
 API produce the same files whether the experiment is running or read from its database:
 
-* JSON: the ``/export-data`` list, ``[{parameter, value, trialJobId}]`` where ``value`` is the trial's metric
-  as a JSON string; with intermediate results each record also has ``intermediate``, the list of the trial's
-  intermediate metrics (JSON strings, in the order reported).
+* JSON: the ``/export-data`` list, ``[{parameter, value, trialJobId}]`` (and ``platform`` in a hybrid
+  experiment) where ``value`` is the trial's metric as a JSON string; with intermediate results each record also has ``intermediate``, the list
+  of the trial's intermediate metrics (JSON strings, in the order reported).
 * CSV: one row per record; columns are the parameters, then the metric's keys when it is a dict (else one
-  ``reward`` column), then ``trialJobId`` (and ``intermediate`` as ``[v1,v2,...]``).
+  ``reward`` column), then ``trialJobId`` (a hybrid experiment's ``platform`` next, and ``intermediate`` as
+  ``[v1,v2,...]``).
 
 Import reads ``[{parameter, value}]`` (a value may be a number, a dict with a numeric ``default``, or such a value
 JSON-encoded as an export writes it) and reports every malformed record with its index.
@@ -26,6 +27,8 @@ from typing import Any
 from trialfleet.errors import ConfigError, ConfigProblem
 
 FORMATS = ("json", "csv")
+#: the CSV's last columns, after the parameters and the metric's keys
+_TAIL = ("trialJobId", "platform", "intermediate")
 _MAX_REPORTED_PROBLEMS = 20
 
 
@@ -48,8 +51,8 @@ def to_csv(records: Sequence[Mapping[str, Any]]) -> str:
     rows = [_csv_row(record) for record in records]
     columns: dict[str, None] = {}
     for row in rows:
-        columns.update(dict.fromkeys(k for k in row if k not in ("trialJobId", "intermediate")))
-    tail = ["trialJobId", "intermediate"] if any("intermediate" in r for r in rows) else ["trialJobId"]
+        columns.update(dict.fromkeys(k for k in row if k not in _TAIL))
+    tail = [key for key in _TAIL if any(key in row for row in rows)]
     out = io.StringIO()
     writer = csv.DictWriter(out, [*columns, *tail], lineterminator="\n")
     writer.writeheader()
@@ -65,6 +68,8 @@ def _csv_row(record: Mapping[str, Any]) -> dict[str, Any]:
         parameters = {"parameter": json.dumps(parameters)}
     row = {k: _cell(v) for k, v in {**parameters, **metrics}.items()}
     row["trialJobId"] = record["trialJobId"]
+    if "platform" in record:
+        row["platform"] = record["platform"]
     if "intermediate" in record:
         row["intermediate"] = "[" + ",".join(record["intermediate"]) + "]"
     return row

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from trialfleet.errors import ExperimentStateError, PlatformNotAvailableError
+from trialfleet.errors import ExperimentStateError
 from trialfleet.storage import secrets
 
 if TYPE_CHECKING:
@@ -32,11 +32,8 @@ def preflight(config: ExperimentConfig) -> None:
     check_algorithm(config.tuner, "tuner", config.search_space)
     if config.assessor is not None:
         check_algorithm(config.assessor, "assessor")
-    if isinstance(config.training_service, list):
-        raise PlatformNotAvailableError(
-            "hybrid experiments (trainingService as a list) are not available yet in this trialfleet version"
-        )
-    get_training_service_class(config.training_service.platform)
+    for block in config.training_services:  # a hybrid experiment: every platform of the list
+        get_training_service_class(block.platform)
 
 
 def create_checked(

@@ -39,17 +39,20 @@ def select(jobs: list[dict[str, Any]], head: int | None, tail: int | None) -> li
     return scored[: head or tail]
 
 
-def trial_rows(jobs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def trial_rows(jobs: list[dict[str, Any]], *, platform: bool = False) -> list[tuple[Any, ...]]:
+    """One row per trial; with ``platform`` (a hybrid experiment) the platform it runs on after its status."""
     rows = []
     for job in jobs:
         start, end = job.get("startTime"), job.get("endTime")
         duration = (end - start) / 1000 if start is not None and end is not None else None
         value = metric_value(job)
+        where = (job.get("platform") or "",) if platform else ()
         rows.append(
             (
                 job["trialJobId"],
                 job.get("sequenceId"),
                 job["status"],
+                *where,
                 fmt_time(start),
                 fmt_duration(duration),
                 "" if value is None else short_json(value),
@@ -60,6 +63,7 @@ def trial_rows(jobs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 TRIAL_COLUMNS = ["trial", "#", "status", "start", "duration", "default metric", "parameters"]
+HYBRID_TRIAL_COLUMNS = [*TRIAL_COLUMNS[:3], "platform", *TRIAL_COLUMNS[3:]]
 
 
 @app.command("ls")
@@ -75,12 +79,15 @@ def list_trials(
     client = open_experiment(resolve_experiment(experiment_id))
     try:
         jobs = select(client.trial_jobs(), head, tail)
+        hybrid = not as_json and isinstance(client.profile()["params"].get("trainingService"), list)
     finally:
         client.close()
     if as_json:
         print_json([_with_dates(j) for j in jobs])
     else:
-        print_table(f"experiment {client.experiment_id}: {len(jobs)} trials", TRIAL_COLUMNS, trial_rows(jobs))
+        columns = HYBRID_TRIAL_COLUMNS if hybrid else TRIAL_COLUMNS
+        rows = trial_rows(jobs, platform=hybrid)
+        print_table(f"experiment {client.experiment_id}: {len(jobs)} trials", columns, rows)
 
 
 @app.command("kill")

@@ -3,7 +3,7 @@
 Keys v2 has no place for are dropped with a warning, as NNI does. Deliberate differences: a machine's
 ``passphrase`` becomes ``sshPassphrase`` (NNI keeps the old name, which its own v2 schema then refuses), and
 ``adl`` and ``dlts`` configs convert to their platform's block so they load (NNI hands ``adl`` to a legacy launcher
-and ran ``dlts`` only from v1 configs).
+and ran ``dlts`` only from v1 configs), and ``hybrid`` converts to a list of blocks (NNI refuses to convert it).
 """
 
 from __future__ import annotations
@@ -126,15 +126,11 @@ class _Converter:
         platform = self.rest.pop("trainingServicePlatform", None)
         if self.rest.pop("multiPhase", None):
             self.problem("multiPhase", "multi-phase experiments are not supported (NNI dropped them in v2)")
-        if not isinstance(platform, str) or platform not in _PLATFORMS:
+        if platform != "hybrid" and (not isinstance(platform, str) or platform not in _PLATFORMS):
             if platform is None:
                 message = "required field is missing (a legacy v1 config names its platform here)"
-            elif platform == "hybrid":
-                message = (
-                    f"platform {platform!r} cannot be converted to a v2 config (NNI 3.0 has no such service)"
-                )
             else:
-                message = f"expected one of {', '.join(_PLATFORMS)}, got {show_value(platform)}"
+                message = f"expected one of {', '.join(_PLATFORMS)} or hybrid, got {show_value(platform)}"
             self.problem("trainingServicePlatform", message)
             return {}
         self.drop(self.rest, _DROPPED, "")
@@ -143,15 +139,46 @@ class _Converter:
         self.move(trial, self.v2, _TRIAL)
         self.drop(trial, ("nasMode",), "trial")
         self._algorithms()
-        service: dict[str, Any] = {"platform": _PLATFORMS[platform]}
-        getattr(self, f"_{platform}")(trial, service)
-        self.v2["trainingService"] = service
+        if platform == "hybrid":
+            self.v2["trainingService"] = self._hybrid(trial)
+        else:
+            self.v2["trainingService"] = self._service(platform, trial)
         shared = self.section(self.rest, "sharedStorage", "")
         if shared:
             self.v2["sharedStorage"] = shared
         self.leftover(trial, "trial")
         self.leftover(self.rest, "")
         return {key: self.v2[key] for key in _ORDER if key in self.v2}
+
+    def _service(self, platform: str, trial: dict[str, Any]) -> dict[str, Any]:
+        service: dict[str, Any] = {"platform": _PLATFORMS[platform]}
+        getattr(self, f"_{platform}")(trial, service)
+        return service
+
+    def _hybrid(self, trial: dict[str, Any]) -> list[dict[str, Any]]:
+        """``hybridConfig.trainingServicePlatforms`` → a list of blocks, each converted from its own v1 section
+        (``localConfig``, ``machineList`` …); the ``trial`` keys any of them takes are taken once."""
+        hybrid = self.section(self.rest, "hybridConfig", "")
+        names = hybrid.pop("trainingServicePlatforms", None)
+        self.leftover(hybrid, "hybridConfig")
+        where = "hybridConfig.trainingServicePlatforms"
+        if not isinstance(names, list) or not names:
+            self.problem(where, f"expected a list of platforms, got {show_value(names)}")
+            return []
+        services, taken = [], set()
+        for index, name in enumerate(names):
+            if not isinstance(name, str) or name not in _PLATFORMS:
+                expected = ", ".join(_PLATFORMS)
+                self.problem(f"{where}[{index}]", f"expected one of {expected}, got {show_value(name)}")
+            elif name in names[:index]:
+                self.problem(f"{where}[{index}]", f"{name} is listed twice")
+            else:
+                own = dict(trial)
+                services.append(self._service(name, own))
+                taken |= set(trial) - set(own)
+        for key in taken:
+            del trial[key]
+        return services
 
     def _algorithms(self) -> None:
         for kind in ("tuner", "assessor", "advisor"):

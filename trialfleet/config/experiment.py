@@ -190,8 +190,24 @@ class ExperimentConfig(ConfigModel):
     def _canonicalise(self, info: ValidationInfo) -> ExperimentConfig:
         if "log_level" not in self.model_fields_set and self.debug:
             self.log_level = "debug"
-        raise_problems(self._load_search_space(build_settings(info)))
+        raise_problems(self._load_search_space(build_settings(info)) + self._check_hybrid())
         return self
+
+    def _check_hybrid(self) -> list[tuple[KeyPath, str]]:
+        """A hybrid experiment's trials are stored with their platform's name: each platform appears once."""
+        if not isinstance(self.training_service, list):
+            return []
+        problems: list[tuple[KeyPath, str]] = []
+        first: dict[str, int] = {}
+        for index, block in enumerate(self.training_service):
+            if block.platform in first:
+                where = f"trainingService[{first[block.platform]}]"
+                message = (
+                    f"{block.platform} is already {where}: put all of its machines or options in one block"
+                )
+                problems.append((("trainingService", index, "platform"), message))
+            first.setdefault(block.platform, index)
+        return problems
 
     def _load_search_space(self, settings: BuildSettings) -> list[tuple[KeyPath, str]]:
         if settings.trust_stored and self.search_space is not None:
@@ -289,6 +305,11 @@ def _prepare(data: dict[str, Any], settings: BuildSettings) -> list[tuple[KeyPat
         settings.warnings.append("advisor is deprecated; it is used as the tuner (rename the key to tuner)")
     services = data.get("trainingService")
     members = list(enumerate(services)) if isinstance(services, list) else [(None, services)]
+    if isinstance(services, dict) and any(fold(str(key)) == "placementweight" for key in services):
+        settings.warnings.append(
+            "trainingService.placementWeight only matters in a hybrid experiment (trainingService as a list); "
+            "it is ignored"
+        )
     for index, member in members:
         if not isinstance(member, dict):
             continue

@@ -29,6 +29,10 @@ class TrainingServiceConfig(ConfigModel):
     trial_gpu_number: int | None = Field(default=None, ge=0, le=MAX_TRIAL_GPUS)
     nni_manager_ip: str | None = None
     debug: bool = False  # as the top-level debug: the manager logs at debug level
+    # trialfleet, for hybrid experiments (docs/hybrid.md): this platform's share of the running trials (1 when
+    # unset; 0: only when every other platform deferred a trial) and the most it runs at once
+    placement_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    trial_concurrency: int | None = Field(default=None, gt=0)
 
     _check_code_directory = field_validator("trial_code_directory")(existing("directory", "code directory"))
 

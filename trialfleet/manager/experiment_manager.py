@@ -19,8 +19,9 @@ from typing import Any
 
 from trialfleet.errors import ExperimentStateError, TrialfleetError
 from trialfleet.manager import decisions
-from trialfleet.manager.clock import Clock, SystemClock, wait_for_event
+from trialfleet.manager.clock import Clock, SystemClock
 from trialfleet.manager.driver import AlgorithmDriver
+from trialfleet.manager.platforms import Platform, Platforms, PlatformState
 from trialfleet.manager.reconciler import Reconciler
 from trialfleet.manager.scheduler import Scheduler
 from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
@@ -44,9 +45,9 @@ ServiceFactory = Callable[[ExperimentContext], TrainingService]
 class ExperimentManager:
     """Runs (or views) one experiment whose directory and database already exist.
 
-    ``service_factory`` builds the training service (default: the platform registry's class for the
-    config's ``platform``); ``clock`` is the manager's time; ``port`` the one its REST server listens on (a
-    platform's relay listens on the next one, as NNI's REST channel did).
+    ``service_factory`` builds the training service of each ``trainingService`` block (default: the platform
+    registry's class for the block's ``platform``); ``clock`` is the manager's time; ``port`` the one its REST
+    server listens on (a platform's relay listens on the next one, as NNI's REST channel did).
     """
 
     def __init__(
@@ -68,7 +69,7 @@ class ExperimentManager:
         self.status = ExperimentStatus.VIEWED if readonly else row.status
         self.error: str | None = row.error
         self.exec_duration = row.exec_duration
-        self.service: TrainingService | None = None
+        self.platforms: Platforms | None = None
         self.driver = AlgorithmDriver(on_failure=self.fail)
         self.reconciler = Reconciler(self.store, self.driver, self.clock)
         self.scheduler = Scheduler(self.store, self.driver, self.clock)
@@ -95,34 +96,52 @@ class ExperimentManager:
         # NNI's place for tuner checkpoints (PBT keeps the trials' model checkpoints there)
         os.environ["NNI_CHECKPOINT_DIRECTORY"] = str(self.experiment_dir / "checkpoint")
         await self.driver.start(self.config.tuner, self.config.assessor, self.config.search_space)
-        self.service = self._build_service()
-        await self.service.start()
+        self.platforms = self._build_platforms()
+        await self.platforms.start()
         log.info("%s experiment: %s", "Resuming" if resume else "Starting", self.experiment_id)
         if resume:
-            self.scheduler.pending = (await self.reconciler.resume(self.service)).pending
+            self.scheduler.pending = (await self.reconciler.resume(self.platforms)).pending
         else:
             waiting = self.store.trials(status=TrialStatus.WAITING)
             self.scheduler.pending = [t.id for t in waiting if t.handle is None]
         self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING", end_time=None)
 
-    def _build_service(self) -> TrainingService:
-        services = self.config.training_service
-        if isinstance(services, list):
-            from trialfleet.errors import PlatformNotAvailableError
+    @property
+    def service(self) -> TrainingService | None:
+        """The training service of the experiment's only platform (of its first, in a hybrid experiment)."""
+        return self.platforms.members[0].service if self.platforms is not None else None
 
-            raise PlatformNotAvailableError(
-                "hybrid experiments (trainingService as a list) are not available yet"
+    def _build_platforms(self) -> Platforms:
+        members = []
+        for block in self.config.training_services:
+            context = ExperimentContext(
+                self.experiment_id, self.experiment_dir, self.config, block, self.port
             )
-        context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, services, self.port)
-        if self._service_factory is not None:
-            return self._service_factory(context)
-        from trialfleet.training_services.registry import get_training_service_class
+            if self._service_factory is not None:
+                service = self._service_factory(context)
+            else:
+                from trialfleet.training_services.registry import get_training_service_class
 
-        return get_training_service_class(services.platform)(context)
+                service = get_training_service_class(block.platform)(context)
+            members.append(Platform(block.platform, block, service))
+        return Platforms(members, on_change=self._platform_changed)
+
+    def _platform_changed(self, platform: Platform, state: PlatformState, message: str | None) -> None:
+        """A hybrid experiment's platform failed, became unavailable or came back: logged and stored."""
+        if state is PlatformState.UP:
+            log.info("platform %s is available again", platform.name)
+        elif state is PlatformState.UNAVAILABLE:
+            log.warning(
+                "platform %s is unavailable; its share goes to the others: %s", platform.name, message
+            )
+        else:
+            log.error("platform %s left the experiment; the others go on: %s", platform.name, message)
+        data = {"platform": platform.name, "message": message}
+        self.store.add_event(f"PLATFORM_{state.value}", self.clock.time(), data=data)
 
     async def run(self) -> ExperimentStatus:
         """The main loop; returns when ``request_stop`` is called (the experiment is then STOPPED)."""
-        if self.service is None:  # viewing, or the start failed and the error is being shown
+        if self.platforms is None:  # viewing, or the start failed and the error is being shown
             await self._stop_requested.wait()
             return self.status
         while not self._stop_requested.is_set():
@@ -133,8 +152,8 @@ class ExperimentManager:
 
     async def step(self) -> None:
         """One iteration of the loop; public so tests can drive it."""
-        assert self.service is not None
-        batch = await self.service.poll()
+        assert self.platforms is not None
+        batch = await self.platforms.poll()
         if batch:
             await self._apply(await self.reconciler.apply(batch))
         self._tick_duration()
@@ -145,7 +164,7 @@ class ExperimentManager:
                     await self._cancel(trial_id, TrialStatus.EARLY_STOPPED)
             if self.status is ExperimentStatus.RUNNING:
                 await self.scheduler.request_trials(self.config, self.exec_duration)
-            for refused in await self.scheduler.submit_pending(self.service, self.config):
+            for refused in await self.scheduler.submit_pending(self.platforms):
                 await self._trial_ended(refused)
         self._update_status()
 
@@ -176,9 +195,9 @@ class ExperimentManager:
         if self.store.trial_counts().get(TrialStatus.SUCCEEDED):
             return
         tail = ""
-        if trial.handle is not None and self.service is not None:
+        if trial.handle is not None and self.platforms is not None:
             try:
-                stderr = await self.service.read_trial_file(trial.id, trial.handle, "stderr")
+                stderr = await self.platforms.read_trial_file(trial, "stderr")
                 tail = "\n".join(stderr.decode("utf-8", "replace").splitlines()[-FAILURE_TAIL_LINES:])
             except (OSError, ValueError, TrialfleetError) as exc:
                 tail = f"(its stderr cannot be read: {exc})"
@@ -192,14 +211,12 @@ class ExperimentManager:
         )
 
     async def _wait(self) -> None:
-        assert self.service is not None
-        waiter = asyncio.ensure_future(self.service.wakeup.wait())
+        assert self.platforms is not None
+        waiter = asyncio.ensure_future(self.platforms.wait_for_wakeup(self.platforms.poll_interval))
         kick = asyncio.ensure_future(self._kick.wait())
         stop = asyncio.ensure_future(self._stop_requested.wait())
         try:
-            await asyncio.wait(
-                {waiter, kick, stop}, timeout=self.service.poll_interval, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait({waiter, kick, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for fut in (waiter, kick, stop):
                 fut.cancel()
@@ -221,18 +238,18 @@ class ExperimentManager:
     async def _shutdown(self) -> None:
         final = self.status if self._keep_status else ExperimentStatus.STOPPED
         self._set_status(ExperimentStatus.STOPPING)
-        assert self.service is not None
-        live = list(self.service.live)
+        assert self.platforms is not None
+        live = list(self.platforms.live)
         self.store.request_cancel(
             live, TrialStatus.SYS_CANCELED
         )  # before any is sent: see Reconciler._ending
         for trial_id in live:
-            await self.service.cancel(trial_id, TrialStatus.SYS_CANCELED)
+            await self.platforms.cancel(trial_id, TrialStatus.SYS_CANCELED)
         deadline = self.clock.monotonic() + _STOP_GRACE_SECONDS
-        while self.service.live and self.clock.monotonic() < deadline:
-            await wait_for_event(self.service.wakeup, 0.1)
-            await self._apply(await self.reconciler.apply(await self.service.poll(), stopping=True))
-        await self.service.close(kill_trials=True)
+        while self.platforms.live and self.clock.monotonic() < deadline:
+            await self.platforms.wait_for_wakeup(0.1)
+            await self._apply(await self.reconciler.apply(await self.platforms.poll(), stopping=True))
+        await self.platforms.close(kill_trials=True)
         now = self.clock.time()
         for trial in self.store.trials(status=(TrialStatus.WAITING, TrialStatus.RUNNING)):
             status: TrialStatus = TrialStatus.SYS_CANCELED
@@ -334,9 +351,9 @@ class ExperimentManager:
                 failure_kind=FailureKind.CANCELED.value,
             )
             await self._trial_ended(self.store.trial(trial_id))
-        elif self.service is not None:
+        elif self.platforms is not None:
             self.store.request_cancel([trial_id], status)  # durable before it is sent
-            await self.service.cancel(trial_id, status)
+            await self.platforms.cancel(trial_id, status)
         self._kick.set()
 
     async def add_customized_trial(self, parameters: dict[str, Any]) -> int:

@@ -18,9 +18,9 @@ from typing import Any
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock
 from trialfleet.manager.driver import AlgorithmDriver
+from trialfleet.manager.platforms import Platforms
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric, TrialRow
-from trialfleet.training_services.base import TrainingService
 from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialProblem
 
 log = logging.getLogger("trialfleet.manager")
@@ -145,12 +145,12 @@ class Reconciler:
 
     # ---- resume --------------------------------------------------------------------------------------
 
-    async def resume(self, service: TrainingService) -> Resumed:
+    async def resume(self, platforms: Platforms) -> Resumed:
         """Every unfinished trial is re-adopted, re-queued or re-run; the driver gets the history."""
         resumed = Resumed()
         trials = []
         for stored in self.store.trials():
-            trial, what = await self._resume_trial(service, stored, resumed.pending.append)
+            trial, what = await self._resume_trial(platforms, stored, resumed.pending.append)
             resumed.outcome[what] += 1
             trials.append(trial)
         periodical = self.store.metrics(type="PERIODICAL") if self.driver.assessor is not None else []
@@ -163,7 +163,7 @@ class Reconciler:
         return resumed
 
     async def _resume_trial(
-        self, service: TrainingService, trial: TrialRow, queue: Callable[[str], None]
+        self, platforms: Platforms, trial: TrialRow, queue: Callable[[str], None]
     ) -> tuple[TrialRow, str]:
         if trial.status is TrialStatus.SYS_CANCELED and trial.failure_kind == FailureKind.EXPERIMENT_STOPPED:
             trial = self.store.retry_trial(trial.id, self.clock.time(), "re-run after resume")
@@ -171,13 +171,13 @@ class Reconciler:
             return trial, "rerun"
         if trial.status.is_terminal:
             return trial, "finished"
-        if trial.handle is not None:
-            await service.adopt(trial.id, trial.handle, trial.cursor)
+        if trial.handle is not None:  # back to the platform that launched it
+            await platforms.adopt(trial)
             self.store.add_event("ADOPTED", self.clock.time(), trial.id)
             if trial.cancel_status in (TrialStatus.USER_CANCELED, TrialStatus.EARLY_STOPPED):
                 # asked of the previous manager, which may have been killed before sending it
                 self.cancel_requested.add(trial.id)
-                await service.cancel(trial.id, trial.cancel_status)
+                await platforms.cancel(trial.id, trial.cancel_status)
             return trial, "adopted"
         queue(trial.id)
         return trial, "queued"

@@ -4,23 +4,27 @@ It keeps the queue of trials waiting for a slot (in submission order), asks the 
 trials while the experiment's limits allow (``trialConcurrency``, ``maxTrialNumber``,
 ``maxExperimentDuration``), finds trials past ``maxTrialDuration``, and offers the queue's head to the training
 service, which either launches it or defers it with a reason shown to the user (a GPU, a host, a cluster
-slot): then the queue waits, nothing blocks.
+slot): then the queue waits, nothing blocks. In a hybrid experiment each trial is offered to the platforms in
+the order :mod:`.placement` gives, and the queue waits only once every platform deferred one.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trialfleet.config.experiment import ExperimentConfig
+from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import TrialfleetError
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock
 from trialfleet.manager.driver import AlgorithmDriver
+from trialfleet.manager.placement import placement_order, unplaced_reason, waiting_reason
+from trialfleet.manager.platforms import Platforms
 from trialfleet.manager.reconciler import log_status_change
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, TrialRow
-from trialfleet.training_services.base import TrainingService
 from trialfleet.training_services.spec import Deferred, TrialSpec
 
 log = logging.getLogger("trialfleet.manager")
@@ -80,43 +84,86 @@ class Scheduler:
 
     # ---- submission ----------------------------------------------------------------------------------
 
-    async def submit_pending(self, service: TrainingService, config: ExperimentConfig) -> list[TrialRow]:
-        """Offer the queue to the service until it defers one; returns the trials it refused outright."""
+    async def submit_pending(self, platforms: Platforms) -> list[TrialRow]:
+        """Offer the queue, in order, to the platforms placement picks, until every platform deferred a trial
+        this round; returns the trials refused outright."""
         refused: list[TrialRow] = []
-        while self.pending:
-            trial = self.store.trial(self.pending[0])
+        round_ = _Round()
+        index = 0
+        while index < len(self.pending):
+            trial = self.store.trial(self.pending[index])
             if trial.status is not TrialStatus.WAITING:
-                self.pending.pop(0)
+                self.pending.pop(index)
                 continue
+            if not placement_order(platforms.loads(), skip=round_.deferred):  # no platform takes one now
+                self._explain(trial, platforms, round_)
+                break
+            outcome = await self._offer(trial, platforms, round_)
+            if outcome is None:
+                index += 1
+                continue
+            self.pending.pop(index)
+            if outcome.status is TrialStatus.FAILED:
+                refused.append(outcome)
+        return refused
+
+    def _explain(self, trial: TrialRow, platforms: Platforms, round_: _Round) -> None:
+        pinned = trial.platform if platforms.hybrid else None
+        reason = unplaced_reason(platforms.loads(), round_.reasons, pinned)
+        if trial.message != reason:
+            self.store.set_waiting_reason(trial.id, reason)
+
+    async def _offer(self, trial: TrialRow, platforms: Platforms, round_: _Round) -> TrialRow | None:
+        """Offer one trial to the platforms in placement order: the trial as stored once one took it (or it
+        was refused outright), None while it waits."""
+        placing = trial.platform is None  # else pinned: it may have started there already
+        order = platforms.order(trial, round_.deferred)
+        refused: dict[str, str] = {}
+        for platform in order:
+            if platforms.hybrid and trial.platform != platform.name:
+                self.store.place_trial(trial.id, platform.name)  # durable before it is asked
             try:
-                result = await service.submit(self.spec(trial, config))
+                result = await platform.service.submit(self.spec(trial, platform.config))
             except TrialfleetError as exc:
-                self.pending.pop(0)
-                self.store.end_trial(
-                    trial.id,
-                    TrialStatus.FAILED,
-                    self.clock.time(),
-                    message=str(exc),
-                    failure_kind=FailureKind.INFRASTRUCTURE.value,
-                )
-                log_status_change(trial.id, TrialStatus.WAITING, TrialStatus.FAILED)
-                refused.append(self.store.trial(trial.id))
+                if platforms.hybrid:
+                    log.warning("platform %s refused trial %s: %s", platform.name, trial.id, exc)
+                refused[platform.name] = f"refused: {exc}" if platforms.hybrid else str(exc)
+                round_.reasons[platform.name] = refused[platform.name]
                 continue
             if isinstance(result, Deferred):
-                if trial.message != result.reason:
-                    self.store.set_waiting_reason(trial.id, result.reason)
-                return refused
-            self.pending.pop(0)
+                round_.defer(platform.name, result.reason)
+                if result.sticky:
+                    placing = False
+                    break
+                continue
             self.store.mark_submitted(
-                trial.id, result.handle, result.location, self.clock.time(), running=result.started
+                trial.id,
+                result.handle,
+                result.location,
+                self.clock.time(),
+                running=result.started,
+                platform=platform.name,
             )
             if result.started:
                 log_status_change(trial.id, TrialStatus.WAITING, TrialStatus.RUNNING)
-        return refused
+            return self.store.trial(trial.id)
+        if order and len(refused) == len(order):  # every platform asked refused it outright
+            self.store.end_trial(
+                trial.id,
+                TrialStatus.FAILED,
+                self.clock.time(),
+                message=waiting_reason(refused),
+                failure_kind=FailureKind.INFRASTRUCTURE.value,
+            )
+            log_status_change(trial.id, TrialStatus.WAITING, TrialStatus.FAILED)
+            return self.store.trial(trial.id)
+        if placing and platforms.hybrid:
+            self.store.place_trial(trial.id, None)  # it deferred everywhere: free to go anywhere next time
+        self._explain(self.store.trial(trial.id), platforms, round_)
+        return None
 
     @staticmethod
-    def spec(trial: TrialRow, config: ExperimentConfig) -> TrialSpec:
-        service = config.training_services[0]
+    def spec(trial: TrialRow, service: TrainingServiceConfig) -> TrialSpec:
         return TrialSpec(
             trial_id=trial.id,
             sequence_id=trial.sequence_id,
@@ -126,3 +173,15 @@ class Scheduler:
             gpu_number=service.trial_gpu_number,
             attempt=trial.attempt,
         )
+
+
+@dataclass
+class _Round:
+    """What the platforms answered during one offering of the queue."""
+
+    deferred: set[str] = field(default_factory=set)  # not asked again this round
+    reasons: dict[str, str] = field(default_factory=dict)  # each platform's last answer
+
+    def defer(self, platform: str, reason: str) -> None:
+        self.reasons[platform] = reason
+        self.deferred.add(platform)

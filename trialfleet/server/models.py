@@ -34,6 +34,11 @@ EMPTY_RESPONSE: dict[int | str, dict[str, Any]] = {200: {"description": "done (e
 class CheckStatus(BaseModel):
     status: ExperimentStatus
     errors: list[str] = Field(description="the experiment's error while it is ERROR, else empty")
+    platforms: list[dict[str, Any]] | None = Field(
+        None,
+        description="trialfleet, hybrid experiments: each platform's {platform, status (UP, UNAVAILABLE, FAILED), "
+        "trials (live now), message (why it is not UP)}",
+    )
 
 
 class ExperimentProfile(BaseModel):

@@ -53,6 +53,8 @@ def trial_job_info(row: TrialRow, final_metric: MetricRow | None) -> dict[str, A
         info["endTime"] = ms(row.end_time)
     if row.location is not None:
         info["logPath"] = row.location
+    if row.platform is not None and row.handle is not None:  # trialfleet: where it runs (hybrid experiments)
+        info["platform"] = row.platform
     if row.message is not None:
         info["message"] = row.message
     if row.status is TrialStatus.SUCCEEDED and final_metric is not None:
@@ -92,11 +94,20 @@ def job_statistics(counts: Mapping[TrialStatus, int]) -> list[dict[str, Any]]:
     return [{"trialJobStatus": status.value, "trialJobNumber": n} for status, n in counts.items() if n]
 
 
-def export_records(succeeded: Iterable[TrialRow]) -> list[dict[str, Any]]:
+def export_records(succeeded: Iterable[TrialRow], *, platform: bool = False) -> list[dict[str, Any]]:
     """``/export-data``: one ``{parameter, value, trialJobId}`` per succeeded trial with a final metric;
-    ``value`` is the trial's serialised metric (a JSON string), as NNI exports it."""
-    return [
-        {"parameter": row.hyper_parameters, "value": row.final_data, "trialJobId": row.id}
-        for row in succeeded
-        if row.final_data is not None
-    ]
+    ``value`` is the trial's serialised metric (a JSON string), as NNI exports it. With ``platform`` (a hybrid
+    experiment) trialfleet adds the ``platform`` each ran on; other exports keep NNI's shape exactly."""
+    records = []
+    for row in succeeded:
+        if row.final_data is None:
+            continue
+        record: dict[str, Any] = {
+            "parameter": row.hyper_parameters,
+            "value": row.final_data,
+            "trialJobId": row.id,
+        }
+        if platform and row.platform is not None:
+            record["platform"] = row.platform
+        records.append(record)
+    return records

@@ -78,7 +78,8 @@ class ExperimentReader:
         return payloads.experiment_profile(row, params, duration, str(self.experiment_dir))
 
     def export_data(self) -> list[dict[str, Any]]:
-        return payloads.export_records(self.store.trials(status=TrialStatus.SUCCEEDED))
+        hybrid = isinstance(self.store.experiment().config.get("trainingService"), list)
+        return payloads.export_records(self.store.trials(status=TrialStatus.SUCCEEDED), platform=hybrid)
 
     def imported_data(self) -> list[str]:
         return self.store.imported_data()

@@ -66,13 +66,13 @@ async def trial_file(
         raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
     if row.handle is None:
         raise not_found(f"trial {trial_id} has not started yet; it has no files")
-    service = ctx.manager.service
+    platforms = ctx.manager.platforms
     # a viewed experiment has no training service: its trial directories are read here
-    here = service.trial_dir_here(row.handle) if service is not None else ctx.reader.trial_dir(row)
+    here = platforms.trial_dir_here(row) if platforms is not None else ctx.reader.trial_dir(row)
     if here is not None:
         return await run_in_threadpool(_streamed, here, filename, trial_id)
-    assert service is not None
-    content = await service.read_trial_file(trial_id, row.handle, filename)
+    assert platforms is not None
+    content = await platforms.read_trial_file(row, filename)
     if not content:
         return Response(f"{filename} is empty.", media_type="text/plain")
     try:

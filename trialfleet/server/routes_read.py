@@ -43,7 +43,10 @@ def version() -> Response:
 def check_status(ctx: ServerContext = Depends(context)) -> Response:
     manager = ctx.manager
     errors = [manager.error] if manager.status is ExperimentStatus.ERROR and manager.error else []
-    return nni_json({"status": manager.status.value, "errors": errors})
+    status: dict[str, Any] = {"status": manager.status.value, "errors": errors}
+    if manager.platforms is not None and manager.platforms.hybrid:
+        status["platforms"] = manager.platforms.status()
+    return nni_json(status)
 
 
 @router.get(

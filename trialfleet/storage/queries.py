@@ -18,7 +18,7 @@ from trialfleet.storage.store import ExperimentStore
 
 _SUMMARY_COLUMNS = (
     "id, sequence_id, status, parameters, final_data, final_value, submit_time, start_time, end_time, "
-    "location, message, parameter_source"
+    "location, message, parameter_source, platform"
 )
 
 
@@ -65,6 +65,7 @@ def trial_summary(row: Sequence[Any]) -> dict[str, Any]:
         "location": row[9],
         "message": row[10],
         "source": row[11],
+        "platform": row[12],
     }
 
 

@@ -4,6 +4,8 @@ Version history (never edit a released step; add one):
   1  experiment, trials, attempts, metrics, events (append-only), imported_data
   2  metrics.attempt: a metric belongs to the attempt of its trial that reported it (a re-run starts afresh);
      trials.cancel_status: why the manager asked a trial to end, stored before the request is sent
+  3  trials.platform, attempts.platform: the trainingService block a trial attempt was placed on (hybrid
+     experiments); set before the platform is asked, so a manager killed mid-submit offers it there again
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sqlite3
 
 from trialfleet.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = """
 CREATE TABLE experiment (
@@ -96,8 +98,17 @@ CREATE INDEX metrics_trial_attempt ON metrics(trial_id, attempt, id);
 ALTER TABLE trials ADD COLUMN cancel_status TEXT;
 """
 
+# trials submitted before version 3 ran on the experiment's only platform (hybrid experiments did not start)
+_V3 = """
+ALTER TABLE trials ADD COLUMN platform TEXT;
+ALTER TABLE attempts ADD COLUMN platform TEXT;
+UPDATE trials SET platform = (SELECT json_extract(config, '$.trainingService.platform') FROM experiment)
+    WHERE handle IS NOT NULL;
+UPDATE attempts SET platform = (SELECT json_extract(config, '$.trainingService.platform') FROM experiment);
+"""
+
 #: MIGRATIONS[n] upgrades a database at version n-1 to version n
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3}
 
 
 def current_version(conn: sqlite3.Connection) -> int:

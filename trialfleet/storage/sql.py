@@ -25,6 +25,7 @@ SORTS = {
     "duration": "(COALESCE(end_time, strftime('%s','now')) - start_time)",
     "finalMetric": "final_value",
     "final": "final_value",
+    "platform": "platform",
 }
 #: every sort key, as a JSON-schema pattern: any name after ``param.`` or ``metric.``, dots and newlines too.
 #: It ends with ``(?![\s\S])``, not ``$``: in a Python regex, which schema fuzzers generate from, ``$`` also

@@ -69,6 +69,9 @@ class TrialRow:
     final_value: float | None
     #: the status the manager asked the running trial to end with (a cancel not yet seen to end), else None
     cancel_status: TrialStatus | None = None
+    #: the platform (trainingService block) of its current attempt: set while it is being offered there, kept
+    #: once submitted; None before any placement
+    platform: str | None = None
 
     @property
     def hyper_parameters(self) -> Any:
@@ -112,7 +115,8 @@ class NewMetric:
 
 _TRIAL_COLUMNS = (
     "id, sequence_id, parameter_id, parameter_source, parameters, status, message, failure_kind, submit_time, "
-    "start_time, end_time, exit_code, attempt, handle, location, cursor, final_data, final_value, cancel_status"
+    "start_time, end_time, exit_code, attempt, handle, location, cursor, final_data, final_value, cancel_status, "
+    "platform"
 )
 
 
@@ -137,6 +141,7 @@ def _trial(row: Sequence[Any]) -> TrialRow:
         final_data=row[16],
         final_value=row[17],
         cancel_status=TrialStatus(row[18]) if row[18] else None,
+        platform=row[19],
     )
 
 
@@ -314,17 +319,42 @@ class ExperimentStore:
                 "UPDATE trials SET message = ? WHERE id = ? AND status = 'WAITING'", (reason, trial_id)
             )
 
+    def place_trial(self, trial_id: str, platform: str | None) -> None:
+        """Record the platform a waiting trial is being offered to (None: none), before it is asked."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE trials SET platform = ? WHERE id = ? AND status = 'WAITING' AND handle IS NULL",
+                (platform, trial_id),
+            )
+
     def mark_submitted(
-        self, trial_id: str, handle: Mapping[str, Any], location: str, now: float, *, running: bool
+        self,
+        trial_id: str,
+        handle: Mapping[str, Any],
+        location: str,
+        now: float,
+        *,
+        running: bool,
+        platform: str | None = None,
     ) -> None:
         status = TrialStatus.RUNNING if running else TrialStatus.WAITING
         with self._transaction() as conn:
             conn.execute(
                 "UPDATE trials SET handle = ?, location = ?, message = NULL, cursor = '{}', status = ?, "
-                "start_time = ? WHERE id = ?",
-                (json.dumps(dict(handle)), location, status.value, now if running else None, trial_id),
+                "start_time = ?, platform = COALESCE(?, platform) WHERE id = ?",
+                (
+                    json.dumps(dict(handle)),
+                    location,
+                    status.value,
+                    now if running else None,
+                    platform,
+                    trial_id,
+                ),
             )
-            self._event(conn, "SUBMITTED", trial_id, {"handle": dict(handle), "location": location}, now)
+            data = {"handle": dict(handle), "location": location}
+            if platform is not None:
+                data["platform"] = platform
+            self._event(conn, "SUBMITTED", trial_id, data, now)
             if running:
                 self._event(conn, "RUNNING", trial_id, None, now)
 
@@ -386,7 +416,7 @@ class ExperimentStore:
     ) -> None:
         with self._transaction() as conn:
             row = conn.execute(
-                "SELECT attempt, start_time, location FROM trials WHERE id = ?", (trial_id,)
+                "SELECT attempt, start_time, location, platform FROM trials WHERE id = ?", (trial_id,)
             ).fetchone()
             if row is None:
                 raise StoreError(f"unknown trial {trial_id}")
@@ -397,8 +427,19 @@ class ExperimentStore:
             )
             conn.execute(
                 "INSERT OR REPLACE INTO attempts (trial_id, attempt, status, message, failure_kind, exit_code, "
-                "start_time, end_time, location) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (trial_id, row[0], status.value, message, failure_kind, exit_code, row[1], now, row[2]),
+                "start_time, end_time, location, platform) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    trial_id,
+                    row[0],
+                    status.value,
+                    message,
+                    failure_kind,
+                    exit_code,
+                    row[1],
+                    now,
+                    row[2],
+                    row[3],
+                ),
             )
             self._event(
                 conn,
@@ -415,7 +456,8 @@ class ExperimentStore:
             conn.execute(
                 "UPDATE trials SET status = 'WAITING', attempt = attempt + 1, message = ?, handle = NULL, "
                 "location = NULL, cursor = '{}', start_time = NULL, end_time = NULL, exit_code = NULL, "
-                "failure_kind = NULL, final_data = NULL, final_value = NULL, cancel_status = NULL WHERE id = ?",
+                "failure_kind = NULL, final_data = NULL, final_value = NULL, cancel_status = NULL, platform = NULL "
+                "WHERE id = ?",
                 (reason, trial_id),
             )
             self._event(conn, "RETRY", trial_id, {"reason": reason}, now)
@@ -456,7 +498,7 @@ class ExperimentStore:
 
     def attempts(self, trial_id: str) -> list[dict[str, Any]]:
         rows = self._query(
-            "SELECT attempt, status, message, failure_kind, exit_code, start_time, end_time, location "
+            "SELECT attempt, status, message, failure_kind, exit_code, start_time, end_time, location, platform "
             "FROM attempts WHERE trial_id = ? ORDER BY attempt",
             (trial_id,),
         )
@@ -469,6 +511,7 @@ class ExperimentStore:
             "start_time",
             "end_time",
             "location",
+            "platform",
         )
         return [dict(zip(keys, r, strict=False)) for r in rows]
 

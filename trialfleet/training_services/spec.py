@@ -32,3 +32,6 @@ class Submitted:
 @dataclass(frozen=True)
 class Deferred:
     reason: str  # shown to the user while the trial WAITs, e.g. "waiting for 2 free GPUs"
+    #: the attempt may have started here already (a link dropped while launching it): a hybrid experiment
+    #: offers it to this platform only, never to another one, which would run a second copy
+    sticky: bool = False

@@ -60,7 +60,14 @@ def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> d
         "config": config,
         # while no trial succeeded, what the first failure said (a wrong python, a missing module)
         "firstFailure": None if counts.get("SUCCEEDED") else getattr(manager, "first_failure", None),
+        # a hybrid experiment's platforms: each one's state, and why one failed or is unavailable
+        "platforms": _platforms(manager),
     }
+
+
+def _platforms(manager: ExperimentManager) -> list[dict[str, Any]] | None:
+    platforms = getattr(manager, "platforms", None)
+    return platforms.status() if platforms is not None and platforms.hybrid else None
 
 
 def _ms(seconds: float | None) -> int | None:

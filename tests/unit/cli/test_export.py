@@ -56,6 +56,18 @@ def test_intermediate_results_in_report_order() -> None:
     assert list(row)[-2:] == ["trialJobId", "intermediate"]
 
 
+def test_the_platform_of_each_trial_follows_its_id() -> None:
+    records = [{**r, "platform": platform} for r, platform in zip(RECORDS, ("local", "slurm"), strict=True)]
+    rows = list(csv.reader(io.StringIO(export.render(export.with_intermediate(records, METRICS), "csv"))))
+    assert rows[0] == ["lr", "layers", "default", "loss", "trialJobId", "platform", "intermediate"]
+    assert [row[4:6] for row in rows[1:]] == [["aaaaa", "local"], ["bbbbb", "slurm"]]
+    assert json.loads(export.render(records, "json"))[1]["platform"] == "slurm"
+    assert export.parse_import_records(records, source="x")[0] == {  # an export imports as before
+        "parameter": {"lr": 0.1, "layers": [1, 2]},
+        "value": {"default": 0.9, "loss": 0.1},
+    }
+
+
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="xml"):
         export.render(RECORDS, "xml")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from trialfleet.config import (
     AmlConfig,
     ExperimentConfig,
@@ -17,6 +19,7 @@ from trialfleet.config import (
     SlurmConfig,
     load_config,
 )
+from trialfleet.errors import ConfigError
 
 
 def test_local(data_dir: Path) -> None:
@@ -210,3 +213,63 @@ def test_hybrid_list_gets_shortcuts_in_every_member(workdir: Path) -> None:
     assert local.trial_command == "python3 trial.py" and remote.trial_command == "python3 other.py"
     assert local.trial_gpu_number == remote.trial_gpu_number == 0
     assert local.trial_code_directory == remote.trial_code_directory == workdir.resolve() / "code"
+
+
+def _hybrid(workdir: Path, *blocks: dict[str, object]) -> dict[str, object]:
+    return {
+        "trialCommand": "python3 trial.py",
+        "trialCodeDirectory": "code",
+        "trialConcurrency": 2,
+        "searchSpace": {},
+        "tuner": {"name": "TPE"},
+        "trainingService": list(blocks),
+    }
+
+
+def test_hybrid_placement_keys_are_read_per_block(workdir: Path) -> None:
+    data = _hybrid(
+        workdir,
+        {"platform": "local", "placementWeight": 2.5, "trialConcurrency": 1},
+        {"platform": "slurm", "sharedDirectory": "shared"},
+    )
+    local, slurm = ExperimentConfig.from_dict(data, base_dir=workdir).training_services
+    assert (local.placement_weight, local.trial_concurrency) == (2.5, 1)
+    assert (slurm.placement_weight, slurm.trial_concurrency) == (None, None)
+
+
+def test_hybrid_refuses_a_platform_twice_and_bad_placement_keys(workdir: Path) -> None:
+    data = _hybrid(
+        workdir,
+        {"platform": "local", "placementWeight": -1},
+        {"platform": "slurm", "sharedDirectory": "shared", "trialConcurrency": 0},
+        {"platform": "local"},
+    )
+    with pytest.raises(ConfigError) as caught:
+        ExperimentConfig.from_dict(data, base_dir=workdir)
+    assert [(p.key_path, p.message) for p in caught.value.problems] == [
+        ("trainingService[0].placementWeight", "expected a number at least 0.0, got -1"),
+        ("trainingService[1].trialConcurrency", "expected a number greater than 0, got 0"),
+    ]
+    del data["trainingService"][0]["placementWeight"]  # type: ignore[index]
+    del data["trainingService"][1]["trialConcurrency"]  # type: ignore[index]
+    with pytest.raises(ConfigError) as caught:
+        ExperimentConfig.from_dict(data, base_dir=workdir)
+    assert [(p.key_path, p.message) for p in caught.value.problems] == [
+        (
+            "trainingService[2].platform",
+            "local is already trainingService[0]: put all of its machines or options in one block",
+        )
+    ]
+
+
+def test_a_placement_weight_outside_a_hybrid_experiment_is_warned_about(workdir: Path) -> None:
+    from trialfleet.config.loader import load_config as load
+
+    (workdir / "config.yml").write_text(
+        "trialCommand: python3 trial.py\ntrialCodeDirectory: code\ntrialConcurrency: 1\nsearchSpace: {}\n"
+        "tuner: {name: TPE}\ntrainingService: {platform: local, placementWeight: 2}\n"
+    )
+    assert load(workdir / "config.yml").warnings == [
+        "trainingService.placementWeight only matters in a hybrid experiment (trainingService as a list); "
+        "it is ignored"
+    ]

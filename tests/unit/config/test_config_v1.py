@@ -245,7 +245,16 @@ trial:
             "multiPhase",
             "multi-phase experiments are not supported",
         ),
-        ("trainingServicePlatform: hybrid\n", "trainingServicePlatform", "'hybrid' cannot be converted"),
+        (
+            "trainingServicePlatform: hybrid\n",
+            "hybridConfig.trainingServicePlatforms",
+            "expected a list of platforms, got null",
+        ),
+        (
+            "trainingServicePlatform: hybrid\nhybridConfig: {trainingServicePlatforms: [local, local]}\n",
+            "hybridConfig.trainingServicePlatforms[1]",
+            "local is listed twice",
+        ),
         ("trainingServicePlatform: mars\n", "trainingServicePlatform", "expected one of local, remote"),
         ("", "trainingServicePlatform", "required field is missing"),
         ("trainingServicePlatform: remote\n", "machineList", "expected a list of machines, got null"),
@@ -289,3 +298,28 @@ def test_v2_errors_of_a_converted_config_name_the_file(write_config: Callable[..
     assert "trialConcurrency: many" in shown[0]  # the CLI can still show what was validated
     assert str(caught.value).startswith(f"{path}: 1 problem(s)")
     assert "trialConcurrency: expected an integer, got 'many'" in str(caught.value)
+
+
+def test_hybrid_becomes_a_list_of_blocks_each_from_its_own_section(data_dir: Path) -> None:
+    v2, warnings = _convert(data_dir, "v1_hybrid.yml")
+    assert warnings == ["authorName is not used by v2 configs and was dropped"]
+    assert (v2["trialCommand"], v2["trialGpuNumber"]) == ("python3 mnist.py", 0)
+    assert v2["trainingService"] == [
+        {"platform": "local", "useActiveGpu": False},
+        {
+            "platform": "remote",
+            "reuseMode": True,
+            "machineList": [{"host": "192.0.2.11", "user": "alice", "sshKeyFile": "~/.ssh/id_rsa"}],
+        },
+        {
+            "platform": "aml",
+            "dockerImage": "msranni/nni:v2.0",  # the trial key a member takes is taken once
+            "subscriptionId": "00000000-1111-2222-3333-444444444444",
+            "resourceGroup": "nni-rg",
+            "workspaceName": "nni-workspace",
+            "computeTarget": "gpu-cluster",
+        },
+    ]
+    config = load_config(data_dir / "v1_hybrid.yml").config
+    assert [block.platform for block in config.training_services] == ["local", "remote", "aml"]
+    assert {block.trial_command for block in config.training_services} == {"python3 mnist.py"}

@@ -180,3 +180,45 @@ def test_a_version_1_database_is_upgraded_with_its_metrics_kept(tmp_path: Path) 
     upgraded = ExperimentStore(path)
     assert current_version(sqlite3.connect(path)) == SCHEMA_VERSION
     assert [(m.data, m.attempt) for m in upgraded.metrics("t1")] == [("0.5", 2)]  # shown as it was
+
+
+def test_a_version_2_database_gets_each_submitted_trial_s_platform(tmp_path: Path) -> None:
+    from trialfleet.storage.schema import MIGRATIONS, _set_version
+
+    path = tmp_path / "db" / "trialfleet.sqlite"
+    path.parent.mkdir()
+    conn = sqlite3.connect(path)
+    conn.executescript("BEGIN;" + MIGRATIONS[1] + MIGRATIONS[2] + _set_version(2) + "COMMIT;")
+    config = json.dumps({"trainingService": {"platform": "slurm", "sharedDirectory": "/s"}})
+    conn.execute("INSERT INTO experiment (id, config, status) VALUES ('e', ?, 'STOPPED')", (config,))
+    for trial_id, sequence, handle in (("ran", 0, '{"job_id": "7"}'), ("queued", 1, None)):
+        conn.execute(
+            "INSERT INTO trials (id, sequence_id, parameter_source, parameters, status, submit_time, handle) "
+            "VALUES (?, ?, 'algorithm', '{}', 'WAITING', 1, ?)",
+            (trial_id, sequence, handle),
+        )
+    conn.execute("INSERT INTO attempts (trial_id, attempt, status) VALUES ('ran', 0, 'FAILED')")
+    conn.commit()
+    conn.close()
+    upgraded = ExperimentStore(path)
+    assert (upgraded.trial("ran").platform, upgraded.trial("queued").platform) == ("slurm", None)
+    assert upgraded.attempts("ran")[0]["platform"] == "slurm"
+
+
+def test_a_trial_s_platform_is_kept_per_attempt_and_cleared_for_the_next(tmp_path: Path) -> None:
+    store = ExperimentStore(tmp_path / "db.sqlite")
+    store.init_experiment("e", {}, 0.0)
+    store.add_trial("t1", {"parameters": {}}, 1.0)
+    store.place_trial("t1", "remote")  # being offered to remote
+    assert store.trial("t1").platform == "remote"
+    store.place_trial("t1", None)  # it deferred everywhere
+    assert store.trial("t1").platform is None
+    store.mark_submitted("t1", {"pid": 1}, "h1:/t", 2.0, running=True, platform="remote")
+    store.place_trial("t1", "local")  # a submitted trial's platform stays
+    assert store.trial("t1").platform == "remote"
+    store.end_trial("t1", TrialStatus.FAILED, 3.0, message="lost", failure_kind="infrastructure")
+    retried = store.retry_trial("t1", 4.0, "retry after: lost")
+    assert retried.platform is None
+    store.mark_submitted("t1", {"pid": 2}, "local:/t", 5.0, running=True, platform="local")
+    store.end_trial("t1", TrialStatus.SUCCEEDED, 6.0)
+    assert [a["platform"] for a in store.attempts("t1")] == ["remote", "local"]

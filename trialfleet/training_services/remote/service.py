@@ -131,6 +131,13 @@ class RemoteTrainingService(TrainingService):
             f"remote: trialGpuNumber is {wanted}, but no machine can run such a trial:\n" + "\n".join(reasons)
         )
 
+    def unavailable(self) -> str | None:
+        if any(machine.ready for machine in self.machines):
+            return None
+        return "no machine is reachable: " + "; ".join(
+            f"{m.name}: {m.link.problem or 'not prepared'}" for m in self.machines
+        )
+
     # ---- launching ---------------------------------------------------------------------------------------
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
@@ -149,7 +156,8 @@ class RemoteTrainingService(TrainingService):
             return await self._start_on(machine, spec, name, gpus)
         except SshLinkError:
             machine.launched.add(name)  # it may have started: the offer is answered by this host only
-            return Deferred(f"lost the link to {machine.name} while launching; waiting for it to come back")
+            why = f"lost the link to {machine.name} while launching; waiting for it to come back"
+            return Deferred(why, sticky=True)
 
     def _where_launched(self, name: str) -> RemoteMachine | Deferred | None:
         """The host this trial directory was launched on before (submit is idempotent), if any."""
@@ -162,7 +170,7 @@ class RemoteTrainingService(TrainingService):
                 machine.launched.discard(name)
                 continue
             why = machine.link.problem
-            return Deferred(f"waiting for {machine.name}, where this trial was launched ({why})")
+            return Deferred(f"waiting for {machine.name}, where this trial was launched ({why})", sticky=True)
         return None
 
     async def _choose(self, spec: TrialSpec) -> tuple[RemoteMachine, list[int] | None] | Deferred:

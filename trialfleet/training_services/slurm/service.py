@@ -134,7 +134,7 @@ class SlurmTrainingService(TrainingService):
         try:
             job_id = await self._sbatch(spec, trial_dir)
         except SshLinkError as exc:  # sbatch may have run: the next offer finds its job by name
-            return Deferred(f"the login node is unreachable: {exc}")
+            return Deferred(f"the login node is unreachable: {exc}", sticky=True)
         return self._submitted(job_id, trial_dir)
 
     async def _sbatch(self, spec: TrialSpec, trial_dir: str) -> str:

@@ -41,6 +41,16 @@ function errorCallout(exp) {
     h("pre", {}, exp.error || "(no message)"));
 }
 
+// a hybrid experiment goes on without a platform that failed or is unreachable: say which, and why
+function platformCallout(exp) {
+  const troubled = (exp.platforms || []).filter((p) => p.status !== "UP");
+  if (!troubled.length) return null;
+  return h("div", { className: "callout error", id: "platform-problems" },
+    h("strong", {}, "Some platforms take no trials; the others go on. "),
+    h("a", { href: "logs/manager.log", target: "_blank" }, "Open the manager log"),
+    h("pre", {}, troubled.map((p) => `${p.platform}: ${p.status}: ${p.message || ""}`).join("\n")));
+}
+
 function failureCallout(exp) {
   const failure = exp.firstFailure;
   if (!failure) return null;
@@ -160,7 +170,7 @@ const refreshChart = adaptiveThrottle(async () => {
 
 function renderCards(exp) {
   slots.cards.replaceChildren(infoCard(exp), durationCard(exp), trialsCard(exp));
-  slots.error.replaceChildren(errorCallout(exp) || "", failureCallout(exp) || "");
+  slots.error.replaceChildren(errorCallout(exp) || "", platformCallout(exp) || "", failureCallout(exp) || "");
 }
 
 let shownRevision = null;

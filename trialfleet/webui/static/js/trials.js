@@ -39,6 +39,9 @@ function columns() {
     { key: "seq", label: "Trial No.", sort: "sequenceId", render: (t) => String(t.seq), cls: "num" },
     { key: "id", label: "ID", sort: "trialJobId", render: (t) => t.id, cls: "mono" },
     { key: "status", label: "Status", sort: "status", render: (t) => badge(t.status) },
+    // a hybrid experiment's trials each ran on one of its platforms
+    ...(Array.isArray(state.exp.config?.trainingService)
+      ? [{ key: "platform", label: "Platform", sort: "platform", render: (t) => t.platform || "–" }] : []),
     ...paramKeys().map((k) => ({
       key: `param.${k}`, label: k, sort: `param.${k}`, param: true,
       render: (t) => (k in (t.params || {}) ? fmtNumber(t.params[k]) : "–"), cls: "num",
