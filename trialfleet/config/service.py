@@ -9,6 +9,7 @@ top level when unset in the block.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field, field_validator
 
@@ -28,6 +29,9 @@ class TrainingServiceConfig(ConfigModel):
     trial_gpu_number: int | None = Field(default=None, ge=0)  # None: no GPU scheduling, GPUs left visible
     nni_manager_ip: str | None = None
     debug: bool = False  # as the top-level debug: the manager logs at debug level
+
+    #: whether this platform's trials take their code from the experiment's ``sharedStorage``
+    uses_shared_storage: ClassVar[bool] = False
 
     _check_code_directory = field_validator("trial_code_directory")(existing("directory", "code directory"))
 

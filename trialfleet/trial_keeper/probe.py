@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """trialfleet worker probe: the manager's hands on an SSH host, one batched request per round trip.
 
-Usage: ``python3 probe.py <prepare|launch|poll|kill|write>`` with a JSON request on stdin; prints one JSON answer.
+Usage: ``python3 probe.py <prepare|launch|poll|kill|write|mount>`` with a JSON request on stdin; prints one JSON
+answer.
 
 Standalone like ``keeper.py`` (stdlib only, Linux, Python >= 3.8) and uploaded next to it, whose helpers it
 imports. It never parses metrics: ``poll`` returns the raw bytes of ``.nni/metrics`` and ``trial.stdout`` after
@@ -16,6 +17,8 @@ them with the same code as every other platform.
 * ``kill``: SIGTERM the keeper (it ends the tree); if the keeper is gone, end the tree in a detached process.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
   removing the records a previous submission of the same attempt may have left.
+* ``mount``: mount a shared storage at a mount point unless something is mounted there already, with the
+  command the manager built (``sudo -n`` first unless root); secrets come in the request, never on a command line.
 """
 
 from __future__ import annotations
@@ -260,7 +263,80 @@ def detach(work) -> None:
         os._exit(0)
 
 
-COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill, "write": write}
+# ---- mount -----------------------------------------------------------------------------------------------
+
+MOUNT_POINT = "<mount point>"  # in the request's argv: replaced by the absolute mount point
+
+
+def mount(request: dict) -> dict:
+    point = os.path.abspath(os.path.expanduser(request["mount_point"]))
+    out = {"mount_point": point, "status": "already mounted", "exit": 0, "output": ""}
+    try:
+        for directory in [point, *request.get("dirs", [])]:
+            os.makedirs(os.path.expanduser(directory), exist_ok=True)
+    except OSError as exc:
+        return dict(out, status="failed", exit=-1, output=f"cannot create {exc.filename}: {exc}")
+    if point not in mount_points():
+        out.update(run_mount(request, point))
+    expect = request.get("expect")
+    out["visible"] = out["status"] == "failed" or not expect or os.path.isdir(os.path.join(point, expect))
+    return out
+
+
+def run_mount(request: dict, point: str) -> dict:
+    secrets = request.get("env") or {}  # for the command's environment only; "hide" names the secret ones
+    argv = [point if arg == MOUNT_POINT else arg for arg in request["argv"]]
+    if os.geteuid() != 0:
+        keep = ["--preserve-env=" + ",".join(sorted(secrets))] if secrets else []
+        argv = ["sudo", "-n", *keep, *argv]
+    try:
+        done = subprocess.run(
+            argv,
+            env=dict(os.environ, **secrets),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=float(request.get("timeout", 120)),
+        )
+        code, text = done.returncode, done.stdout.decode("utf-8", "replace")
+    except OSError as exc:
+        code, text = 127, f"{argv[0]}: {exc.strerror or exc}"
+    except subprocess.TimeoutExpired:
+        code, text = -1, "no answer within {} s".format(request.get("timeout", 120))
+    for name in request.get("hide", []):
+        text = text.replace(secrets[name], "******") if secrets.get(name) else text
+    status = "mounted" if code == 0 else "failed"
+    return {"status": status, "exit": code, "output": text.strip()[-4000:], "argv": argv}
+
+
+def mount_points() -> set:
+    """What is mounted where, as this process sees it (a bind mount too, which os.path.ismount misses)."""
+    points = set()
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split(" ")
+                if len(fields) > 4:
+                    points.add(unescape_mount_path(fields[4]))
+    except OSError:
+        pass
+    return points
+
+
+def unescape_mount_path(text: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes (\\040 …)."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and text[i + 1 : i + 4].isdigit():
+            out.append(chr(int(text[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill, "write": write, "mount": mount}
 
 
 def main(argv: list) -> int:

@@ -61,6 +61,8 @@ class RemoteConfig(TrainingServiceConfig):
     allow_partial_fleet: bool = False  # start even when some hosts cannot be reached
     remote_root: str = "~/trialfleet"  # each host keeps experiments below this directory
 
+    uses_shared_storage: ClassVar[bool] = True
+
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED + " (the manager reads them over SSH)",

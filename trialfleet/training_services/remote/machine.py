@@ -3,7 +3,8 @@
 Remote layout, under ``<remoteRoot>/<experiment id>/`` (``~/trialfleet/<experiment id>/`` by default)::
 
     .trialfleet/<version>/            the support bundle (keeper, probe, ``nni`` shim), stdlib only
-    code/                             the trial code directory, unpacked once per host
+    code/                             the trial code directory, unpacked once per host (not with a shared
+                                      storage: the code is then read from its mount point)
     trials/<trial id>[.<attempt>]/    one trial directory each (docs/trial-directory.md), code copied to code/
 """
 
@@ -29,6 +30,7 @@ from trialfleet.training_services.gpu import (
     parse_nvidia_smi,
 )
 from trialfleet.training_services.remote.config import RemoteMachineConfig
+from trialfleet.training_services.shared_storage import SharedStorage
 from trialfleet.training_services.ssh_link import UPLOAD_TIMEOUT, Probe, SshLink
 from trialfleet.training_services.support import MIN_PYTHON, SupportLayout
 from trialfleet.training_services.trial_dir import KEEPER_VERSION
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
 GPU_READING_MAX_AGE = 5.0
+MOUNT_CALL_TIMEOUT = 180.0  # a mount command has 120 s (shared_storage.MOUNT_TIMEOUT)
 # runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback
 _INFO_SCRIPT = (
     "import json, os, sys\n"
@@ -53,8 +56,16 @@ _SMI_SEPARATOR = "--trialfleet-gpu-apps--"
 class RemoteMachine:
     """A host of ``machineList``: connection, remote root, probe calls, GPU readings, up/down state."""
 
-    def __init__(self, config: RemoteMachineConfig, experiment_id: str, root_base: str) -> None:
+    def __init__(
+        self,
+        config: RemoteMachineConfig,
+        experiment_id: str,
+        root_base: str,
+        shared: SharedStorage | None = None,
+    ) -> None:
         self.config = config
+        self.shared = shared
+        self.shared_mount = ""  # the shared storage's absolute mount point here, once mounted
         self.link = SshLink(config, role="remote: host", reconnect=self._reconnect)
         self.name = self.link.name
         self.root_spec = posixpath.join(root_base, experiment_id)
@@ -106,6 +117,7 @@ class RemoteMachine:
             ["mkdir", "-p", "--", posixpath.join(self.root, "trials")], "creating the root"
         )
         await self._install_support(support)
+        await self._mount_shared()
         answer = await self._refresh(code_archive[1] if code_archive else None)
         self.launched = set(answer["launched"])
         if code_archive is not None:
@@ -140,6 +152,17 @@ class RemoteMachine:
         self.env, self.real_nni = dict(answer["env"]), bool(answer["real_nni"])
         return answer
 
+    async def _mount_shared(self) -> None:
+        """Mount the shared storage unless it is mounted already (also after a reconnection: a reboot)."""
+        if self.shared is None:
+            return
+        answer = await self.probe.call("mount", self.shared.worker_request(), timeout=MOUNT_CALL_TIMEOUT)
+        self.shared_mount = self.shared.check_answer(answer, self.name)
+
+    def on_shared(self, relative: str) -> str:
+        """A path below the shared storage's mount point, as this host sees it."""
+        return posixpath.join(self.shared_mount, relative)
+
     async def upload_code(self, local_dir: Path, archive: Path) -> str:
         """A code directory other than the configured one, unpacked once beside it; returns where."""
         digest = hashlib.sha1(str(local_dir).encode()).hexdigest()[:12]
@@ -155,6 +178,7 @@ class RemoteMachine:
             await self.prepare(*self._inputs)
             return
         await link.ssh.connect()
+        await self._mount_shared()
         await self._refresh(None)
 
     # ---- GPUs --------------------------------------------------------------------------------------------
