@@ -17,6 +17,7 @@ them with the same code as every other platform.
 * ``kill``: SIGTERM the keeper (it ends the tree); if the keeper is gone, end the tree in a detached process.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
   removing the records a previous submission of the same attempt may have left.
+* ``serve``: reuse mode: the commands above as JSON lines over one long-lived process (see :func:`serve`).
 * ``mount``: mount a shared storage at a mount point unless something is mounted there already, with the
   command the manager built (``sudo -n`` first unless root); secrets come in the request, never on a command line.
 """
@@ -27,6 +28,7 @@ import base64
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -157,7 +159,7 @@ def wait_for_launch(record_path: str) -> dict:
 
 def start_keeper(keeper_path: str, trial_dir: str) -> dict:
     # blocked before the fork, so the keeper starts with them blocked and a cancel sent early is not lost
-    signal.pthread_sigmask(signal.SIG_BLOCK, keeper.WATCHED)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, keeper.WATCHED)
     log = os.open(os.path.join(trial_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         process = subprocess.Popen(
@@ -169,6 +171,7 @@ def start_keeper(keeper_path: str, trial_dir: str) -> dict:
         )
     finally:
         os.close(log)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a serving probe goes on
     return {
         "keeper_pid": process.pid,
         "keeper_start_ticks": keeper.start_ticks(process.pid),
@@ -339,9 +342,77 @@ def unescape_mount_path(text: str) -> str:
 COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill, "write": write, "mount": mount}
 
 
+# ---- serve -----------------------------------------------------------------------------------------------
+
+WATCH_INTERVAL = 0.01  # how often a serving probe looks for the end records of the trials it watches
+
+
+def serve() -> int:
+    """Reuse mode: one JSON request per line on stdin, one JSON answer per line on stdout, for as long as the
+    manager's SSH channel lives; meanwhile an ``ended`` event as soon as a watched trial's keeper wrote its end
+    record. Trials stay under their keepers (own sessions): this process ending, by EOF or a kill, ends none."""
+    os.chdir(os.path.expanduser("~"))
+    emit({"event": "ready", "pid": os.getpid()})
+    watched: set = set()
+    pending = b""
+    stdin = sys.stdin.fileno()
+    while True:
+        ready, _, _ = select.select([stdin], [], [], WATCH_INTERVAL)
+        if ready:
+            chunk = os.read(stdin, 1 << 20)
+            if not chunk:
+                return 0
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if line.strip():
+                    emit(serve_one(json.loads(line), watched))
+        for trial_dir in sorted(watched):
+            if os.path.exists(os.path.join(trial_dir, "result.json")):
+                watched.discard(trial_dir)
+                emit({"event": "ended", "trial_dir": trial_dir})
+        reap_children()
+
+
+def serve_one(message: dict, watched: set) -> dict:
+    command, request = message["command"], message["request"]
+    try:
+        result = COMMANDS[command](request)
+    except Exception as exc:
+        return {"id": message["id"], "error": f"{type(exc).__name__}: {exc}"}
+    if command == "launch":
+        watched.add(request["trial_dir"])
+    elif command == "poll":  # adopted trials are watched from their first poll on
+        for trial in request["trials"]:
+            if (
+                result["trials"][trial["name"]]["result"] is None
+                and result["trials"][trial["name"]]["exists"]
+            ):
+                watched.add(trial["dir"])
+    return {"id": message["id"], "answer": result}
+
+
+def emit(data: dict) -> None:
+    sys.stdout.write(json.dumps(data) + "\n")
+    sys.stdout.flush()
+
+
+def reap_children() -> None:
+    """Keepers started here, and the intermediate children of ``detach``, once they exit."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main(argv: list) -> int:
+    if argv[1:] == ["serve"]:
+        return serve()
     if len(argv) != 2 or argv[1] not in COMMANDS:
-        sys.stderr.write("usage: probe.py <{}> < request.json\n".format("|".join(COMMANDS)))
+        sys.stderr.write("usage: probe.py <{}|serve> < request.json\n".format("|".join(COMMANDS)))
         return 2
     answer(COMMANDS[argv[1]](json.load(sys.stdin)))
     return 0

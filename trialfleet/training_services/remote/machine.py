@@ -16,7 +16,7 @@ import logging
 import posixpath
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from trialfleet.training_services.gpu import (
     parse_nvidia_smi,
 )
 from trialfleet.training_services.remote.config import RemoteMachineConfig
+from trialfleet.training_services.remote.runner import ProbeRunner
 from trialfleet.training_services.shared_storage import SharedStorage
 from trialfleet.training_services.ssh_link import UPLOAD_TIMEOUT, Probe, SshLink
 from trialfleet.training_services.support import MIN_PYTHON, SupportLayout
@@ -62,7 +63,10 @@ class RemoteMachine:
         experiment_id: str,
         root_base: str,
         shared: SharedStorage | None = None,
+        *,
+        on_ended: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_ended`` given: reuse mode, a long-lived runner that reports ended trials (:mod:`.runner`)."""
         self.config = config
         self.shared = shared
         self.shared_mount = ""  # the shared storage's absolute mount point here, once mounted
@@ -75,7 +79,8 @@ class RemoteMachine:
         self.real_nni = False
         self.launched: set[str] = set()  # trial directories launched here (maybe), for idempotent submit
         self.code_dirs: dict[Path, str] = {}  # local code directory → its unpacked copy here
-        self.probe = Probe(self.link, "")  # its script is known once the root is
+        # its script is known once the root is
+        self.probe = Probe(self.link, "") if on_ended is None else ProbeRunner(self.link, "", on_ended)
         self.files = ProbeTrialFiles(self.probe)
         self._gpus: tuple[float, list[GpuInfo]] | None = None
         self._inputs: tuple[Path, tuple[Path, Path] | None] | None = None  # what prepare() was given
@@ -180,6 +185,11 @@ class RemoteMachine:
         await link.ssh.connect()
         await self._mount_shared()
         await self._refresh(None)
+
+    async def close(self) -> None:
+        if isinstance(self.probe, ProbeRunner):
+            await self.probe.stop()
+        await self.link.close()
 
     # ---- GPUs --------------------------------------------------------------------------------------------
 

@@ -67,8 +67,10 @@ class RemoteTrainingService(TrainingService):
         self.config = cast(RemoteConfig, context.service_config)
         base = root or self.config.remote_root
         self.shared = shared_storage_for(context.config, context.experiment_id)
+        on_ended = self._ended_on_host if self.config.reuse_mode else None
         self.machines = [
-            RemoteMachine(m, context.experiment_id, base, self.shared) for m in self.config.machine_list
+            RemoteMachine(m, context.experiment_id, base, self.shared, on_ended=on_ended)
+            for m in self.config.machine_list
         ]
         for machine in self.machines:
             machine.link.on_up = functools.partial(self._back_up, machine)
@@ -115,7 +117,7 @@ class RemoteTrainingService(TrainingService):
             return f"preparation took longer than {PREPARE_TIMEOUT:g}s"
         except PlatformError as exc:
             machine.link.permanent = True
-            await machine.link.close()
+            await machine.close()
             return _without_name(str(exc), machine)
         return None
 
@@ -330,6 +332,10 @@ class RemoteTrainingService(TrainingService):
             local = self.context.trials_dir / trial.handle["name"]
             self._spawn(machine.copy_trial_files(trial.handle["trial_dir"], LOG_FILES, local))
 
+    def _ended_on_host(self, trial_dir: str) -> None:
+        """Reuse mode: a host's runner saw a keeper write its end record; poll now rather than at the tick."""
+        self.wakeup.set()
+
     # ---- faults ------------------------------------------------------------------------------------------
 
     def _watch_links(self) -> None:
@@ -404,7 +410,7 @@ class RemoteTrainingService(TrainingService):
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=60)
         for machine in self.machines:
-            await machine.link.close()
+            await machine.close()
 
     async def _trials_ended(self, trials: list[LiveTrial]) -> set[str]:
         """Those whose keeper wrote its end or is gone; a host that cannot be asked counts as done."""
