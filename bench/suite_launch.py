@@ -228,7 +228,7 @@ def reuse(ctx: Context) -> list[Section]:
         f"7. Remote reuse mode: {spec.trials} trials on 3 SSH hosts, concurrency 2, trial does `import nni`"
     )
     section = ctx.section(title, nni=False)
-    section.nni_label = "reuseMode: false"  # the comparison column; the ratio is false / true
+    section.nni_label, section.ratio_label = "reuseMode: false", "ratio false / true"
     variants = {"reuse": {"reuseMode": True}, "plain": {"reuseMode": False}}
     runs, why = run_remote_variants(ctx.tf, ctx.workdir, spec, ctx.plan.reps, variants)
     if why is not None:

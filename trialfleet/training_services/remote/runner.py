@@ -58,7 +58,10 @@ class ProbeRunner(Probe):
         self._pending[call_id] = future
         line = json.dumps({"id": call_id, "command": command, "request": request}) + "\n"
         try:
-            process.stdin.write(line.encode())
+            try:
+                process.stdin.write(line.encode())
+            except Exception as exc:  # asyncssh's own errors too: the channel is gone
+                raise SshLinkError(f"{self.link.name}: the runner's channel is closed: {exc}") from exc
             return await asyncio.wait_for(future, timeout)
         except TimeoutError as exc:
             await self.stop()  # a runner that does not answer is replaced, as a link that does not is
@@ -95,7 +98,7 @@ class ProbeRunner(Probe):
                 self._dispatch(json.loads(line), ready)
         except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
             why = f"the runner's output broke off: {exc}"
-        except Exception as exc:
+        except Exception as exc:  # asyncssh's errors: the link broke under the runner
             why = f"the runner's channel failed: {exc}"
         with contextlib.suppress(Exception):
             why += _stderr_tail(await asyncio.wait_for(process.stderr.read(), 1.0))
