@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """trialfleet worker probe: the manager's hands on an SSH host, one batched request per round trip.
 
-Usage: ``python3 probe.py <prepare|launch|poll|kill|write|mount>`` with a JSON request on stdin; prints one JSON
+Usage: ``python3 probe.py <prepare|launch|poll|kill|write|mount|read>`` with a JSON request on stdin; prints one JSON
 answer.
 
 Standalone like ``keeper.py`` (stdlib only, Linux, Python >= 3.8) and uploaded next to it, whose helpers it
@@ -17,6 +17,7 @@ them with the same code as every other platform.
 * ``kill``: SIGTERM the keeper (it ends the tree); if the keeper is gone, end the tree in a detached process.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
   removing the records a previous submission of the same attempt may have left.
+* ``read``: small regular files of a trial directory, base64 (reuse mode copies an ended trial's logs so).
 * ``serve``: reuse mode: the commands above as JSON lines over one long-lived process (see :func:`serve`).
 * ``mount``: mount a shared storage at a mount point unless something is mounted there already, with the
   command the manager built (``sudo -n`` first unless root); secrets come in the request, never on a command line.
@@ -137,7 +138,8 @@ def launch(request: dict) -> dict:
         write_private(os.path.join(trial_dir, name), content)
     record = start_keeper(request["keeper"], trial_dir)
     record.update(request.get("record") or {})
-    keeper.write_json_atomically(record_path, record)
+    # not fsynced: a host crash ends the keeper it describes; a reader must only never see half of it
+    keeper.write_json_atomically(record_path, record, durable=False)
     return dict(record, existing=False)
 
 
@@ -231,6 +233,27 @@ def write(request: dict) -> dict:
     for name, content in request["files"].items():
         write_private(os.path.join(trial_dir, name), content)
     return {"written": sorted(request["files"])}
+
+
+# ---- read ------------------------------------------------------------------------------------------------
+
+READ_LIMIT = 4 << 20  # larger files are left to SFTP, which streams them
+
+
+def read(request: dict) -> dict:
+    """Small regular files of a trial directory in one answer (an ended trial's logs, for the manager's copy)."""
+    files, larger = {}, []
+    for name in request["names"]:
+        try:
+            f = keeper.open_regular(os.path.join(request["trial_dir"], name))
+        except OSError:
+            continue
+        with f:
+            if os.fstat(f.fileno()).st_size > READ_LIMIT:
+                larger.append(name)
+                continue
+            files[name] = base64.b64encode(f.read(READ_LIMIT + 1)).decode("ascii")
+    return {"files": files, "larger": larger}
 
 
 # ---- kill ------------------------------------------------------------------------------------------------
@@ -339,7 +362,15 @@ def unescape_mount_path(text: str) -> str:
     return "".join(out)
 
 
-COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill, "write": write, "mount": mount}
+COMMANDS = {
+    "prepare": prepare,
+    "launch": launch,
+    "poll": poll,
+    "kill": kill,
+    "write": write,
+    "mount": mount,
+    "read": read,
+}
 
 
 # ---- serve -----------------------------------------------------------------------------------------------

@@ -82,6 +82,8 @@ async def test_later_trials_start_without_any_new_ssh_session(
         probe = service.machines[0].probe
     finally:
         await service.close()
+    for i in range(1, 4):  # the logs were copied to the manager all the same
+        assert (service.context.trials_dir / f"t{i}" / "trial.stdout").read_text() == "later\n"
     if reuse:
         assert after == before, f"{after - before} new SSH session(s) for three later trials"
         assert isinstance(probe, ProbeRunner) and probe.starts == 1

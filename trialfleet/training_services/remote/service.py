@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 KILL_GRACE = 5.0
 PREPARE_TIMEOUT = 600.0  # one host's whole preparation, uploads included
+LOG_COPY_DELAY = 0.3  # an ended trial's logs are copied to the manager this long after its end is seen
 
 
 class RemoteTrainingService(TrainingService):
@@ -330,11 +331,17 @@ class RemoteTrainingService(TrainingService):
             machine.forget_gpu_reading()  # its processes are gone: the next allocation sees the GPU free
         if machine is not None and machine.ready:
             local = self.context.trials_dir / trial.handle["name"]
-            self._spawn(machine.copy_trial_files(trial.handle["trial_dir"], LOG_FILES, local))
+            self._spawn(self._copy_logs(machine, trial.handle["trial_dir"], local))
 
     def _ended_on_host(self, trial_dir: str) -> None:
         """Reuse mode: a host's runner saw a keeper write its end record; poll now rather than at the tick."""
         self.wakeup.set()
+
+    async def _copy_logs(self, machine: RemoteMachine, trial_dir: str, local: Path) -> None:
+        # after the next trial's launch, which the same poll usually triggers: the copy is not on its path
+        await asyncio.sleep(LOG_COPY_DELAY)
+        if machine.ready:
+            await machine.copy_trial_files(trial_dir, LOG_FILES, local)
 
     # ---- faults ------------------------------------------------------------------------------------------
 
