@@ -225,7 +225,8 @@ def reuse(ctx: Context) -> list[Section]:
     """Workload 7: workload 4 with ``reuseMode: true`` against ``false``, on the same fleet, taking turns."""
     spec = LaunchSpec("nni", ctx.plan.remote_trials, 2)
     title = (
-        f"7. Remote reuse mode: {spec.trials} trials on 3 SSH hosts, concurrency 2, trial does `import nni`"
+        f"7. Remote reuse mode: {spec.trials} trials on 3 SSH hosts, concurrency 2, trial does `import nni`; "
+        "trialfleet column: reuseMode: true"
     )
     section = ctx.section(title, nni=False)
     section.nni_label, section.ratio_label = "reuseMode: false", "ratio false / true"
