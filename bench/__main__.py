@@ -31,6 +31,7 @@ WORKLOADS: dict[str, Callable[[Context], list[Section]]] = {
     "remote": suite_launch.remote,
     "load": suite_launch.load,
     "scale": suite_data.scale,
+    "reuse": suite_launch.reuse,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TARGETS_HEAD = [

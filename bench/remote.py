@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bench.launch import LaunchSpec, run_launch
 from bench.stats import Figure
@@ -24,26 +25,37 @@ def run_remote(
     system: System, workdir: Path, spec: LaunchSpec, reps: int
 ) -> tuple[list[dict[str, float]], str | None]:
     """The runs, or no runs and why the fleet could not be used."""
+    runs, why = run_remote_variants(system, workdir, spec, reps, {"": {}})
+    return runs.get("", []), why
+
+
+def run_remote_variants(
+    system: System, workdir: Path, spec: LaunchSpec, reps: int, variants: dict[str, dict[str, Any]]
+) -> tuple[dict[str, list[dict[str, float]]], str | None]:
+    """Per variant (extra keys of the ``trainingService`` block), its runs on one fleet, the variants taking
+    turns in each repetition so that the machine's drifting load touches them alike; or why there are none."""
     sys.path.insert(0, str(FLEET_DIR))
     try:
         from fleet import Fleet, missing_components
     except ImportError as exc:
-        return [], f"the fleet helper cannot be imported from {FLEET_DIR}: {exc}"
+        return {}, f"the fleet helper cannot be imported from {FLEET_DIR}: {exc}"
     missing = missing_components()
     if missing:
-        return [], f"missing for the SSH fleet: {', '.join(missing)}"
+        return {}, f"missing for the SSH fleet: {', '.join(missing)}"
     bare = bare_remote_trial(reps=5).median
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as base:
         fleet = Fleet(Path(base), HOSTS)
         try:
             fleet.up()
-            service = {"platform": "remote", "machineList": [host.machine() for host in fleet.hosts]}
-            runs = [
-                run_launch(system, workdir, spec, bare, training_service=service, python="python3")
-                for _ in range(reps)
-            ]
+            machines = [host.machine() for host in fleet.hosts]
+            for _ in range(reps):
+                for name, extra in variants.items():
+                    service = {"platform": "remote", "machineList": machines, **extra}
+                    run = run_launch(system, workdir, spec, bare, training_service=service, python="python3")
+                    runs[name].append(run)
         except (OSError, subprocess.SubprocessError, AssertionError, RuntimeError) as exc:
-            return [], f"the remote run failed: {type(exc).__name__}: {exc}"
+            return {}, f"the remote run failed: {type(exc).__name__}: {exc}"
         finally:
             fleet.down()
     return runs, None

@@ -58,6 +58,7 @@ class Row:
 class Section:
     title: str
     nni_label: str = ""  # empty: no NNI column
+    ratio_label: str = "ratio NNI / trialfleet"  # the comparison column over trialfleet's
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     load: str = ""
@@ -75,7 +76,7 @@ class Section:
     def markdown(self) -> str:
         head = ["metric", "trialfleet"]
         if self.nni_label:
-            head += [self.nni_label, "ratio NNI / trialfleet"]
+            head += [self.nni_label, self.ratio_label]
         head += ["bare floor", "target"]
         lines = [f"### {self.title}", ""]
         lines += [f"Taken {self.taken}; load average before: {self.load or '?'}", ""]

@@ -7,7 +7,7 @@ import math
 
 from bench import baseline
 from bench.launch import SCRIPTS, LaunchSpec
-from bench.remote import run_remote
+from bench.remote import run_remote, run_remote_variants
 from bench.report import Section, target
 from bench.stats import Figure, figures
 from bench.suite import Context, repeat
@@ -216,3 +216,49 @@ def remote(ctx: Context) -> list[Section]:
         )
         sections.append(section)
     return sections
+
+
+REUSE_TARGET_S = 0.1  # the gap between a trial's end and the next start on a host, with reuseMode
+
+
+def reuse(ctx: Context) -> list[Section]:
+    """Workload 7: workload 4 with ``reuseMode: true`` against ``false``, on the same fleet, taking turns."""
+    spec = LaunchSpec("nni", ctx.plan.remote_trials, 2)
+    title = (
+        f"7. Remote reuse mode: {spec.trials} trials on 3 SSH hosts, concurrency 2, trial does `import nni`; "
+        "trialfleet column: reuseMode: true"
+    )
+    section = ctx.section(title, nni=False)
+    section.nni_label, section.ratio_label = "reuseMode: false", "ratio false / true"
+    variants = {"reuse": {"reuseMode": True}, "plain": {"reuseMode": False}}
+    runs, why = run_remote_variants(ctx.tf, ctx.workdir, spec, ctx.plan.reps, variants)
+    if why is not None:
+        ctx.log(f"  reuse workload NOT RUN: {why}")
+        section.notes.append(f"**NOT RUN**: {why}")
+        return [section]
+    for name, group in runs.items():
+        for rep, run in enumerate(group):
+            ctx.log(f"  {name} rep {rep}: wall {run['wall_s']:.2f}s gap {run['gap_median_s']:.3f}s")
+    ours, plain = figures(runs["reuse"]), figures(runs["plain"])
+    gap = ours.get("gap_median_s")
+    met = None if not gap or math.isnan(gap.median) else gap.median < REUSE_TARGET_S
+    section.add("gap: a trial's end → the next start, median (s)", gap, plain.get("gap_median_s"),
+                target=target(met, f"< {REUSE_TARGET_S:g} s"))  # fmt: skip
+    section.add("gap p90 (s)", ours.get("gap_p90_s"), plain.get("gap_p90_s"))
+    section.add(
+        "`create` → first trial RUNNING (s)", ours.get("first_running_s"), plain.get("first_running_s")
+    )
+    section.add("trial duration in the manager, median (s)", ours.get("trial_duration_median_s"),
+                plain.get("trial_duration_median_s"))  # fmt: skip
+    section.add("wall, `create` → last trial's end (s)", ours.get("wall_s"), plain.get("wall_s"))
+    section.add("per-trial overhead = wall x 2 / N - bare (s)", ours.get("overhead_per_trial_s"),
+                plain.get("overhead_per_trial_s"))  # fmt: skip
+    section.add("manager CPU per trial (ms)", ours.get("manager_cpu_ms_per_trial"),
+                plain.get("manager_cpu_ms_per_trial"))  # fmt: skip
+    section.add("trials SUCCEEDED", ours.get("succeeded"), plain.get("succeeded"))
+    section.notes.append(
+        "Both columns are trialfleet on the same fleet (tests/integration/remote/fleet.py), the two modes taking "
+        "turns in each repetition; the ratio column is reuseMode: false over true. With reuse each host runs one "
+        "probe (`probe.py serve`) over the open SSH link that launches, polls and reports a keeper's end at once."
+    )
+    return [section]

@@ -160,8 +160,15 @@ class ExperimentConfig(ConfigModel):
 
     not_acted_on: ClassVar[dict[str, str]] = {
         "tuner_gpu_indices": "the tuner runs in the manager's process, which does not restrict its GPUs",
-        "shared_storage": "no storage is mounted; trials get the code directory the way their platform ships it",
     }
+
+    def not_acted_on_here(self) -> dict[str, str]:
+        """Keys not acted on by this config's platforms (read with ``not_acted_on``)."""
+        others = sorted({s.platform for s in self.training_services if not s.uses_shared_storage})
+        if self.shared_storage is None or not others:
+            return {}
+        why = f"{', '.join(others)} trials get the code directory the way their platform ships it"
+        return {"shared_storage": why + " (shared storage is used by local, remote and slurm)"}
 
     @property
     def training_services(self) -> list[TrainingServiceConfig]:

@@ -73,7 +73,9 @@ def unacted_warnings(model: BaseModel) -> list[str]:
 def unacted_fields(model: BaseModel, path: KeyPath = ()) -> list[tuple[KeyPath, str]]:
     """The fields set in ``model`` (and the models below it) that their class accepts but does not act on."""
     found: list[tuple[KeyPath, str]] = []
-    not_acted_on: dict[str, str] = getattr(model, "not_acted_on", {})
+    not_acted_on: dict[str, str] = dict(getattr(model, "not_acted_on", {}))
+    if hasattr(model, "not_acted_on_here"):  # keys whose use depends on the rest of the config
+        not_acted_on.update(model.not_acted_on_here())
     for name, info in type(model).model_fields.items():
         alias = info.alias or name
         set_here = name in model.model_fields_set and getattr(model, name) != info.get_default(

@@ -9,6 +9,7 @@ top level when unset in the block.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field, field_validator
 
@@ -33,6 +34,9 @@ class TrainingServiceConfig(ConfigModel):
     # unset; 0: only when every other platform deferred a trial) and the most it runs at once
     placement_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     trial_concurrency: int | None = Field(default=None, gt=0)
+
+    #: whether this platform's trials take their code from the experiment's ``sharedStorage``
+    uses_shared_storage: ClassVar[bool] = False
 
     _check_code_directory = field_validator("trial_code_directory")(existing("directory", "code directory"))
 

@@ -236,6 +236,25 @@ class SshHost:
         status = done.exit_status if done.exit_status is not None else 255
         return CommandResult(status, _as_bytes(done.stdout), _as_bytes(done.stderr))
 
+    async def start_process(
+        self, command: str, *, timeout: float = COMMAND_TIMEOUT
+    ) -> asyncssh.SSHClientProcess[bytes]:
+        """Start a long-lived command with its stdin and stdout as byte streams (a reuse-mode runner)."""
+        import asyncssh
+
+        conn = self._require()
+        try:
+            process: asyncssh.SSHClientProcess[bytes] = await asyncio.wait_for(
+                conn.create_process(command, encoding=None), timeout
+            )
+        except TimeoutError as exc:
+            await self.close()
+            raise SshLinkError(f"{self.target.name}: no answer within {timeout:g}s") from exc
+        except (OSError, asyncssh.Error) as exc:
+            await self.close()
+            raise SshLinkError(f"{self.target.name}: connection lost: {_describe(exc)}") from exc
+        return process
+
     async def _sftp_client(self) -> asyncssh.SFTPClient:
         async with self._sftp_lock:  # concurrent callers share one SFTP session
             if self._sftp is None:

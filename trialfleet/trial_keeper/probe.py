@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """trialfleet worker probe: the manager's hands on an SSH host, one batched request per round trip.
 
-Usage: ``python3 probe.py <prepare|launch|poll|kill|write>`` with a JSON request on stdin; prints one JSON answer.
+Usage: ``python3 probe.py <prepare|launch|poll|kill|write|mount|read>`` with a JSON request on stdin; prints one JSON
+answer.
 
 Standalone like ``keeper.py`` (stdlib only, Linux, Python >= 3.8) and uploaded next to it, whose helpers it
 imports. It never parses metrics: ``poll`` returns the raw bytes of ``.nni/metrics`` and ``trial.stdout`` after
@@ -16,6 +17,10 @@ them with the same code as every other platform.
 * ``kill``: SIGTERM the keeper (it ends the tree); if the keeper is gone, end the tree in a detached process.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
   removing the records a previous submission of the same attempt may have left.
+* ``read``: small regular files of a trial directory, base64 (reuse mode copies an ended trial's logs so).
+* ``serve``: reuse mode: the commands above as JSON lines over one long-lived process (see :func:`serve`).
+* ``mount``: mount a shared storage at a mount point unless something is mounted there already, with the
+  command the manager built (``sudo -n`` first unless root); secrets come in the request, never on a command line.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import base64
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -132,7 +138,8 @@ def launch(request: dict) -> dict:
         write_private(os.path.join(trial_dir, name), content)
     record = start_keeper(request["keeper"], trial_dir)
     record.update(request.get("record") or {})
-    keeper.write_json_atomically(record_path, record)
+    # not fsynced: a host crash ends the keeper it describes; a reader must only never see half of it
+    keeper.write_json_atomically(record_path, record, durable=False)
     return dict(record, existing=False)
 
 
@@ -154,7 +161,7 @@ def wait_for_launch(record_path: str) -> dict:
 
 def start_keeper(keeper_path: str, trial_dir: str) -> dict:
     # blocked before the fork, so the keeper starts with them blocked and a cancel sent early is not lost
-    signal.pthread_sigmask(signal.SIG_BLOCK, keeper.WATCHED)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, keeper.WATCHED)
     log = os.open(os.path.join(trial_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         process = subprocess.Popen(
@@ -166,6 +173,7 @@ def start_keeper(keeper_path: str, trial_dir: str) -> dict:
         )
     finally:
         os.close(log)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a serving probe goes on
     return {
         "keeper_pid": process.pid,
         "keeper_start_ticks": keeper.start_ticks(process.pid),
@@ -227,6 +235,27 @@ def write(request: dict) -> dict:
     return {"written": sorted(request["files"])}
 
 
+# ---- read ------------------------------------------------------------------------------------------------
+
+READ_LIMIT = 4 << 20  # larger files are left to SFTP, which streams them
+
+
+def read(request: dict) -> dict:
+    """Small regular files of a trial directory in one answer (an ended trial's logs, for the manager's copy)."""
+    files, larger = {}, []
+    for name in request["names"]:
+        try:
+            f = keeper.open_regular(os.path.join(request["trial_dir"], name))
+        except OSError:
+            continue
+        with f:
+            if os.fstat(f.fileno()).st_size > READ_LIMIT:
+                larger.append(name)
+                continue
+            files[name] = base64.b64encode(f.read(READ_LIMIT + 1)).decode("ascii")
+    return {"files": files, "larger": larger}
+
+
 # ---- kill ------------------------------------------------------------------------------------------------
 
 
@@ -260,12 +289,161 @@ def detach(work) -> None:
         os._exit(0)
 
 
-COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill, "write": write}
+# ---- mount -----------------------------------------------------------------------------------------------
+
+MOUNT_POINT = "<mount point>"  # in the request's argv: replaced by the absolute mount point
+
+
+def mount(request: dict) -> dict:
+    point = os.path.abspath(os.path.expanduser(request["mount_point"]))
+    out = {"mount_point": point, "status": "already mounted", "exit": 0, "output": ""}
+    try:
+        for directory in [point, *request.get("dirs", [])]:
+            os.makedirs(os.path.expanduser(directory), exist_ok=True)
+    except OSError as exc:
+        return dict(out, status="failed", exit=-1, output=f"cannot create {exc.filename}: {exc}")
+    if point not in mount_points():
+        out.update(run_mount(request, point))
+    expect = request.get("expect")
+    out["visible"] = out["status"] == "failed" or not expect or os.path.isdir(os.path.join(point, expect))
+    return out
+
+
+def run_mount(request: dict, point: str) -> dict:
+    secrets = request.get("env") or {}  # for the command's environment only; "hide" names the secret ones
+    argv = [point if arg == MOUNT_POINT else arg for arg in request["argv"]]
+    if os.geteuid() != 0:
+        keep = ["--preserve-env=" + ",".join(sorted(secrets))] if secrets else []
+        argv = ["sudo", "-n", *keep, *argv]
+    try:
+        done = subprocess.run(
+            argv,
+            env=dict(os.environ, **secrets),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=float(request.get("timeout", 120)),
+        )
+        code, text = done.returncode, done.stdout.decode("utf-8", "replace")
+    except OSError as exc:
+        code, text = 127, f"{argv[0]}: {exc.strerror or exc}"
+    except subprocess.TimeoutExpired:
+        code, text = -1, "no answer within {} s".format(request.get("timeout", 120))
+    for name in request.get("hide", []):
+        text = text.replace(secrets[name], "******") if secrets.get(name) else text
+    status = "mounted" if code == 0 else "failed"
+    return {"status": status, "exit": code, "output": text.strip()[-4000:], "argv": argv}
+
+
+def mount_points() -> set:
+    """What is mounted where, as this process sees it (a bind mount too, which os.path.ismount misses)."""
+    points = set()
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split(" ")
+                if len(fields) > 4:
+                    points.add(unescape_mount_path(fields[4]))
+    except OSError:
+        pass
+    return points
+
+
+def unescape_mount_path(text: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes (\\040 …)."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and text[i + 1 : i + 4].isdigit():
+            out.append(chr(int(text[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+COMMANDS = {
+    "prepare": prepare,
+    "launch": launch,
+    "poll": poll,
+    "kill": kill,
+    "write": write,
+    "mount": mount,
+    "read": read,
+}
+
+
+# ---- serve -----------------------------------------------------------------------------------------------
+
+WATCH_INTERVAL = 0.01  # how often a serving probe looks for the end records of the trials it watches
+
+
+def serve() -> int:
+    """Reuse mode: one JSON request per line on stdin, one JSON answer per line on stdout, for as long as the
+    manager's SSH channel lives; meanwhile an ``ended`` event as soon as a watched trial's keeper wrote its end
+    record. Trials stay under their keepers (own sessions): this process ending, by EOF or a kill, ends none."""
+    os.chdir(os.path.expanduser("~"))
+    emit({"event": "ready", "pid": os.getpid()})
+    watched: set = set()
+    pending = b""
+    stdin = sys.stdin.fileno()
+    while True:
+        ready, _, _ = select.select([stdin], [], [], WATCH_INTERVAL)
+        if ready:
+            chunk = os.read(stdin, 1 << 20)
+            if not chunk:
+                return 0
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if line.strip():
+                    emit(serve_one(json.loads(line), watched))
+        for trial_dir in sorted(watched):
+            if os.path.exists(os.path.join(trial_dir, "result.json")):
+                watched.discard(trial_dir)
+                emit({"event": "ended", "trial_dir": trial_dir})
+        reap_children()
+
+
+def serve_one(message: dict, watched: set) -> dict:
+    command, request = message["command"], message["request"]
+    try:
+        result = COMMANDS[command](request)
+    except Exception as exc:
+        return {"id": message["id"], "error": f"{type(exc).__name__}: {exc}"}
+    if command == "launch":
+        watched.add(request["trial_dir"])
+    elif command == "poll":  # adopted trials are watched from their first poll on
+        for trial in request["trials"]:
+            if (
+                result["trials"][trial["name"]]["result"] is None
+                and result["trials"][trial["name"]]["exists"]
+            ):
+                watched.add(trial["dir"])
+    return {"id": message["id"], "answer": result}
+
+
+def emit(data: dict) -> None:
+    sys.stdout.write(json.dumps(data) + "\n")
+    sys.stdout.flush()
+
+
+def reap_children() -> None:
+    """Keepers started here, and the intermediate children of ``detach``, once they exit."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def main(argv: list) -> int:
+    if argv[1:] == ["serve"]:
+        return serve()
     if len(argv) != 2 or argv[1] not in COMMANDS:
-        sys.stderr.write("usage: probe.py <{}> < request.json\n".format("|".join(COMMANDS)))
+        sys.stderr.write("usage: probe.py <{}|serve> < request.json\n".format("|".join(COMMANDS)))
         return 2
     answer(COMMANDS[argv[1]](json.load(sys.stdin)))
     return 0

@@ -18,7 +18,13 @@ def machines(hosts: list[Host], **overrides: Any) -> list[RemoteMachineConfig]:
 
 
 def remote_context(
-    experiment_dir: Path, hosts: list[Host], *, grace: int = 60, **options: Any
+    experiment_dir: Path,
+    hosts: list[Host],
+    *,
+    grace: int = 60,
+    experiment_id: str | None = None,
+    shared_storage: dict[str, Any] | None = None,
+    **options: Any,
 ) -> ExperimentContext:
     """A context for RemoteTrainingService with a fresh experiment id (so remote roots never collide)."""
     options.setdefault("machine_list", machines(hosts))
@@ -26,4 +32,5 @@ def remote_context(
         options["trial_code_directory"] = experiment_dir.parent / "configured code"
         options["trial_code_directory"].mkdir(parents=True, exist_ok=True)
     config = RemoteConfig(trial_command="unused", unreachable_grace_period=grace, **options)
-    return make_context(experiment_dir, config, f"t{uuid.uuid4().hex[:10]}")
+    extra = {"sharedStorage": shared_storage} if shared_storage is not None else {}
+    return make_context(experiment_dir, config, experiment_id or f"t{uuid.uuid4().hex[:10]}", **extra)

@@ -50,3 +50,11 @@ class TestRemoteContract(TrainingServiceContract):
 
     def trial_code_dir(self, handle: Mapping[str, Any], code_dir: Path) -> str:
         return posixpath.join(handle["trial_dir"], "code")  # a remote trial runs in its own copy
+
+
+class TestRemoteReuseContract(TestRemoteContract):
+    """The same suite with ``reuseMode: true``: every call through one long-lived runner per host."""
+
+    @pytest.fixture
+    def experiment_context(self, tmp_path: Path, fleet: Fleet) -> ExperimentContext:
+        return remote_context(tmp_path / "experiment 'dir' ü", fleet.hosts, reuse_mode=True)

@@ -26,16 +26,12 @@ nniManagerIp: 10.0.0.1
 tunerGpuIndices: 0
 trainingService:
   platform: remote
-  reuse_mode: true
+  reuse_mode: true  # acted on: a runner per host
   machineList: [{host: h, user: u, password: p}]
 """
     )
     warnings = load_config(path).warnings
-    assert [w.split(":", 1)[0] for w in warnings] == [
-        "tunerGpuIndices",
-        "nniManagerIp",
-        "trainingService.reuse_mode",
-    ]
+    assert [w.split(":", 1)[0] for w in warnings] == ["tunerGpuIndices", "nniManagerIp"]
     assert all("accepted but not acted on" in w for w in warnings)
 
 
@@ -61,7 +57,23 @@ def test_the_manager_can_name_them_from_a_stored_config(write_config: Callable[[
     path = write_config(
         BASE + "sharedStorage:\n  storageType: AzureBlob\n  localMountPoint: code\n"
         "  remoteMountPoint: /mnt/blob\n  localMounted: usermount\n  storageAccountName: a\n"
-        "  containerName: c\ntrainingService:\n  platform: local\n"
+        "  storageAccountKey: k\n  containerName: c\ntrainingService:\n  platform: aml\n"
+        "  subscriptionId: s\n  resourceGroup: g\n  workspaceName: w\n  computeTarget: c\n"
     )
     config = load_config(path).config
-    assert [w.split(":", 1)[0] for w in unacted_warnings(config)] == ["sharedStorage"]
+    [warning] = unacted_warnings(config)
+    assert warning.startswith("sharedStorage: accepted but not acted on: aml trials get the code directory")
+
+
+def test_shared_storage_is_acted_on_by_local_remote_and_slurm(write_config: Callable[[str], Path]) -> None:
+    storage = (
+        "sharedStorage:\n  storageType: NFS\n  localMountPoint: code\n  remoteMountPoint: /mnt/nfs\n"
+        "  localMounted: usermount\n  nfsServer: 10.0.0.1\n  exportedDirectory: /export\n"
+    )
+    for service in (
+        "  platform: local\n",
+        "  platform: remote\n  machineList: [{host: h, user: u, password: p}]\n",
+        "  platform: slurm\n  sharedDirectory: code\n",
+    ):
+        loaded = load_config(write_config(BASE + storage + "trainingService:\n" + service))
+        assert loaded.warnings == [], service

@@ -28,6 +28,8 @@ class LocalConfig(TrainingServiceConfig):
     gpu_indices: GpuIndices = None
     reuse_mode: bool = False
 
+    uses_shared_storage: ClassVar[bool] = True
+
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED,

@@ -31,6 +31,7 @@ from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.gpu import GpuInfo, allocate_for, allocate_gpus, read_gpus
 from trialfleet.training_services.local.config import LocalConfig
 from trialfleet.training_services.naming import attempt_name
+from trialfleet.training_services.shared_storage import shared_storage_for
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.trial_dir import (
     COMMAND_FILE,
@@ -78,11 +79,15 @@ class LocalTrainingService(TrainingService):
         self._pidfds: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._shim_env: dict[str, str] | None = None
+        self.shared = shared_storage_for(context.config, context.experiment_id)
 
     # ---- hooks -----------------------------------------------------------------------------------
 
     async def _prepare(self) -> None:
         self._shim_env = await asyncio.to_thread(self._shim_pythonpath)
+        if self.shared is not None:
+            await self.shared.prepare_here()
+            await self.shared.code_dir(Path(self.config.trial_code_directory))
         wanted = self.config.trial_gpu_number
         if not wanted:
             return
@@ -105,8 +110,11 @@ class LocalTrainingService(TrainingService):
             if isinstance(choice, str):
                 return Deferred(f"waiting for {spec.gpu_number} free GPU(s): {choice}")
             gpus = choice
-        env, unset = environment_change(self._trial_env(spec, trial_dir, gpus), os.environ, spec.env)
-        command = command_record(["/bin/bash", "-c", spec.command], str(spec.code_dir), env, env_unset=unset)
+        code_dir = await self._code_dir(spec.code_dir)
+        env, unset = environment_change(
+            self._trial_env(spec, trial_dir, gpus, code_dir), os.environ, spec.env
+        )
+        command = command_record(["/bin/bash", "-c", spec.command], str(code_dir), env, env_unset=unset)
         await self.files.write(str(trial_dir), input_files(spec.parameter_record, command))
         pid = self._spawn_keeper(trial_dir)
         handle: dict[str, Any] = {
@@ -296,13 +304,21 @@ class LocalTrainingService(TrainingService):
 
     # ---- environment and GPUs --------------------------------------------------------------------
 
-    def _trial_env(self, spec: TrialSpec, trial_dir: Path, gpus: list[int] | None) -> dict[str, str]:
+    async def _code_dir(self, code_dir: Path) -> Path:
+        """Where the trial runs: in its code directory, or in the copy on the shared storage."""
+        if self.shared is None:
+            return code_dir
+        return self.shared.storage.to_local(await self.shared.code_dir(code_dir))
+
+    def _trial_env(
+        self, spec: TrialSpec, trial_dir: Path, gpus: list[int] | None, code_dir: Path
+    ) -> dict[str, str]:
         env = trial_environment(
             self.platform,
             self.context.experiment_id,
             spec,
             trial_dir=str(trial_dir),
-            code_dir=str(spec.code_dir),
+            code_dir=str(code_dir),
             inherited=os.environ,
             gpus=gpus,
         )

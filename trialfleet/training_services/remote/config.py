@@ -59,17 +59,18 @@ class RemoteConfig(TrainingServiceConfig):
 
     platform: Literal["remote"] = "remote"
     machine_list: list[RemoteMachineConfig] = Field(min_length=1)
-    reuse_mode: bool = False
+    reuse_mode: bool = False  # a long-lived runner per host (training_services/remote/runner.py)
     known_hosts: ConfigPath | None = None
     accept_new_host_keys: bool = False
     unreachable_grace_period: Duration = Field(default=300, ge=0)  # a host lost longer fails its trials
     allow_partial_fleet: bool = False  # start even when some hosts cannot be reached
     remote_root: str = "~/trialfleet"  # each host keeps experiments below this directory
 
+    uses_shared_storage: ClassVar[bool] = True
+
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED + " (the manager reads them over SSH)",
-        "reuse_mode": "each trial starts its own keeper on a host already prepared; no environment is kept",
     }
 
     @model_validator(mode="after")

@@ -3,19 +3,21 @@
 Remote layout, under ``<remoteRoot>/<experiment id>/`` (``~/trialfleet/<experiment id>/`` by default)::
 
     .trialfleet/<version>/            the support bundle (keeper, probe, ``nni`` shim), stdlib only
-    code/                             the trial code directory, unpacked once per host
+    code/                             the trial code directory, unpacked once per host (not with a shared
+                                      storage: the code is then read from its mount point)
     trials/<trial id>[.<attempt>]/    one trial directory each (docs/trial-directory.md), code copied to code/
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
 import posixpath
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,8 @@ from trialfleet.training_services.gpu import (
     parse_nvidia_smi,
 )
 from trialfleet.training_services.remote.config import RemoteMachineConfig
+from trialfleet.training_services.remote.runner import ProbeRunner
+from trialfleet.training_services.shared_storage import SharedStorage
 from trialfleet.training_services.ssh_link import UPLOAD_TIMEOUT, Probe, SshLink
 from trialfleet.training_services.support import MIN_PYTHON, SupportLayout
 from trialfleet.training_services.trial_dir import KEEPER_VERSION
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
 GPU_READING_MAX_AGE = 5.0
+MOUNT_CALL_TIMEOUT = 180.0  # a mount command has 120 s (shared_storage.MOUNT_TIMEOUT)
 # runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback
 _INFO_SCRIPT = (
     "import json, os, sys\n"
@@ -53,8 +58,19 @@ _SMI_SEPARATOR = "--trialfleet-gpu-apps--"
 class RemoteMachine:
     """A host of ``machineList``: connection, remote root, probe calls, GPU readings, up/down state."""
 
-    def __init__(self, config: RemoteMachineConfig, experiment_id: str, root_base: str) -> None:
+    def __init__(
+        self,
+        config: RemoteMachineConfig,
+        experiment_id: str,
+        root_base: str,
+        shared: SharedStorage | None = None,
+        *,
+        on_ended: Callable[[str], None] | None = None,
+    ) -> None:
+        """``on_ended`` given: reuse mode, a long-lived runner that reports ended trials (:mod:`.runner`)."""
         self.config = config
+        self.shared = shared
+        self.shared_mount = ""  # the shared storage's absolute mount point here, once mounted
         self.link = SshLink(config, role="remote: host", reconnect=self._reconnect)
         self.name = self.link.name
         self.root_spec = posixpath.join(root_base, experiment_id)
@@ -64,7 +80,8 @@ class RemoteMachine:
         self.real_nni = False
         self.launched: set[str] = set()  # trial directories launched here (maybe), for idempotent submit
         self.code_dirs: dict[Path, str] = {}  # local code directory → its unpacked copy here
-        self.probe = Probe(self.link, "")  # its script is known once the root is
+        # its script is known once the root is
+        self.probe = Probe(self.link, "") if on_ended is None else ProbeRunner(self.link, "", on_ended)
         self.files = ProbeTrialFiles(self.probe)
         self._gpus: tuple[float, list[GpuInfo]] | None = None
         self._inputs: tuple[Path, tuple[Path, Path] | None] | None = None  # what prepare() was given
@@ -106,6 +123,7 @@ class RemoteMachine:
             ["mkdir", "-p", "--", posixpath.join(self.root, "trials")], "creating the root"
         )
         await self._install_support(support)
+        await self._mount_shared()
         answer = await self._refresh(code_archive[1] if code_archive else None)
         self.launched = set(answer["launched"])
         if code_archive is not None:
@@ -140,6 +158,17 @@ class RemoteMachine:
         self.env, self.real_nni = dict(answer["env"]), bool(answer["real_nni"])
         return answer
 
+    async def _mount_shared(self) -> None:
+        """Mount the shared storage unless it is mounted already (also after a reconnection: a reboot)."""
+        if self.shared is None:
+            return
+        answer = await self.probe.call("mount", self.shared.worker_request(), timeout=MOUNT_CALL_TIMEOUT)
+        self.shared_mount = self.shared.check_answer(answer, self.name)
+
+    def on_shared(self, relative: str) -> str:
+        """A path below the shared storage's mount point, as this host sees it."""
+        return posixpath.join(self.shared_mount, relative)
+
     async def upload_code(self, local_dir: Path, archive: Path) -> str:
         """A code directory other than the configured one, unpacked once beside it; returns where."""
         digest = hashlib.sha1(str(local_dir).encode()).hexdigest()[:12]
@@ -155,7 +184,13 @@ class RemoteMachine:
             await self.prepare(*self._inputs)
             return
         await link.ssh.connect()
+        await self._mount_shared()
         await self._refresh(None)
+
+    async def close(self) -> None:
+        if isinstance(self.probe, ProbeRunner):
+            await self.probe.stop()
+        await self.link.close()
 
     # ---- GPUs --------------------------------------------------------------------------------------------
 
@@ -187,6 +222,15 @@ class RemoteMachine:
     async def copy_trial_files(self, trial_dir: str, names: Sequence[str], local_dir: Path) -> None:
         """Copy what exists of ``names`` to ``local_dir`` (an ended trial's logs, kept on the manager)."""
         local_dir.mkdir(parents=True, exist_ok=True)
+        if isinstance(self.probe, ProbeRunner):  # one message to the runner, not a dozen of SFTP's
+            try:
+                answer = await self.probe.call("read", {"trial_dir": trial_dir, "names": list(names)})
+            except PlatformError as exc:
+                log.info("remote: could not copy the logs of %s from %s: %s", trial_dir, self.name, exc)
+                return
+            for name, data in answer["files"].items():
+                (local_dir / name).write_bytes(base64.b64decode(data))
+            names = answer["larger"]
         for name in names:
             path = posixpath.join(trial_dir, name)
             try:

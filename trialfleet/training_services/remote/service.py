@@ -34,6 +34,7 @@ from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.remote.config import RemoteConfig
 from trialfleet.training_services.remote.machine import RemoteMachine
+from trialfleet.training_services.shared_storage import shared_storage_for
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.ssh import SshLinkError
 from trialfleet.training_services.support import support_archive, support_version
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 
 KILL_GRACE = 5.0
 PREPARE_TIMEOUT = 600.0  # one host's whole preparation, uploads included
+LOG_COPY_DELAY = 0.3  # an ended trial's logs are copied to the manager this long after its end is seen
 
 
 class RemoteTrainingService(TrainingService):
@@ -65,7 +67,12 @@ class RemoteTrainingService(TrainingService):
         super().__init__(context)
         self.config = cast(RemoteConfig, context.service_config)
         base = root or self.config.remote_root
-        self.machines = [RemoteMachine(m, context.experiment_id, base) for m in self.config.machine_list]
+        self.shared = shared_storage_for(context.config, context.experiment_id)
+        on_ended = self._ended_on_host if self.config.reuse_mode else None
+        self.machines = [
+            RemoteMachine(m, context.experiment_id, base, self.shared, on_ended=on_ended)
+            for m in self.config.machine_list
+        ]
         for machine in self.machines:
             machine.link.on_up = functools.partial(self._back_up, machine)
         self._by_name = {machine.name: machine for machine in self.machines}
@@ -73,6 +80,7 @@ class RemoteTrainingService(TrainingService):
         self._staging = context.experiment_dir / "remote"
         self._code: tuple[Path, Path] | None = None  # the configured code directory and its archive
         self._archives: dict[Path, Path] = {}
+        self._shared_code: dict[Path, str] = {}  # code directory → its copy, relative to the storage's mount
         self._gpu_assignments: dict[str, tuple[str, list[int]]] = {}
         self._to_kill: dict[str, list[Mapping[str, Any]]] = {}  # host → trials to end once it is back
         self._tasks: set[asyncio.Task[None]] = set()
@@ -84,8 +92,12 @@ class RemoteTrainingService(TrainingService):
         support = self._staging / f"support-{support_version()}.tar.gz"
         if not support.exists():
             support.write_bytes(support_archive())
-        code_dir = self.config.trial_code_directory
-        self._code = (Path(code_dir), await self._pack(Path(code_dir)))
+        code_dir = Path(self.config.trial_code_directory)
+        if self.shared is not None:  # the code goes on the storage once; hosts read it from their mount
+            await self.shared.prepare_here()
+            self._shared_code[code_dir] = await self.shared.code_dir(code_dir)
+        else:
+            self._code = (code_dir, await self._pack(code_dir))
         problems = await asyncio.gather(*(self._prepare_machine(m, support) for m in self.machines))
         failed = [(m, why) for m, why in zip(self.machines, problems, strict=True) if why]
         if failed and (not self.config.allow_partial_fleet or len(failed) == len(self.machines)):
@@ -106,7 +118,7 @@ class RemoteTrainingService(TrainingService):
             return f"preparation took longer than {PREPARE_TIMEOUT:g}s"
         except PlatformError as exc:
             machine.link.permanent = True
-            await machine.link.close()
+            await machine.close()
             return _without_name(str(exc), machine)
         return None
 
@@ -201,9 +213,7 @@ class RemoteTrainingService(TrainingService):
     async def _start_on(
         self, machine: RemoteMachine, spec: TrialSpec, name: str, gpus: list[int] | None
     ) -> Submitted:
-        code = machine.code_dirs.get(spec.code_dir) or await machine.upload_code(
-            spec.code_dir, await self._pack(spec.code_dir)
-        )
+        code = await self._code_on(machine, spec.code_dir)
         trial_dir = machine.trial_dir(name)
         cwd = posixpath.join(trial_dir, "code")
         env, unset = environment_change(
@@ -233,6 +243,16 @@ class RemoteTrainingService(TrainingService):
             handle["gpus"] = gpus
             self._gpu_assignments[spec.trial_id] = (machine.name, list(gpus))
         return Submitted(handle, f"{machine.name}:{trial_dir}")
+
+    async def _code_on(self, machine: RemoteMachine, code_dir: Path) -> str:
+        """Where ``code_dir`` is on the host: on the shared storage's mount, or uploaded once."""
+        if self.shared is not None:
+            if code_dir not in self._shared_code:
+                self._shared_code[code_dir] = await self.shared.code_dir(code_dir)
+            return machine.on_shared(self._shared_code[code_dir])
+        return machine.code_dirs.get(code_dir) or await machine.upload_code(
+            code_dir, await self._pack(code_dir)
+        )
 
     def _trial_env(
         self, machine: RemoteMachine, spec: TrialSpec, trial_dir: str, gpus: list[int] | None
@@ -319,7 +339,17 @@ class RemoteTrainingService(TrainingService):
             machine.forget_gpu_reading()  # its processes are gone: the next allocation sees the GPU free
         if machine is not None and machine.ready:
             local = self.context.trials_dir / trial.handle["name"]
-            self._spawn(machine.copy_trial_files(trial.handle["trial_dir"], LOG_FILES, local))
+            self._spawn(self._copy_logs(machine, trial.handle["trial_dir"], local))
+
+    def _ended_on_host(self, trial_dir: str) -> None:
+        """Reuse mode: a host's runner saw a keeper write its end record; poll now rather than at the tick."""
+        self.wakeup.set()
+
+    async def _copy_logs(self, machine: RemoteMachine, trial_dir: str, local: Path) -> None:
+        # after the next trial's launch, which the same poll usually triggers: the copy is not on its path
+        await asyncio.sleep(LOG_COPY_DELAY)
+        if machine.ready:
+            await machine.copy_trial_files(trial_dir, LOG_FILES, local)
 
     # ---- faults ------------------------------------------------------------------------------------------
 
@@ -395,7 +425,7 @@ class RemoteTrainingService(TrainingService):
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=60)
         for machine in self.machines:
-            await machine.link.close()
+            await machine.close()
 
     async def _trials_ended(self, trials: list[LiveTrial]) -> set[str]:
         """Those whose keeper wrote its end or is gone; a host that cannot be asked counts as done."""

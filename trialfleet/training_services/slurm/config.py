@@ -39,6 +39,8 @@ class SlurmConfig(TrainingServiceConfig):
     use_sacct: bool | None = None  # None: use sacct when accounting is enabled
     python_path: str | None = None
 
+    uses_shared_storage: ClassVar[bool] = True
+
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED + " on the shared directory",

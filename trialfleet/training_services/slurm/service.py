@@ -27,6 +27,7 @@ from trialfleet.training_services.environment import nni_variables
 from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
 from trialfleet.training_services.mounted_storage import MountedStorage
 from trialfleet.training_services.naming import attempt_name, nni_job_name
+from trialfleet.training_services.shared_storage import shared_storage_for
 from trialfleet.training_services.slurm.config import SlurmConfig
 from trialfleet.training_services.slurm.runner import CommandRunner, LocalCommandRunner
 from trialfleet.training_services.slurm.script import (
@@ -88,6 +89,8 @@ class SlurmTrainingService(TrainingService):
         self.watcher = JobWatcher(self.runner, use_sacct=False)
         self._cancel_sent: dict[str, float] = {}
         self._unreadable: str | None = None  # why the last look at the trial directories failed
+        # with a shared storage the code comes from it; the nodes see it at remoteMountPoint
+        self.shared_storage = shared_storage_for(context.config, context.experiment_id)
 
     @property
     def support_dir(self) -> PurePosixPath:
@@ -103,6 +106,8 @@ class SlurmTrainingService(TrainingService):
             )
         try:
             await self.shared.prepare()
+            if self.shared_storage is not None:
+                await self._prepare_shared_storage()
             config = await self.runner.run(["scontrol", "show", "config"])
             if config.code != 0:
                 raise PlatformError(
@@ -113,6 +118,23 @@ class SlurmTrainingService(TrainingService):
         except PlatformError:
             await self.shared.close()  # a failed start leaves no SSH connection behind
             raise
+
+    async def _prepare_shared_storage(self) -> None:
+        assert self.shared_storage is not None
+        if not posixpath.isabs(self.shared_storage.config.remote_mount_point):
+            raise PlatformError(
+                "slurm: sharedStorage.remoteMountPoint must be an absolute path: it is where the nodes "
+                "see the storage"
+            )
+        await self.shared_storage.prepare_here()
+        await self.shared_storage.code_dir(Path(self.config.trial_code_directory))
+
+    async def _code_dir(self, code_dir: Path) -> str:
+        """The code directory as the nodes see it: on the shared storage when there is one."""
+        if self.shared_storage is None:
+            return await self.shared.code_dir(code_dir)
+        relative = await self.shared_storage.code_dir(code_dir)
+        return posixpath.join(self.shared_storage.config.remote_mount_point, relative)
 
     def _use_sacct(self, enabled: bool) -> bool:
         wanted = self.config.use_sacct
@@ -138,7 +160,7 @@ class SlurmTrainingService(TrainingService):
         return self._submitted(job_id, trial_dir)
 
     async def _sbatch(self, spec: TrialSpec, trial_dir: str) -> str:
-        code_dir = await self.shared.code_dir(spec.code_dir)
+        code_dir = await self._code_dir(spec.code_dir)
         job = self._trial_job(spec, trial_dir, code_dir)
         # env None: the trial inherits the job's environment, which exists only on the node (GRES, modules)
         command = command_record(["/bin/bash", "-c", spec.command], code_dir, None)
