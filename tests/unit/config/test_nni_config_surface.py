@@ -36,6 +36,16 @@ def _load(workdir: Path, data: dict[str, Any], name: str = "config.yml") -> Load
     return load_config(path)
 
 
+def _acted(key: str, value: Callable[[LoadedConfig], Any], expected: Any) -> Check:
+    """Kept, and not named in any warning: trialfleet acts on it."""
+
+    def check(loaded: LoadedConfig, _: Path) -> None:
+        assert not any(w.startswith(f"{key}:") for w in loaded.warnings), loaded.warnings
+        _eq(value(loaded), expected)
+
+    return check
+
+
 def _unacted(key: str) -> Check:
     """Accepted, and named in a warning as not acted on."""
 
@@ -157,7 +167,9 @@ V2_KEYS: list[tuple[str, Callable[[dict[str, Any]], None], Check]] = [
                 "exportedDirectory": "/export",
             }
         ),
-        _unacted("sharedStorage"),
+        _acted(
+            "sharedStorage", lambda c: c.config.shared_storage and c.config.shared_storage.storage_type, "NFS"
+        ),
     ),
     # the algorithm blocks (tuner, assessor, advisor)
     (
@@ -192,7 +204,7 @@ V2_KEYS: list[tuple[str, Callable[[dict[str, Any]], None], Check]] = [
     (
         "remote.reuseMode",
         lambda data: (_remote()(data), data["trainingService"].update(reuseMode=True)),
-        _unacted("trainingService.reuseMode"),
+        _acted("trainingService.reuseMode", lambda c: c.config.training_services[0].reuse_mode, True),
     ),
     (
         "remote.host",
@@ -402,7 +414,11 @@ V1_KEYS: list[tuple[str, dict[str, Any], Check]] = [
                 "containerName": "container",
             }
         ),
-        _unacted("sharedStorage"),
+        _acted(
+            "sharedStorage",
+            lambda c: c.config.shared_storage and c.config.shared_storage.storage_type,
+            "AzureBlob",
+        ),
     ),
     ("machineList.ip", _v1_machine(), lambda c, _: _eq(_machine(c).host, "192.0.2.1")),
     ("machineList.port", _v1_machine(port=2222), lambda c, _: _eq(_machine(c).port, 2222)),
@@ -439,7 +455,7 @@ V1_KEYS: list[tuple[str, dict[str, Any], Check]] = [
     (
         "remoteConfig.reuse",
         _v1_machine() | {"remoteConfig": {"reuse": True}},
-        _unacted("trainingService.reuseMode"),
+        _acted("trainingService.reuseMode", lambda c: c.config.training_services[0].reuse_mode, True),
     ),
 ]
 
@@ -587,13 +603,12 @@ def test_cluster_platform_block_keeps_every_key(workdir: Path, variant: str) -> 
     _check_availability(loaded.config, block["platform"])
 
 
-def test_hybrid_is_accepted_but_not_available_yet(workdir: Path) -> None:
+def test_hybrid_list_loads_every_member_and_passes_the_start_checks(workdir: Path) -> None:
     from trialfleet.startup import preflight
 
     loaded = _load(workdir, _top(_set(trainingService=[{"platform": "local"}, UNAVAILABLE["aml"]])))
     assert [s.platform for s in loaded.config.training_services] == ["local", "aml"]
-    with pytest.raises(PlatformNotAvailableError, match=r"hybrid experiments .* are not available yet"):
-        preflight(loaded.config)
+    preflight(loaded.config)  # both platforms run: nothing refuses the list
 
 
 V1_UNAVAILABLE = {
@@ -678,11 +693,6 @@ def test_v1_cluster_platform_converts(workdir: Path, platform: str) -> None:
     assert loaded.converted_from_v1
     assert not any("not converted" in w for w in loaded.warnings), loaded.warnings
     _check_availability(loaded.config, loaded.config.training_services[0].platform)
-
-
-def test_v1_hybrid_cannot_be_converted(workdir: Path) -> None:
-    with pytest.raises(ConfigError, match="'hybrid' cannot be converted"):
-        _load(workdir, _v1(trainingServicePlatform="hybrid"))
 
 
 def test_platform_keys_match_the_experiment_config_json(workdir: Path) -> None:
