@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import MINIMAL
 
+from tests.unit.config.conftest import MINIMAL
 from trialfleet.config import ExperimentConfig, load_config
 from trialfleet.errors import ConfigError
 
