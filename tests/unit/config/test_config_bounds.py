@@ -93,7 +93,7 @@ BOUNDS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         {"trainingService": {"platform": "slurm", "sharedDirectory": "/tmp", "cpusPerTrial": 100_001}},
         "at most 100000",
     ),
-    (  # a key whose model states no bound of its own: a signed 32-bit integer
+    (  # FrameworkController's own rule (-1: no limit) is checked before the 32-bit integer's
         "trainingService.taskRoles[0].frameworkAttemptCompletionPolicy.minFailedTaskCount",
         {"trainingService": {"platform": "frameworkcontroller", "taskRoles": [{"minFailedTaskCount": -1}]}},
         {
@@ -102,7 +102,7 @@ BOUNDS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
                 "taskRoles": [{"minFailedTaskCount": -(2**63)}],
             }
         },
-        "at least -2147483647, got -9223372036854775808",
+        "at least -1, got -9223372036854775808",
     ),
 ]
 
