@@ -62,6 +62,8 @@ class Scheduler:
 
     def overdue(self, config: ExperimentConfig) -> list[str]:
         """Running trials past ``maxTrialDuration``."""
+        if config.max_trial_duration is None:
+            return []  # no limit: the running trials are not read (every step would load them all)
         running = [(t.id, t.start_time) for t in self.store.trials(status=TrialStatus.RUNNING)]
         return decisions.overdue_trials(running, self.clock.time(), config.max_trial_duration)
 

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from trialfleet.access import AccessPolicy
 from trialfleet.server import routes_files, routes_read, routes_write
 from trialfleet.server.auth import AccessMiddleware
+from trialfleet.server.cache import ChangeCounter, ResponseCache
 from trialfleet.server.context import ServerContext
 from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
 from trialfleet.server.models import ERROR_RESPONSES
@@ -49,7 +50,10 @@ def create_app(
         redoc_url=None,
     )
     reader_store = ExperimentStore.for_experiment_dir(manager.experiment_dir, readonly=True)
-    app.state.trialfleet = ServerContext(manager, ExperimentReader(reader_store, manager.experiment_dir))
+    cache = ResponseCache(ChangeCounter(reader_store.path))
+    app.state.trialfleet = ServerContext(
+        manager, ExperimentReader(reader_store, manager.experiment_dir), cache
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
     policy = access or AccessPolicy()

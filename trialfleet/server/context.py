@@ -13,6 +13,7 @@ from trialfleet.status import ExperimentStatus
 
 if TYPE_CHECKING:
     from trialfleet.manager.experiment_manager import ExperimentManager
+    from trialfleet.server.cache import ResponseCache
 
 
 _STOPPED = frozenset({ExperimentStatus.STOPPING, ExperimentStatus.STOPPED})
@@ -22,16 +23,18 @@ _STOPPED = frozenset({ExperimentStatus.STOPPING, ExperimentStatus.STOPPED})
 class ServerContext:
     manager: ExperimentManager
     reader: ExperimentReader  # its own read-only connection: a long read never holds up the manager's writes
+    cache: ResponseCache  # bodies of the routes that only read the database, while it is unchanged
 
 
-def context(request: Request) -> ServerContext:
+async def context(request: Request) -> ServerContext:
+    """(async: FastAPI would run a plain function in a worker thread, a hop per request for an attribute)"""
     ctx: ServerContext = request.app.state.trialfleet
     return ctx
 
 
-def writable(request: Request) -> ServerContext:
+async def writable(request: Request) -> ServerContext:
     """The context; 403 when the experiment is only viewed, 409 once it is stopping."""
-    ctx = context(request)
+    ctx: ServerContext = request.app.state.trialfleet
     if ctx.manager.readonly:
         raise HTTPException(
             403,
@@ -49,8 +52,13 @@ def writable(request: Request) -> ServerContext:
 
 def nni_json(payload: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
     """JSON serialised directly (FastAPI's encoder is too slow for 100,000 metric records)."""
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return Response(body, status_code=status_code, media_type="application/json", headers=headers)
+    return Response(
+        encode_json(payload), status_code=status_code, media_type="application/json", headers=headers
+    )
+
+
+def encode_json(payload: Any) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 def empty() -> Response:

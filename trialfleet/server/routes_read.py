@@ -1,10 +1,15 @@
-"""NNI's GET routes. Plain functions: FastAPI runs them in worker threads, off the manager's event loop."""
+"""NNI's GET routes.
+
+Those that only read the database answer through the response cache (trialfleet/server/cache.py), which builds a
+body in a worker thread, off the manager's event loop, only when the database changed since it was last built.
+The others are plain functions, which FastAPI runs in worker threads.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from trialfleet.server.context import ServerContext, context, nni_json
 from trialfleet.server.http_errors import not_found
@@ -29,7 +34,7 @@ SortKey = Literal["sequenceId", "startTime", "endTime", "finalMetric"]  # reader
 
 
 @router.get("/version", response_model=str, summary="trialfleet's version (a JSON string)")
-def version() -> Response:
+async def version() -> Response:
     from trialfleet import __version__
 
     return nni_json(__version__)
@@ -40,7 +45,7 @@ def version() -> Response:
     response_model=CheckStatus,
     summary="{status, errors}: errors holds the experiment's error when it is ERROR",
 )
-def check_status(ctx: ServerContext = Depends(context)) -> Response:
+async def check_status(ctx: ServerContext = Depends(context)) -> Response:
     manager = ctx.manager
     errors = [manager.error] if manager.status is ExperimentStatus.ERROR and manager.error else []
     status: dict[str, Any] = {"status": manager.status.value, "errors": errors}
@@ -83,15 +88,15 @@ def experiments_info() -> Response:
 @router.get(
     "/experiment/imported-data", response_model=list[str], summary="each import as a compact JSON string"
 )
-def imported_data(ctx: ServerContext = Depends(context)) -> Response:
-    return nni_json(ctx.reader.imported_data())
+async def imported_data(request: Request, ctx: ServerContext = Depends(context)) -> Response:
+    return await ctx.cache.respond(request, lambda: (ctx.reader.imported_data(), {}))
 
 
 @router.get(
     "/job-statistics", response_model=list[JobStatistic], summary="[{trialJobStatus, trialJobNumber}]"
 )
-def job_statistics(ctx: ServerContext = Depends(context)) -> Response:
-    return nni_json(ctx.reader.job_statistics())
+async def job_statistics(request: Request, ctx: ServerContext = Depends(context)) -> Response:
+    return await ctx.cache.respond(request, lambda: (ctx.reader.job_statistics(), {}))
 
 
 @router.get(
@@ -99,7 +104,8 @@ def job_statistics(ctx: ServerContext = Depends(context)) -> Response:
     response_model=list[TrialJobInfo],
     summary="[TrialJobInfo]; offset/limit/sort/order page the list (X-Total-Count gives the total)",
 )
-def list_trial_jobs(
+async def list_trial_jobs(
+    request: Request,
     status: TrialStatus | None = None,
     offset: int = Query(0, ge=0, le=SQL_INT_MAX),
     limit: int | None = Query(None, ge=1, le=SQL_INT_MAX),
@@ -107,16 +113,24 @@ def list_trial_jobs(
     order: Literal["asc", "desc"] = "asc",
     ctx: ServerContext = Depends(context),
 ) -> Response:
-    jobs = ctx.reader.trial_jobs(status, offset=offset, limit=limit, sort=sort, descending=order == "desc")
-    return nni_json(jobs, headers={"X-Total-Count": str(ctx.reader.trial_count(status))})
+    def build() -> tuple[Any, dict[str, str]]:
+        jobs = ctx.reader.trial_jobs(
+            status, offset=offset, limit=limit, sort=sort, descending=order == "desc"
+        )
+        return jobs, {"X-Total-Count": str(ctx.reader.trial_count(status))}
+
+    return await ctx.cache.respond(request, build)
 
 
 @router.get("/trial-jobs/{trial_id}", response_model=TrialJobInfo, summary="one TrialJobInfo")
-def get_trial_job(trial_id: str, ctx: ServerContext = Depends(context)) -> Response:
-    job = ctx.reader.trial_job(trial_id)
-    if job is None:
-        raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
-    return nni_json(job)
+async def get_trial_job(trial_id: str, request: Request, ctx: ServerContext = Depends(context)) -> Response:
+    def build() -> tuple[Any, dict[str, str]]:
+        job = ctx.reader.trial_job(trial_id)
+        if job is None:
+            raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
+        return job, {}
+
+    return await ctx.cache.respond(request, build)
 
 
 @router.get(
@@ -124,19 +138,24 @@ def get_trial_job(trial_id: str, ctx: ServerContext = Depends(context)) -> Respo
     response_model=list[MetricDataRecord],
     summary="[MetricDataRecord]; data is JSON-encoded twice, as NNI's",
 )
-def metric_data(type: MetricType | None = None, ctx: ServerContext = Depends(context)) -> Response:
-    return nni_json(ctx.reader.metric_data(type=type))
+async def metric_data(
+    request: Request, type: MetricType | None = None, ctx: ServerContext = Depends(context)
+) -> Response:
+    return await ctx.cache.respond(request, lambda: (ctx.reader.metric_data(type=type), {}))
 
 
 @router.get(
     "/metric-data/{trial_id}", response_model=list[MetricDataRecord], summary="one trial's MetricDataRecords"
 )
-def trial_metric_data(
-    trial_id: str, type: MetricType | None = None, ctx: ServerContext = Depends(context)
+async def trial_metric_data(
+    trial_id: str, request: Request, type: MetricType | None = None, ctx: ServerContext = Depends(context)
 ) -> Response:
-    if ctx.reader.store.find_trial(trial_id) is None:
-        raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
-    return nni_json(ctx.reader.metric_data(trial_id, type=type))
+    def build() -> tuple[Any, dict[str, str]]:
+        if ctx.reader.store.find_trial(trial_id) is None:
+            raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
+        return ctx.reader.metric_data(trial_id, type=type), {}
+
+    return await ctx.cache.respond(request, build)
 
 
 @router.get(
@@ -144,12 +163,15 @@ def trial_metric_data(
     response_model=list[MetricDataRecord],
     summary="metrics of trials in a sequence-id range",
 )
-def metric_data_range(
+async def metric_data_range(
+    request: Request,
     min_seq_id: int = Path(ge=-SQL_INT_MAX, le=SQL_INT_MAX),
     max_seq_id: int = Path(ge=-SQL_INT_MAX, le=SQL_INT_MAX),
     ctx: ServerContext = Depends(context),
 ) -> Response:
-    return nni_json(ctx.reader.metric_data_range(min_seq_id, max_seq_id))
+    return await ctx.cache.respond(
+        request, lambda: (ctx.reader.metric_data_range(min_seq_id, max_seq_id), {})
+    )
 
 
 @router.get(
@@ -158,8 +180,8 @@ def metric_data_range(
     summary="every non-PERIODICAL metric and the newest PERIODICAL per trial",
 )
 @router.get("/metric-data-latest", include_in_schema=False)
-def metric_data_latest(ctx: ServerContext = Depends(context)) -> Response:
-    return nni_json(ctx.reader.metric_data_latest())
+async def metric_data_latest(request: Request, ctx: ServerContext = Depends(context)) -> Response:
+    return await ctx.cache.respond(request, lambda: (ctx.reader.metric_data_latest(), {}))
 
 
 @router.get(
@@ -167,8 +189,8 @@ def metric_data_latest(ctx: ServerContext = Depends(context)) -> Response:
     response_model=list[ExportRecord],
     summary="[{parameter, value (JSON string), trialJobId}] of succeeded trials",
 )
-def export_data(ctx: ServerContext = Depends(context)) -> Response:
-    return nni_json(ctx.reader.export_data())
+async def export_data(request: Request, ctx: ServerContext = Depends(context)) -> Response:
+    return await ctx.cache.respond(request, lambda: (ctx.reader.export_data(), {}))
 
 
 @router.get(

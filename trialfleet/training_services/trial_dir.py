@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -39,8 +40,10 @@ STDERR_FILE = "trial.stderr"
 STALE_RECORDS = (KEEPER_RECORD, RESULT_RECORD, METRICS_FILE, STDOUT_FILE, STDERR_FILE)
 #: what users and NNI's REST routes call the trial's outputs
 FILE_ALIASES = {"stdout": STDOUT_FILE, "stderr": STDERR_FILE}
-#: files of the trial directory that are never served (command.json may hold the relay's secret)
+#: files of the trial directory that are never served (command.json may hold the relay's secret), at any depth:
+#: a distributed trial's replicas have theirs below it, and their roles' commands are ``command.<role>.json``
 PRIVATE_FILES = frozenset({COMMAND_FILE})
+_PRIVATE_NAME = re.compile(r"command\.[^/]+\.json")
 #: what a platform whose workers are elsewhere keeps here once a trial ended (its logs and records)
 LOG_FILES = (STDOUT_FILE, STDERR_FILE, "trial.log", "keeper.log", KEEPER_RECORD, RESULT_RECORD)
 
@@ -58,9 +61,14 @@ def relative_file(name: str, trial_dir: object = "") -> str:
     relative = posixpath.normpath(FILE_ALIASES.get(name, name))
     if not name or posixpath.isabs(relative) or relative in (".", "..") or relative.startswith("../"):
         raise ValueError(f"{name!r} is not a file of the trial directory {trial_dir}")
-    if relative in PRIVATE_FILES:
+    if is_private(relative):
         raise TrialFileRefusedError(f"{name} is the keeper's private input; it is not served")
     return relative
+
+
+def is_private(relative: str) -> bool:
+    name = posixpath.basename(relative)
+    return name in PRIVATE_FILES or _PRIVATE_NAME.fullmatch(name) is not None
 
 
 def inside_trial_dir(base: str, resolved: str, name: str) -> None:

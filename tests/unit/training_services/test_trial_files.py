@@ -330,3 +330,18 @@ def test_hostile_metric_records_are_problems(record: dict[str, object], problem:
 def test_a_record_nested_past_the_parser_is_a_problem() -> None:
     decoded = decode_metric("t", b"[" * 100_000 + b"]" * 100_000, {}, 0.0)
     assert isinstance(decoded, TrialProblem) and "nested too deeply" in decoded.message
+
+
+@pytest.mark.parametrize(
+    "name", ["command.json", "./command.json", "command.worker.json", "replicas/worker-1/command.json"]
+)
+def test_the_keepers_commands_are_never_served_at_any_depth(name: str) -> None:
+    from trialfleet.errors import TrialFileRefusedError
+
+    with pytest.raises(TrialFileRefusedError):
+        relative_file(name, "/trials/t")
+
+
+@pytest.mark.parametrize("name", ["commands.json", "command.json.txt", "my_command.json", "out/command.log"])
+def test_files_named_like_a_command_are_served(name: str) -> None:
+    assert relative_file(name, "/trials/t") == name

@@ -1,0 +1,121 @@
+"""Encoded bodies of the read routes, kept for as long as the database has not changed.
+
+Fifty clients polling ``/trial-jobs`` and ``/metric-data`` twice a second mostly ask for what the previous
+client just got: the manager commits a few times a second at most. So each GET route that is a pure function
+of the database (and of its URL) is answered from here while SQLite's ``PRAGMA data_version`` — asked on a
+connection of its own, a few microseconds — says no other connection committed since the body was built.
+Bodies carry an ``ETag`` (a client sending it back gets ``304 Not Modified``) and are gzipped once per version
+for clients that accept it.
+
+The version is read *before* the body is built, so a body is never older than the version it is filed under: a
+commit in between only makes the next request build it again.
+"""
+
+from __future__ import annotations
+
+import gzip
+import secrets
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from trialfleet.server.context import encode_json
+
+#: bodies smaller than this are sent as they are: gzip would save less than its own header costs
+GZIP_MIN_BYTES = 1400
+MAX_ENTRIES = 256  # distinct URLs (a page of the trial list is one): the least recently used go first
+
+
+class ChangeCounter:
+    """Has any other connection committed to the database since the last look? Read-only, never blocks writers."""
+
+    def __init__(self, database: Path) -> None:
+        self._conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True, check_same_thread=False)
+        self._lock = threading.Lock()
+
+    def value(self) -> int:
+        with self._lock:
+            version: int = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            return version
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+@dataclass
+class _Body:
+    version: int
+    data: bytes
+    headers: Mapping[str, str]
+    gzipped: bytes | None = field(default=None, repr=False)
+
+    def compressed(self) -> bytes:
+        if self.gzipped is None:  # once per version, by whichever request asks first
+            self.gzipped = gzip.compress(self.data, compresslevel=5, mtime=0)
+        return self.gzipped
+
+
+class ResponseCache:
+    def __init__(self, counter: ChangeCounter) -> None:
+        self.counter = counter
+        # the version numbers restart with each manager process: the token keeps an old ETag from matching
+        self._token = secrets.token_hex(4)
+        self._bodies: OrderedDict[str, _Body] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    async def respond(
+        self,
+        request: Request,
+        build: Callable[[], tuple[Any, Mapping[str, str]]],
+        *,
+        media: str = "application/json",
+    ) -> Response:
+        """The route's response from the cache, or built (off the event loop) and kept.
+
+        ``build`` returns the JSON payload and the headers that go with it; it may raise (an HTTP error is not
+        cached)."""
+        key = request.url.path + "?" + request.url.query
+        version = self.counter.value()
+        body = self._get(key, version)
+        if body is None:
+            payload, headers = await run_in_threadpool(build)
+            body = _Body(version, encode_json(payload).encode(), dict(headers))
+            self._put(key, body)
+        etag = f'"{self._token}-{body.version}"'
+        headers = {**body.headers, "ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
+        if etag in request.headers.get("if-none-match", ""):
+            return Response(status_code=304, headers=headers)
+        if len(body.data) >= GZIP_MIN_BYTES and "gzip" in request.headers.get("accept-encoding", ""):
+            data = await run_in_threadpool(body.compressed) if body.gzipped is None else body.gzipped
+            return Response(data, media_type=media, headers={**headers, "Content-Encoding": "gzip"})
+        return Response(body.data, media_type=media, headers=headers)
+
+    def _get(self, key: str, version: int) -> _Body | None:
+        with self._lock:
+            body = self._bodies.get(key)
+            if body is None or body.version != version:
+                self.misses += 1
+                return None
+            self._bodies.move_to_end(key)
+            self.hits += 1
+            return body
+
+    def _put(self, key: str, body: _Body) -> None:
+        with self._lock:
+            kept = self._bodies.get(key)
+            if kept is not None and kept.version > body.version:
+                return  # a slower build of an older version finished last
+            self._bodies[key] = body
+            self._bodies.move_to_end(key)
+            while len(self._bodies) > MAX_ENTRIES:
+                self._bodies.popitem(last=False)
