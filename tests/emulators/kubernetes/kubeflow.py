@@ -92,6 +92,7 @@ class JobSync:
         self.op, self.api, self.kind, self.rt, self.job = operator, operator.api, kind, rt, job
         self.meta = job["metadata"]
         self.status: dict[str, Any] = copy.deepcopy(job.get("status") or {})
+        self._pods: list[dict[str, Any]] = []  # the pods this pass reads (run)
         self.spec = spec_rules.defaulted(kind, job.get("spec") or {})
         self.replicas: dict[str, Any] = self.spec[kind.replica_field]
         self.run_policy: dict[str, Any] = self.spec["runPolicy"]
@@ -110,6 +111,7 @@ class JobSync:
                 self.now,
             )
         pods = self._owned(POD_TYPE.key)
+        self._pods = pods  # one snapshot per pass: the counts and worker 0's completion read the same pods
         if cond.is_finished(self.status):
             self._finished(pods)
         elif self.run_policy.get("suspend"):
@@ -472,7 +474,7 @@ class JobSync:
     def _worker0_completed(self) -> bool:
         if "Worker" not in self.replicas:
             return True
-        for pod in self._owned(POD_TYPE.key):
+        for pod in self._pods:
             labels = pod["metadata"]["labels"]
             if labels.get(REPLICA_TYPE) == "worker" and labels.get(REPLICA_INDEX) == "0":
                 codes = [
