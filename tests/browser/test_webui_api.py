@@ -89,7 +89,7 @@ def test_trial_pages_are_filtered_searched_and_sorted_on_the_server(client: Test
     assert refused.status_code == 422
     assert refused.json()["error"] == (
         "query.sort: cannot sort by 'lr': expected sequenceId, trialJobId, status, startTime, endTime, "
-        "duration, finalMetric, final, param.<parameter name> or metric.<final metric key>"
+        "duration, finalMetric, final, platform, param.<parameter name> or metric.<final metric key>"
     )
 
 
