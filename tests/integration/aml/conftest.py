@@ -26,3 +26,10 @@ def aml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AmlEmulator
         yield emulator
     finally:
         emulator.stop()
+
+
+@pytest.fixture(autouse=True)
+def _azureml_cloud_stays_in_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """azure-ai-ml writes the cloud it used into os.environ (AZUREML_CURRENT_CLOUD); left there, it names a
+    stopped emulator's cloud to every later process of the session (a CLI run fails on its metadata)."""
+    monkeypatch.delenv("AZUREML_CURRENT_CLOUD", raising=False)
