@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from trialfleet.status import TrialStatus
-from trialfleet.training_services.events import PollBatch
+from trialfleet.training_services.events import PollBatch, TrialWaiting
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 
 if TYPE_CHECKING:
@@ -87,6 +87,13 @@ class LiveTrial:
     started: bool = False
     cancel_status: TrialStatus | None = None
     state: dict[str, Any] = field(default_factory=dict)  # backend-private
+
+    def waiting_changed(self, reason: str | None) -> list[TrialWaiting]:
+        """Why the platform still queues the trial, as an event when the reason changed (none when it did not)."""
+        if reason == self.state.get("waiting_reason"):
+            return []
+        self.state["waiting_reason"] = reason
+        return [TrialWaiting(self.trial_id, reason, time.time())] if reason else []
 
 
 class TrainingService(ABC):

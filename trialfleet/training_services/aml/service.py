@@ -254,10 +254,7 @@ class AmlTrainingService(TrainingService):
     @staticmethod
     def _waiting(trial: LiveTrial, job: AmlJob | None) -> list[TrialWaiting]:
         reason = job.meaning.reason if job is not None and job.waiting else None
-        if reason == trial.state.get("waiting_reason"):
-            return []
-        trial.state["waiting_reason"] = reason
-        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
+        return trial.waiting_changed(reason)
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 

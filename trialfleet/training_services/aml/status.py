@@ -14,28 +14,13 @@ from typing import Any
 
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.job_states import INFRA, USER, StateMeaning, state_meaning
+from trialfleet.training_services.job_states import running as _running
+from trialfleet.training_services.job_states import waiting as _waiting
 from trialfleet.training_services.trial_dir import ended_from_result, lost
 
 #: how long a job may be ended before the mirror must hold result.json (the forwarder ships it before exiting)
 RESULT_GRACE = 3.0
-
-INFRA, USER = FailureKind.INFRASTRUCTURE, FailureKind.USER_CODE
-
-
-@dataclass(frozen=True)
-class StateMeaning:
-    status: TrialStatus
-    failure_kind: FailureKind | None
-    reason: str
-
-
-def _waiting(reason: str) -> StateMeaning:
-    return StateMeaning(TrialStatus.WAITING, None, reason)
-
-
-def _running(reason: str) -> StateMeaning:
-    return StateMeaning(TrialStatus.RUNNING, None, reason)
-
 
 AML_STATES: Mapping[str, StateMeaning] = {
     "NotStarted": _waiting("submitted to Azure ML, not started yet"),
@@ -58,8 +43,7 @@ AML_STATES: Mapping[str, StateMeaning] = {
 
 def aml_state_meaning(status: str | None) -> StateMeaning:
     """An Azure ML job status (SDK ``JobStatus``, REST ``Unknown`` included) → trialfleet's."""
-    meaning = AML_STATES.get(status or "")
-    return meaning or StateMeaning(TrialStatus.UNKNOWN, None, f"unknown Azure ML job status {status!r}")
+    return state_meaning(AML_STATES, status, "Azure ML job status")
 
 
 @dataclass(frozen=True)

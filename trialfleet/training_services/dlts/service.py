@@ -234,10 +234,7 @@ class DltsTrainingService(TrainingService):
     def _waiting(trial: LiveTrial, job: DltsJob | None) -> list[TrialWaiting]:
         """Why DLTS still holds the job (approval, GPUs, pod creation), reported once per change."""
         reason = job.meaning.reason if job is not None and job.waiting else None
-        if reason == trial.state.get("waiting_reason"):
-            return []
-        trial.state["waiting_reason"] = reason
-        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
+        return trial.waiting_changed(reason)
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.dlts.client import DashboardClient
 from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.job_states import INFRA, USER, StateMeaning, state_meaning
+from trialfleet.training_services.job_states import waiting as _waiting
 from trialfleet.training_services.trial_dir import ended_from_result, lost
 
 log = logging.getLogger(__name__)
@@ -27,21 +29,6 @@ log = logging.getLogger(__name__)
 RESULT_GRACE = 3.0
 #: reads answering ``{}`` in a row before a job counts as gone (one could race a database failover)
 MISSING_READS_BEFORE_GONE = 2
-
-INFRA, USER = FailureKind.INFRASTRUCTURE, FailureKind.USER_CODE
-
-
-@dataclass(frozen=True)
-class StateMeaning:
-    status: TrialStatus
-    failure_kind: FailureKind | None
-    reason: str
-    paused: bool = False  # DLTS paused or preempted the job: it would start over later, so it is ended here
-
-
-def _waiting(reason: str) -> StateMeaning:
-    return StateMeaning(TrialStatus.WAITING, None, reason)
-
 
 DLTS_STATES: Mapping[str, StateMeaning] = {
     "unapproved": _waiting("waiting for approval (DLTS approves jobs within the team's quota)"),
@@ -63,8 +50,7 @@ DLTS_STATES: Mapping[str, StateMeaning] = {
 
 def dlts_state_meaning(job_status: str | None) -> StateMeaning:
     """A DLTS ``jobStatus`` → trialfleet's status, failure kind and a reason for messages."""
-    meaning = DLTS_STATES.get(job_status or "")
-    return meaning or StateMeaning(TrialStatus.UNKNOWN, None, f"unknown DLTS job status {job_status!r}")
+    return state_meaning(DLTS_STATES, job_status, "DLTS job status")
 
 
 @dataclass(frozen=True)

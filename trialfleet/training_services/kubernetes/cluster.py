@@ -435,10 +435,7 @@ class KubernetesTrainingService(TrainingService):
     def _waiting(trial: LiveTrial, pods: list[dict[str, Any]]) -> list[TrialWaiting]:
         """Why the scheduler cannot place the trial's pods, reported once per change."""
         reason = None if trial.started else next(filter(None, map(pod_waiting_reason, pods)), None)
-        if reason == trial.state.get("waiting_reason"):
-            return []
-        trial.state["waiting_reason"] = reason
-        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
+        return trial.waiting_changed(reason)
 
     # ---- cancel, files, shutdown ---------------------------------------------------------------------
 

@@ -282,10 +282,7 @@ class OpenpaiTrainingService(TrainingService):
         reason = None
         if job is not None and job.state == "WAITING":
             reason = waiting_reason(job, self.watcher.virtual_clusters.get(job.virtual_cluster or "default"))
-        if reason == trial.state.get("waiting_reason"):
-            return []
-        trial.state["waiting_reason"] = reason
-        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
+        return trial.waiting_changed(reason)
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.job_states import INFRA, USER, StateMeaning
 from trialfleet.training_services.openpai.protocol import STORAGE_MISSING, STORAGE_MISSING_EXIT
 from trialfleet.training_services.trial_dir import ended_from_result, lost
 
@@ -26,16 +27,6 @@ from trialfleet.training_services.trial_dir import ended_from_result, lost
 RESULT_GRACE = 3.0
 #: … and when the job succeeded after the keeper started: the task script found result.json, so it exists
 RESULT_GRACE_AFTER_SUCCESS = 60.0
-
-INFRA, USER = FailureKind.INFRASTRUCTURE, FailureKind.USER_CODE
-
-
-@dataclass(frozen=True)
-class StateMeaning:
-    status: TrialStatus
-    failure_kind: FailureKind | None
-    reason: str
-
 
 _FAILURE_KINDS: Mapping[str, FailureKind] = {
     "USER_FAILURE": USER,  # a non-zero exit, an image that does not exist, the container over its memory

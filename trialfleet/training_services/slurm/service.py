@@ -293,10 +293,7 @@ class SlurmTrainingService(TrainingService):
     def _waiting(trial: LiveTrial, job: SlurmJob | None) -> list[TrialWaiting]:
         """Why Slurm keeps the job pending ("Resources", "Priority"), reported once per change."""
         reason = job.reason if job is not None and job.waiting else None
-        if reason == trial.state.get("waiting_reason"):
-            return []
-        trial.state["waiting_reason"] = reason
-        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
+        return trial.waiting_changed(reason)
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 

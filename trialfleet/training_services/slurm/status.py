@@ -16,6 +16,10 @@ from typing import Any
 from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.job_states import INFRA, USER, StateMeaning, state_meaning
+from trialfleet.training_services.job_states import failed as _failed
+from trialfleet.training_services.job_states import running as _running
+from trialfleet.training_services.job_states import waiting as _waiting
 from trialfleet.training_services.slurm.runner import CommandRunner
 from trialfleet.training_services.trial_dir import ended_from_result, lost
 
@@ -30,26 +34,6 @@ RESULT_GRACE_AFTER_KEEPER_EXIT = 60.0
 _MISSING_QUERIES_BEFORE_GONE = 2
 
 
-@dataclass(frozen=True)
-class StateMeaning:
-    status: TrialStatus
-    failure_kind: FailureKind | None
-    reason: str
-
-
-def _waiting(reason: str) -> StateMeaning:
-    return StateMeaning(TrialStatus.WAITING, None, reason)
-
-
-def _running(reason: str) -> StateMeaning:
-    return StateMeaning(TrialStatus.RUNNING, None, reason)
-
-
-def _failed(kind: FailureKind, reason: str) -> StateMeaning:
-    return StateMeaning(TrialStatus.FAILED, kind, reason)
-
-
-INFRA, USER = FailureKind.INFRASTRUCTURE, FailureKind.USER_CODE
 SLURM_STATES: Mapping[str, StateMeaning] = {
     "PENDING": _waiting("waiting in the Slurm queue"),
     "CONFIGURING": _waiting("nodes allocated, getting ready"),
@@ -83,9 +67,7 @@ SLURM_STATES: Mapping[str, StateMeaning] = {
 
 def slurm_state_meaning(state: str) -> StateMeaning:
     """A Slurm job state (squeue's ``RUNNING``, sacct's ``CANCELLED by 1000`` or ``CANCELLED+``) → ours."""
-    base = normalise_state(state)
-    meaning = SLURM_STATES.get(base)
-    return meaning or StateMeaning(TrialStatus.UNKNOWN, None, f"unknown Slurm job state {state!r}")
+    return state_meaning(SLURM_STATES, normalise_state(state), "Slurm job state")
 
 
 def normalise_state(state: str) -> str:
