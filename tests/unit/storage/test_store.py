@@ -180,3 +180,20 @@ def test_a_version_1_database_is_upgraded_with_its_metrics_kept(tmp_path: Path) 
     upgraded = ExperimentStore(path)
     assert current_version(sqlite3.connect(path)) == SCHEMA_VERSION
     assert [(m.data, m.attempt) for m in upgraded.metrics("t1")] == [("0.5", 2)]  # shown as it was
+
+
+def test_a_full_database_is_no_space_naming_it_and_changes_nothing(store: ExperimentStore) -> None:
+    from trialfleet.errors import NoSpaceError
+
+    store.add_trial("aaaaa", record({}), now=1.0)
+    store.add_metrics([NewMetric("aaaaa", 0, "PERIODICAL", 0, "0.5", 2.0)], {"aaaaa": {"metrics": 10}})
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")  # the database cannot grow: SQLITE_FULL
+    big = [NewMetric("aaaaa", 0, "PERIODICAL", i, "x" * 4000, 3.0) for i in range(1, 50)]
+    with pytest.raises(NoSpaceError) as caught:
+        store.add_metrics(big, {"aaaaa": {"metrics": 99}})
+    assert str(caught.value) == f"no space left on device ({store.path})"
+    assert not store._conn.in_transaction  # the store stays usable
+    assert [m.data for m in store.metrics()] == ["0.5"] and store.trial("aaaaa").cursor == {"metrics": 10}
+    assert store.integrity_check() == "ok"
+    store.add_problem("aaaaa", "small enough to fit", 4.0)
