@@ -25,7 +25,9 @@ def platform_of(config: ExperimentConfig) -> str:
 
 
 def preflight(config: ExperimentConfig) -> None:
-    """Refuse a config whose tuner/assessor cannot be built or whose platform is not available."""
+    """Refuse a config whose tuner/assessor cannot be built, whose platform is not available, or whose code
+    directory the platform would refuse to upload (NNI's limits, with the message the manager would give)."""
+    from trialfleet.training_services.code_packing import check_code_dir
     from trialfleet.training_services.registry import get_training_service_class
     from trialfleet.tuning import check_algorithm
 
@@ -36,7 +38,9 @@ def preflight(config: ExperimentConfig) -> None:
         raise PlatformNotAvailableError(
             "hybrid experiments (trainingService as a list) are not available yet in this trialfleet version"
         )
-    get_training_service_class(config.training_service.platform)
+    service_class = get_training_service_class(config.training_service.platform)
+    for code_dir in service_class.shipped_code_directories(config.training_service):
+        check_code_dir(code_dir)
 
 
 def create_checked(
