@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from trialfleet.errors import ExperimentStateError, PlatformNotAvailableError
-from trialfleet.storage import manifest
+from trialfleet.storage import manifest, secrets
 
 if TYPE_CHECKING:
     from trialfleet.client import ExperimentRef
@@ -94,11 +94,10 @@ def check_relaunch(
 
 
 def stored_config(ref: ExperimentRef) -> ExperimentConfig:
-    from trialfleet.config import ExperimentConfig
     from trialfleet.storage import ExperimentStore
 
     store = ExperimentStore.for_experiment_dir(ref.experiment_dir, readonly=True)
     try:
-        return ExperimentConfig.from_json(store.experiment().config)
+        return secrets.manager_config(store, ref.experiment_dir)
     finally:
         store.close()

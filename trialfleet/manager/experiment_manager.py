@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trialfleet.config import ExperimentConfig
 from trialfleet.errors import ExperimentStateError, TrialfleetError
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock, SystemClock, wait_for_event
@@ -25,7 +24,7 @@ from trialfleet.manager.driver import AlgorithmDriver
 from trialfleet.manager.reconciler import Reconciler
 from trialfleet.manager.scheduler import Scheduler
 from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
-from trialfleet.storage import ExperimentStore, TrialRow
+from trialfleet.storage import ExperimentStore, TrialRow, secrets
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 
 log = logging.getLogger("trialfleet.manager")
@@ -65,7 +64,7 @@ class ExperimentManager:
         self.store = ExperimentStore.for_experiment_dir(self.experiment_dir)
         row = self.store.experiment()
         self.experiment_id = row.id
-        self.config = ExperimentConfig.from_json(row.config)
+        self.config = secrets.manager_config(self.store, self.experiment_dir)
         self.status = ExperimentStatus.VIEWED if readonly else row.status
         self.error: str | None = row.error
         self.exec_duration = row.exec_duration
@@ -366,7 +365,7 @@ class ExperimentManager:
                 raise ConfigError(exc.message, file="update", key_path=where) from exc
         self.config = updated
         self.store.update_experiment(
-            now=self.clock.time(), event="CONFIG_UPDATED", config=self.config.to_json(include_secrets=True)
+            now=self.clock.time(), event="CONFIG_UPDATED", config=secrets.stored_form(self.config)[0]
         )
         if "search_space" in fields and self.driver.tuner is not None:
             assert self.config.search_space is not None

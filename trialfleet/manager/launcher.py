@@ -22,7 +22,7 @@ from trialfleet.config import ExperimentConfig
 from trialfleet.errors import ExperimentStateError, ManagerUnreachableError, PortInUseError, TrialfleetError
 from trialfleet.manager.decisions import new_experiment_id
 from trialfleet.status import ExperimentStatus
-from trialfleet.storage import ExperimentStore, manifest
+from trialfleet.storage import ExperimentStore, manifest, secrets
 from trialfleet.storage.manager_lock import manager_running
 
 DEFAULT_PORT = 8080
@@ -93,9 +93,11 @@ def create_experiment(config: ExperimentConfig, experiment_id: str | None = None
         raise ExperimentStateError(f"experiment {experiment_id} already exists in {experiment_dir}")
     for sub in ("db", "log", "trials"):
         (experiment_dir / sub).mkdir(parents=True, exist_ok=True)
+    stored, secret_values = secrets.stored_form(config)
+    secrets.save(experiment_dir, secret_values)
     store = ExperimentStore.for_experiment_dir(experiment_dir)
     try:
-        store.init_experiment(experiment_id, config.to_json(include_secrets=True), time.time())
+        store.init_experiment(experiment_id, stored, time.time())
     finally:
         store.close()
     _link_latest(experiment_dir)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -117,6 +118,8 @@ def hold_experiment(experiment_dir: Path) -> ManagerLock:
     whoever waits for it sees the process gone), or raise ExperimentStateError naming the holder."""
     lock = ManagerLock(experiment_dir)
     lock.acquire()
+    with contextlib.suppress(OSError):  # its owner's only (docs/security.md); older versions left it open
+        Path(experiment_dir).chmod(0o700)
     return lock
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from trialfleet.training_services.events import TrialMetric, TrialProblem
 from trialfleet.training_services.trial_dir import METRICS_FILE, STDOUT_FILE
+from trialfleet.trial_keeper import keeper
 
 MAX_METRIC_BYTES = 1_000_000
 MAX_ID = 2**63 - 1  # sequence numbers and parameter ids are stored as SQLite integers
@@ -253,13 +254,11 @@ class MetricReader:
 
 def _read_from(path: Path, offset: int) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+        f = keeper.open_regular(str(path))
+    except (FileNotFoundError, keeper.NotRegularFile):  # a FIFO the trial made there is never waited on
         return b""
-    try:
-        return os.pread(fd, _READ_CHUNK, offset)
-    finally:
-        os.close(fd)
+    with f:
+        return os.pread(f.fileno(), _READ_CHUNK, offset)
 
 
 def channel_offsets(cursor: Mapping[str, Any]) -> dict[str, int]:

@@ -252,7 +252,8 @@ def test_trial_inputs(tmp_path: Path) -> None:
     for stale in ("result.json", "keeper.json", "trial.stdout"):
         (trial_dir / stale).write_text("old")
     env = {"A": "b c"}
-    write_trial_inputs(trial_dir, input_files('{"parameter_id": 1}', command_record(["x", "y z"], "/c", env)))
+    command = command_record(["x", "y z"], "/c", env, env_unset=["SDK_PROCESS"])
+    write_trial_inputs(trial_dir, input_files('{"parameter_id": 1}', command))
     assert (trial_dir / "parameter.cfg").read_text() == '{"parameter_id": 1}'
     assert (trial_dir / ".nni").is_dir()
     assert sorted(p.name for p in trial_dir.iterdir()) == [".nni", "command.json", "parameter.cfg"]
@@ -261,11 +262,12 @@ def test_trial_inputs(tmp_path: Path) -> None:
         "argv": ["x", "y z"],
         "cwd": "/c",
         "env": env,
+        "env_unset": ["SDK_PROCESS"],
         "max_duration": None,
         "kill_grace": 5.0,
-        "protocol": 1,
+        "protocol": 2,
     }
-    assert (trial_dir / "command.json").stat().st_mode & 0o777 == 0o600  # it holds the environment
+    assert (trial_dir / "command.json").stat().st_mode & 0o777 == 0o600  # it holds the spec's variables
 
 
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/../../b", "", ".", ".."])
