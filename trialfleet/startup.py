@@ -84,10 +84,10 @@ def check_relaunch(
             f"experiment {ref.id} is running (port {ref.entry.get('port')}); stop it before you {action} it"
         )
     if action == "resume":
-        if ref.status not in ("STOPPED", "DONE"):
+        if ref.status not in ("STOPPED", "DONE", "ERROR"):
             raise ExperimentStateError(
-                f"only stopped or finished experiments can be resumed; experiment {ref.id} is {ref.status} "
-                f"(`trialfleet view {ref.id}` shows it read-only)"
+                f"only stopped, finished or failed experiments can be resumed; experiment {ref.id} is "
+                f"{ref.status} (`trialfleet view {ref.id}` shows it read-only)"
             )
         preflight(stored_config(ref))
     check_port_free(port, host)
