@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trialfleet import Experiment, RunMode
-from trialfleet.errors import ConfigError, ExperimentStateError, PortInUseError
+from trialfleet.errors import ConfigError, DirectoryError, ExperimentStateError, PortInUseError
 from trialfleet.storage import manifest
 
 TRIAL = """
@@ -120,3 +120,12 @@ def test_busy_port_creates_nothing(code_dir: Path) -> None:
         with pytest.raises(PortInUseError):
             experiment.start(taken.getsockname()[1])
     assert manifest.entries() == {}
+
+
+def test_an_unwritable_home_creates_nothing(code_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = code_dir.parent / "home-file"
+    home.write_text("not a directory")
+    monkeypatch.setenv("TRIALFLEET_HOME", str(home))
+    with pytest.raises(DirectoryError, match=f"TRIALFLEET_HOME {home}: it is not a directory"):
+        nni_style_experiment(code_dir).start(free_port())
+    assert not (code_dir.parent / "experiments").exists()
