@@ -43,7 +43,8 @@ def preflight(config: ExperimentConfig) -> None:
             "hybrid experiments (trainingService as a list) are not available yet in this trialfleet version"
         )
     service_class = get_training_service_class(config.training_service.platform)
-    for code_dir in service_class.shipped_code_directories(config.training_service):
+    working_directory = Path(config.experiment_working_directory).expanduser().absolute()
+    for code_dir in service_class.shipped_code_directories(config.training_service, working_directory):
         check_code_dir(code_dir)
 
 

@@ -105,8 +105,11 @@ class TrainingService(ABC):
     ships_code: ClassVar[bool] = False
 
     @classmethod
-    def shipped_code_directories(cls, service_config: TrainingServiceConfig) -> list[Path]:
-        """The code directories this platform would ship for ``service_config`` (none if it runs them in place)."""
+    def shipped_code_directories(
+        cls, service_config: TrainingServiceConfig, working_directory: Path
+    ) -> list[Path]:
+        """The code directories this platform would ship for ``service_config`` (none if it runs them in place),
+        for an experiment whose working directory is ``working_directory``."""
         return [Path(service_config.trial_code_directory)] if cls.ships_code else []
 
     def __init__(self, context: ExperimentContext) -> None:

@@ -26,7 +26,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.environment import nni_variables
 from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
-from trialfleet.training_services.mounted_storage import MountedStorage
+from trialfleet.training_services.mounted_storage import MountedStorage, on_storage
 from trialfleet.training_services.naming import attempt_name, nni_job_name
 from trialfleet.training_services.slurm.config import SlurmConfig
 from trialfleet.training_services.slurm.runner import CommandRunner, LocalCommandRunner
@@ -68,12 +68,12 @@ class SlurmTrainingService(TrainingService):
     ships_code = True  # copied to the shared directory, or packed and uploaded through the login node
 
     @classmethod
-    def shipped_code_directories(cls, service_config: TrainingServiceConfig) -> list[Path]:
+    def shipped_code_directories(
+        cls, service_config: TrainingServiceConfig, working_directory: Path
+    ) -> list[Path]:
         config = cast(SlurmConfig, service_config)
         code_dir = Path(config.trial_code_directory)
-        if config.login_node is None and code_dir.resolve().is_relative_to(
-            Path(config.shared_directory).resolve()
-        ):
+        if config.login_node is None and on_storage(code_dir, Path(config.shared_directory)):
             return []  # already on the shared directory: used in place
         return [code_dir]
 
