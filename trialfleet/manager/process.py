@@ -163,6 +163,14 @@ def record_last_words(experiment_dir: Path, exc: BaseException) -> str:
     return reason
 
 
+def inherited_socket(fd: int) -> socket.socket:
+    """The listening socket ``create`` bound and handed over. Not passed on: a trial holding it would keep the
+    port taken after the manager ended, and a resume could not listen there again."""
+    sock = socket.socket(fileno=fd)
+    sock.set_inheritable(False)
+    return sock
+
+
 def hold_experiment(experiment_dir: Path) -> ManagerLock:
     """Take the experiment's lock for the rest of this process's life (the kernel releases it at exit, so
     whoever waits for it sees the process gone), or raise ExperimentStateError naming the holder."""
@@ -202,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         hold_experiment(args.experiment_dir)
         sock = (
-            socket.socket(fileno=args.socket_fd)
+            inherited_socket(args.socket_fd)
             if args.socket_fd is not None
             else bind_socket(args.port, args.host)
         )
