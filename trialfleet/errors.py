@@ -8,6 +8,8 @@
     ├── AlgorithmError              unknown or broken tuner/assessor (built-in name, className, classArgs)
     ├── CodeDirectoryError          code directory too big or unreadable (lists the biggest offenders)
     ├── StoreError                  the experiment database is missing, locked, corrupt or too new
+    ├── DirectoryError              a directory trialfleet writes cannot be used (names it and the cause)
+    ├── NoSpaceError                no space left on the device of a file trialfleet writes (names the file)
     ├── ExperimentNotFoundError     no experiment matches an id (or the id is ambiguous)
     ├── ExperimentStateError        the operation is not allowed in the experiment's state (resume a running one…)
     ├── PlatformError               a training service failed as a whole (cannot start, host unreachable…)
@@ -109,6 +111,21 @@ class CodeDirectoryError(TrialfleetError):
 
 class StoreError(TrialfleetError):
     pass
+
+
+class DirectoryError(TrialfleetError):
+    """TRIALFLEET_HOME or an experiment's working directory cannot be written: permission, read-only file system,
+    not a directory. Raised before anything is created."""
+
+    exit_code = 2
+
+
+class NoSpaceError(TrialfleetError):
+    """A write failed because the device holding ``path`` is full."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        super().__init__(f"no space left on device ({self.path})")
 
 
 class ExperimentNotFoundError(TrialfleetError):

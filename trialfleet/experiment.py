@@ -31,8 +31,11 @@ from trialfleet.experiment_data import TrialJob, TrialMetricData, TrialResult
 from trialfleet.layout import log_files
 
 if TYPE_CHECKING:
+    import socket
+
     from trialfleet.client import ExperimentClient
     from trialfleet.config import ExperimentConfig
+    from trialfleet.manager.launcher import Launched
 
 __all__ = ["Experiment", "RunMode"]
 
@@ -78,35 +81,23 @@ class Experiment:
     ) -> None:
         """Start the manager (detached process) and return once its REST API answers."""
         from trialfleet import startup
-        from trialfleet.access import ensure_token, is_loopback, token_path
         from trialfleet.client import resolve_experiment
-        from trialfleet.manager.launcher import listen_address
 
         self.mode = RunMode(run_mode)
         if self._action == "create":
-            _, experiment_dir = startup.create_checked(
-                self._validated_config(), port, self.id, host=self.host
-            )
+            with startup.created(self._validated_config(), port, self.id, host=self.host) as new:
+                launched = self._launch(new.experiment_dir, port, debug, new.sock)
         else:
             ref = resolve_experiment(self.id)
             startup.check_relaunch(
                 ref, "resume" if self._action == "resume" else "view", port, host=self.host
             )
-            experiment_dir = ref.experiment_dir
-        if not is_loopback(listen_address(self.host)):
-            ensure_token(experiment_dir)
-            _logger.warning(
-                "listening on %s: requests need the access token in %s", self.host, token_path(experiment_dir)
+            launched = self._launch(ref.experiment_dir, port, debug)
+        experiment_dir = launched.experiment_dir
+        if launched.status == "ERROR":
+            _logger.error(
+                "experiment %s could not start: %s", launched.experiment_id, "; ".join(launched.errors)
             )
-        launched = startup.spawn(
-            experiment_dir,
-            self._action,
-            port,
-            debug=debug,
-            url_prefix=self.url_prefix,
-            host=self.host,
-            public_read=self.public_read,
-        )
         self.id, self.port, self._pid = launched.experiment_id, port, launched.pid
         self._experiment_dir = experiment_dir
         self._url = launched.url
@@ -115,6 +106,29 @@ class Experiment:
             atexit.register(self.stop)
         if self.mode is RunMode.Foreground:
             self._log_follower = _LogFollower(log_files(experiment_dir).manager)
+
+    def _launch(
+        self, experiment_dir: Path, port: int, debug: bool, sock: socket.socket | None = None
+    ) -> Launched:
+        from trialfleet import startup
+        from trialfleet.access import ensure_token, is_loopback, token_path
+        from trialfleet.manager.launcher import listen_address
+
+        if not is_loopback(listen_address(self.host)):
+            ensure_token(experiment_dir)
+            _logger.warning(
+                "listening on %s: requests need the access token in %s", self.host, token_path(experiment_dir)
+            )
+        return startup.spawn(
+            experiment_dir,
+            self._action,
+            port,
+            debug=debug,
+            url_prefix=self.url_prefix,
+            host=self.host,
+            public_read=self.public_read,
+            sock=sock,
+        )
 
     def _validated_config(self) -> ExperimentConfig:
         from trialfleet.config import ExperimentConfig

@@ -5,6 +5,10 @@ is written or started.
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -25,26 +29,52 @@ def platform_of(config: ExperimentConfig) -> str:
 
 
 def preflight(config: ExperimentConfig) -> None:
-    """Refuse a config whose tuner/assessor cannot be built or whose platform is not available."""
+    """Refuse a config whose tuner/assessor cannot be built, whose platform is not available, or whose code
+    directory the platform would refuse to upload (NNI's limits, with the message the manager would give)."""
+    from trialfleet.training_services.code_packing import check_code_dir
     from trialfleet.training_services.registry import get_training_service_class
     from trialfleet.tuning import check_algorithm
 
     check_algorithm(config.tuner, "tuner", config.search_space)
     if config.assessor is not None:
         check_algorithm(config.assessor, "assessor")
+    working_directory = Path(config.experiment_working_directory).expanduser().absolute()
     for block in config.training_services:  # a hybrid experiment: every platform of the list
-        get_training_service_class(block.platform)
+        service_class = get_training_service_class(block.platform)
+        for code_dir in service_class.shipped_code_directories(block, working_directory):
+            check_code_dir(code_dir)
 
 
-def create_checked(
+@dataclass(frozen=True)
+class NewExperiment:
+    experiment_id: str
+    experiment_dir: Path
+    sock: socket.socket  # the manager's listening socket, bound before anything was created
+
+
+@contextmanager
+def created(
     config: ExperimentConfig, port: int, experiment_id: str | None = None, host: str = DEFAULT_HOST
-) -> tuple[str, Path]:
-    """Preflight, port check, then the experiment's directory and database: nothing is created on refusal."""
-    from trialfleet.manager.launcher import check_port_free, create_experiment
+) -> Iterator[NewExperiment]:
+    """Preflight, the port bound, then the experiment's directory and database: nothing is created on refusal.
+
+    The port stays bound while the block runs, for the manager started in it to inherit (``spawn(sock=...)``):
+    two ``create``s racing for one port cannot both get it. If the block fails before a manager ran the
+    experiment (it is still INITIALIZED), the experiment is removed again: a failed launch leaves nothing.
+    """
+    from trialfleet.manager.launcher import bind_socket, create_experiment, discard_unstarted
 
     preflight(config)
-    check_port_free(port, host)
-    return create_experiment(config, experiment_id)
+    sock = bind_socket(port, host)
+    try:
+        experiment_id, experiment_dir = create_experiment(config, experiment_id)
+        try:
+            yield NewExperiment(experiment_id, experiment_dir, sock)
+        except BaseException:
+            discard_unstarted(experiment_dir)
+            raise
+    finally:
+        sock.close()
 
 
 def spawn(
@@ -56,11 +86,16 @@ def spawn(
     url_prefix: str | None = None,
     host: str = DEFAULT_HOST,
     public_read: bool = False,
+    sock: socket.socket | None = None,
 ) -> Launched:
-    """Start the detached manager process and wait until it answers."""
-    from trialfleet.manager.launcher import spawn_manager
+    """Start the detached manager process (on ``sock`` when the port is already bound) and wait until it
+    answers; ``Launched.status`` is ERROR when the experiment could not start (``errors`` say why)."""
+    from trialfleet.manager.launcher import link_latest, spawn_manager
 
-    return spawn_manager(experiment_dir, action, port, host, debug, url_prefix or "", public_read)
+    launched = spawn_manager(experiment_dir, action, port, host, debug, url_prefix or "", public_read, sock)
+    if action == "create":
+        link_latest(experiment_dir)
+    return launched
 
 
 def check_relaunch(
@@ -74,10 +109,10 @@ def check_relaunch(
             f"experiment {ref.id} is running (port {ref.entry.get('port')}); stop it before you {action} it"
         )
     if action == "resume":
-        if ref.status not in ("STOPPED", "DONE"):
+        if ref.status not in ("STOPPED", "DONE", "ERROR"):
             raise ExperimentStateError(
-                f"only stopped or finished experiments can be resumed; experiment {ref.id} is {ref.status} "
-                f"(`trialfleet view {ref.id}` shows it read-only)"
+                f"only stopped, finished or failed experiments can be resumed; experiment {ref.id} is "
+                f"{ref.status} (`trialfleet view {ref.id}` shows it read-only)"
             )
         preflight(stored_config(ref))
     check_port_free(port, host)

@@ -28,12 +28,18 @@ def run(
     public_read: bool = False,
     url_prefix: str = "",
 ) -> int:
-    """Serve the experiment until it is DONE, ERROR or stopped; returns the manager's exit code."""
-    from trialfleet.manager.process import hold_experiment, setup_logging
+    """Serve the experiment until it is DONE, ERROR or stopped; returns the manager's exit code. A manager that
+    ends on an error says why (log, experiment's error) and the error is raised as a TrialfleetError."""
+    from trialfleet.errors import TrialfleetError
+    from trialfleet.manager.process import hold_experiment, record_last_words, setup_logging
 
     hold_experiment(experiment_dir)
     setup_logging(experiment_dir, debug, console=debug)
-    return asyncio.run(_serve_with_progress(experiment_dir, action, sock, public_read, url_prefix))
+    try:
+        return asyncio.run(_serve_with_progress(experiment_dir, action, sock, public_read, url_prefix))
+    except Exception as exc:  # whatever it is, the manager says why it ends
+        reason = record_last_words(experiment_dir, exc)
+        raise TrialfleetError(f"experiment {experiment_dir.name} stopped: {reason}") from exc
 
 
 async def _serve_with_progress(

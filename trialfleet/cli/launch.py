@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from trialfleet.client import ExperimentRef
     from trialfleet.config import ExperimentConfig
+    from trialfleet.manager.launcher import Launched
 
 DEFAULT_PORT = 8080
 PORT_RANGE = (1, 65535)  # as trialfleet.manager.launcher's (not imported: the CLI starts fast)
@@ -85,13 +86,38 @@ def create(
         return
     from trialfleet import startup
 
-    _, experiment_dir = startup.create_checked(loaded.config, port, host=host)
-    token = listening.token_for(experiment_dir)
-    console().print("Starting the manager...")
-    launched = startup.spawn(
-        experiment_dir, "create", port, debug=debug, url_prefix=url_prefix, host=host, public_read=public_read
-    )
+    with startup.created(loaded.config, port, host=host) as new:
+        token = listening.token_for(new.experiment_dir)
+        console().print("Starting the manager...")
+        launched = startup.spawn(
+            new.experiment_dir,
+            "create",
+            port,
+            debug=debug,
+            url_prefix=url_prefix,
+            host=host,
+            public_read=public_read,
+            sock=new.sock,
+        )
     _print_started(launched.experiment_id, launched.url, url_prefix, token)
+    _refuse_failed_start(launched)
+
+
+def _refuse_failed_start(launched: Launched) -> None:
+    """The manager answered, but the experiment is in ERROR (a platform or a tuner that cannot start, a full
+    disk): say why and exit 1. The experiment stays, with its error."""
+    from trialfleet.errors import TrialfleetError
+    from trialfleet.storage.manager_lock import manager_running
+
+    if launched.status != "ERROR":
+        return
+    reason = "; ".join(launched.errors) or "see its manager.log"
+    experiment_id = launched.experiment_id
+    if manager_running(launched.experiment_dir):
+        after = f'its manager serves the error until "trialfleet stop {experiment_id}"'
+    else:
+        after = f'its manager has ended; "trialfleet resume {experiment_id}" once the cause is fixed'
+    raise TrialfleetError(f"experiment {experiment_id} failed: {reason}\n({after})")
 
 
 @dataclass(frozen=True)
@@ -122,16 +148,13 @@ def _create_in_foreground(
     config: ExperimentConfig, port: int, debug: bool, url_prefix: str | None, listening: Listening
 ) -> None:
     from trialfleet import startup
-    from trialfleet.manager.launcher import bind_socket, create_experiment
+    from trialfleet.manager.launcher import link_latest
 
-    startup.preflight(config)
-    sock = bind_socket(port, listening.host)
-    try:
-        experiment_id, experiment_dir = create_experiment(config)
-    except BaseException:
-        sock.close()
-        raise
-    _run_foreground(experiment_id, experiment_dir, "create", sock, debug, url_prefix, listening)
+    with startup.created(config, port, host=listening.host) as new:
+        link_latest(new.experiment_dir)
+        _run_foreground(
+            new.experiment_id, new.experiment_dir, "create", new.sock, debug, url_prefix, listening
+        )
 
 
 def _run_foreground(
@@ -234,6 +257,7 @@ def resume(
         ref.experiment_dir, "resume", port, debug=debug, host=host, public_read=public_read
     )
     _print_started(launched.experiment_id, launched.url, None, token)
+    _refuse_failed_start(launched)
     _print_resumed(ref.experiment_dir)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trialfleet.errors import ExperimentStateError, TrialfleetError
+from trialfleet.errors import ExperimentStateError, NoSpaceError, TrialfleetError
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock, SystemClock
 from trialfleet.manager.driver import AlgorithmDriver
@@ -26,6 +26,7 @@ from trialfleet.manager.reconciler import Reconciler
 from trialfleet.manager.scheduler import Scheduler
 from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, TrialRow, secrets
+from trialfleet.storage.disk import is_no_space, release_space
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 
 log = logging.getLogger("trialfleet.manager")
@@ -78,6 +79,7 @@ class ExperimentManager:
         self._kick = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._keep_status = False
+        self._abort_reason: str | None = None
         #: the first failed trial's message and stderr tail, while none succeeded (overview, progress)
         self.first_failure: dict[str, str] | None = None
         self._last_tick = self.clock.monotonic()
@@ -104,7 +106,8 @@ class ExperimentManager:
         else:
             waiting = self.store.trials(status=TrialStatus.WAITING)
             self.scheduler.pending = [t.id for t in waiting if t.handle is None]
-        self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING", end_time=None)
+        self.error = None  # a resumed experiment that had failed runs again
+        self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING", end_time=None, error=None)
 
     @property
     def service(self) -> TrainingService | None:
@@ -144,10 +147,17 @@ class ExperimentManager:
         if self.platforms is None:  # viewing, or the start failed and the error is being shown
             await self._stop_requested.wait()
             return self.status
-        while not self._stop_requested.is_set():
-            await self.step()
-            await self._wait()
-        await self._shutdown()
+        failure: Exception | None = None
+        try:
+            while not self._stop_requested.is_set():
+                await self.step()
+                await self._wait()
+        except Exception as exc:  # a full disk, a bug: the loop cannot go on, and says why
+            failure = exc
+        if failure is not None or self._abort_reason is not None:
+            await self._end_in_error(failure)
+        else:
+            await self._shutdown()
         return self.status
 
     async def step(self) -> None:
@@ -222,6 +232,28 @@ class ExperimentManager:
                 fut.cancel()
         self._kick.clear()
 
+    def abort(self, reason: str) -> None:
+        """End the loop in ERROR with ``reason`` (a fatal signal), leaving the trials to a resume."""
+        self._abort_reason = reason
+        self._stop_requested.set()
+
+    async def _end_in_error(self, failure: Exception | None) -> None:
+        """The loop cannot go on: say why in the log (the reserved space given back first, so the line can be
+        written), the store and the manifest; the trials are left running, as by a killed manager, so a resume
+        re-adopts them and reads what they reported meanwhile."""
+        release_space(self.experiment_dir)
+        reason = self._abort_reason or why_stopped(failure, self.experiment_dir)
+        log.error("the manager stops: %s", reason, exc_info=failure)
+        try:
+            self.fail(reason)
+        finally:
+            assert self.service is not None
+            try:
+                await self.service.close(kill_trials=False)
+            except Exception:  # the trials stay for a resume whatever happens here
+                log.exception("closing the training service")
+            self.driver.close()
+
     def request_stop(self, *, keep_status: bool = False) -> None:
         """End the loop; the experiment is then STOPPED, unless ``keep_status`` (it finished: DONE or ERROR
         stays what it was)."""
@@ -236,7 +268,8 @@ class ExperimentManager:
         await asyncio.wait_for(_poll(), timeout)
 
     async def _shutdown(self) -> None:
-        final = self.status if self._keep_status else ExperimentStatus.STOPPED
+        keep = self._keep_status or self.status is ExperimentStatus.ERROR  # a stop does not hide a failure
+        final = self.status if keep else ExperimentStatus.STOPPED
         self._set_status(ExperimentStatus.STOPPING)
         assert self.platforms is not None
         live = list(self.platforms.live)
@@ -396,3 +429,16 @@ class ExperimentManager:
         self.store.add_imported_data(records, self.clock.time())
         if self.driver.tuner is not None:
             await self.driver.import_data(records)
+
+
+def why_stopped(exc: BaseException | None, experiment_dir: Path) -> str:
+    """The experiment's error for an exception that ended its manager: a full disk names the file (or the
+    experiment's directory when the write did not say which), an unexpected error its type."""
+    if exc is None:
+        return "the manager stopped"
+    if is_no_space(exc):
+        path = exc.path if isinstance(exc, NoSpaceError) else getattr(exc, "filename", None)
+        return f"no space left on device ({path or experiment_dir})"
+    if isinstance(exc, TrialfleetError):
+        return str(exc)
+    return f"the manager failed: {type(exc).__name__}: {exc}"

@@ -9,9 +9,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -25,11 +27,14 @@ from trialfleet.errors import (
     ExperimentStateError,
     ListenError,
     ManagerUnreachableError,
+    NoSpaceError,
     PortInUseError,
+    TrialfleetError,
 )
 from trialfleet.manager.decisions import new_experiment_id, valid_experiment_id
 from trialfleet.status import ExperimentStatus
 from trialfleet.storage import ExperimentStore, manifest, secrets
+from trialfleet.storage.disk import check_writable, write_error
 from trialfleet.storage.manager_lock import manager_running
 
 DEFAULT_PORT = 8080
@@ -43,6 +48,8 @@ class Launched:
     experiment_dir: Path
     url: str
     pid: int
+    status: str = ""  # the manager's first answer: RUNNING, or ERROR (the start failed; errors say why)
+    errors: tuple[str, ...] = ()
 
 
 def check_port_free(port: int, host: str = "127.0.0.1") -> None:
@@ -125,39 +132,127 @@ def connect_url(host: str, port: int) -> str:
     return f"http://[{name}]:{port}" if ":" in name else f"http://{name}:{port}"
 
 
+HOME_HINT = "set TRIALFLEET_HOME to a directory you can write"
+WORKING_DIRECTORY_HINT = "set experimentWorkingDirectory in the config to a directory you can write"
+
+
 def create_experiment(config: ExperimentConfig, experiment_id: str | None = None) -> tuple[str, Path]:
-    """Write the experiment's directory, database and manifest entry. Starts nothing."""
+    """Write the experiment's directory, database and manifest entry — all of them or nothing. Starts nothing.
+
+    TRIALFLEET_HOME and the working directory are checked first (DirectoryError names the one that cannot be
+    written and why); the directory is built under a temporary name beside its place, user-only (0700: it
+    holds the config's secrets and the trials' data), and renamed into place; the manifest entry is written
+    once it is there. A failure removes what was made, including working-directory levels made for it.
+    """
     if experiment_id is not None and not valid_experiment_id(experiment_id):
         raise ConfigError(
             f"experiment id {experiment_id!r} is not allowed: use 1 to 32 letters, digits, '_' or '-' (as NNI)"
         )
     experiment_id = experiment_id or new_experiment_id()
-    experiment_dir = Path(config.experiment_working_directory).expanduser() / experiment_id
-    if (experiment_dir / "db").exists():
+    working_dir = Path(config.experiment_working_directory).expanduser().absolute()
+    check_writable(manifest.trialfleet_home(), "TRIALFLEET_HOME", HOME_HINT)
+    check_writable(working_dir, "the experiment working directory", WORKING_DIRECTORY_HINT)
+    experiment_dir = working_dir / experiment_id
+    if experiment_dir.exists() or experiment_dir.is_symlink():
         raise ExperimentStateError(f"experiment {experiment_id} already exists in {experiment_dir}")
+    made: list[Path] = []
+    try:
+        made = _make_directories(working_dir)
+        staging = Path(tempfile.mkdtemp(prefix=f".{experiment_id}.", suffix=".creating", dir=working_dir))
+        try:
+            _fill_experiment_dir(staging, experiment_id, config)
+            os.rename(staging, experiment_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    except NoSpaceError as exc:  # named by the device's place, not the temporary name the database had
+        _remove_empty(made)
+        raise NoSpaceError(working_dir) from exc
+    except OSError as exc:
+        _remove_empty(made)
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):  # the same id, created meanwhile
+            raise ExperimentStateError(
+                f"experiment {experiment_id} already exists in {experiment_dir}"
+            ) from exc
+        raise write_error(exc, working_dir, "the experiment working directory") from exc
+    except BaseException:
+        _remove_empty(made)
+        raise
+    try:
+        manifest.upsert(
+            experiment_id,
+            experimentName=config.experiment_name or "",
+            status=ExperimentStatus.INITIALIZED.value,
+            platform=_platform_name(config),
+            experimentDir=str(experiment_dir),
+            logDir=str(experiment_dir),
+            startTime=int(time.time() * 1000),
+            endTime=None,
+            tag=[],
+        )
+    except BaseException:
+        shutil.rmtree(experiment_dir, ignore_errors=True)
+        _remove_empty(made)
+        raise
+    return experiment_id, experiment_dir
+
+
+def _fill_experiment_dir(directory: Path, experiment_id: str, config: ExperimentConfig) -> None:
     for sub in ("db", "log", "trials"):
-        (experiment_dir / sub).mkdir(parents=True, exist_ok=True)
+        (directory / sub).mkdir()
     stored, secret_values = secrets.stored_form(config)
-    secrets.save(experiment_dir, secret_values)
-    store = ExperimentStore.for_experiment_dir(experiment_dir)
+    secrets.save(directory, secret_values)
+    store = ExperimentStore.for_experiment_dir(directory)
     try:
         store.init_experiment(experiment_id, stored, time.time())
     finally:
         store.close()
-    _link_latest(experiment_dir)
-    platform = _platform_name(config)
-    manifest.upsert(
-        experiment_id,
-        experimentName=config.experiment_name or "",
-        status=ExperimentStatus.INITIALIZED.value,
-        platform=platform,
-        experimentDir=str(experiment_dir),
-        logDir=str(experiment_dir),
-        startTime=int(time.time() * 1000),
-        endTime=None,
-        tag=[],
-    )
-    return experiment_id, experiment_dir
+
+
+def _make_directories(directory: Path) -> list[Path]:
+    """Make ``directory`` and its missing parents; returns those this call made, outermost first."""
+    missing = []
+    for level in (directory, *directory.parents):
+        if level.exists():
+            break
+        missing.append(level)
+    made = []
+    for level in reversed(missing):
+        try:
+            level.mkdir()
+        except FileExistsError:
+            continue  # made meanwhile by someone else: not ours to remove
+        made.append(level)
+    return made
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    for level in reversed(directories):
+        try:
+            level.rmdir()
+        except OSError:
+            return
+
+
+def discard_unstarted(experiment_dir: Path) -> bool:
+    """Remove an experiment whose manager never ran it (still INITIALIZED, no manager holds it): what a launch
+    that failed before its manager started leaves. An experiment the manager put in ERROR stays. True if
+    removed."""
+    if manager_running(experiment_dir):
+        return False
+    try:
+        store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
+        try:
+            row = store.experiment()
+        finally:
+            store.close()
+    except TrialfleetError:
+        return False
+    if row.status is not ExperimentStatus.INITIALIZED:
+        return False
+    shutil.rmtree(experiment_dir, ignore_errors=True)
+    manifest.remove(row.id)
+    return True
 
 
 def _platform_name(config: ExperimentConfig) -> str:
@@ -165,7 +260,8 @@ def _platform_name(config: ExperimentConfig) -> str:
     return "hybrid" if isinstance(ts, list) else str(ts.platform)
 
 
-def _link_latest(experiment_dir: Path) -> None:
+def link_latest(experiment_dir: Path) -> None:
+    """``<working directory>/_latest`` → the experiment started last."""
     latest = experiment_dir.parent / "_latest"
     try:
         if latest.is_symlink() or latest.exists():
@@ -183,6 +279,7 @@ def manager_command(
     debug: bool,
     public_read: bool = False,
     url_prefix: str = "",
+    socket_fd: int | None = None,
 ) -> list[str]:
     cmd = [
         sys.executable,
@@ -197,6 +294,8 @@ def manager_command(
         "--host",
         host,
     ]
+    if socket_fd is not None:
+        cmd += ["--socket-fd", str(socket_fd)]
     if debug:
         cmd.append("--debug")
     if public_read:
@@ -214,27 +313,44 @@ def spawn_manager(
     debug: bool = False,
     url_prefix: str = "",
     public_read: bool = False,
+    sock: socket.socket | None = None,
 ) -> Launched:
     """Start a detached manager process and wait until its REST server answers (under ``url_prefix``).
-    Beyond loopback the experiment's access token (:mod:`trialfleet.access`) must exist already."""
+    ``sock``: the listening socket, already bound by the caller, which the manager inherits (no one can take
+    the port meanwhile); without it the manager binds ``port`` itself. Beyond loopback the experiment's access
+    token (:mod:`trialfleet.access`) must exist already."""
     from trialfleet.access import read_token
 
     log_dir = experiment_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
     prefix = url_prefix.strip("/")
+    fds = (sock.fileno(),) if sock is not None else ()
     with open(log_dir / "nnictl_stdout.log", "ab") as out, open(log_dir / "nnictl_stderr.log", "ab") as err:
+        start = err.tell()
         proc = subprocess.Popen(
-            manager_command(experiment_dir, action, port, host, debug, public_read, prefix),
+            manager_command(
+                experiment_dir, action, port, host, debug, public_read, prefix, fds[0] if fds else None
+            ),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             start_new_session=True,
+            pass_fds=fds,
         )
     experiment_id = experiment_dir.name
     url = connect_url(host, port)
     ready_url = f"{url}/{prefix}" if prefix else url
-    wait_ready(proc, ready_url, log_dir / "nnictl_stderr.log", token=read_token(experiment_dir))
-    return Launched(experiment_id, experiment_dir, url, proc.pid)
+    state = wait_ready(
+        proc, ready_url, log_dir / "nnictl_stderr.log", token=read_token(experiment_dir), stderr_from=start
+    )
+    return Launched(
+        experiment_id,
+        experiment_dir,
+        url,
+        proc.pid,
+        str(state.get("status", "")),
+        tuple(state.get("errors", ())),
+    )
 
 
 def wait_ready(
@@ -243,7 +359,11 @@ def wait_ready(
     stderr_log: Path,
     timeout: float = READY_TIMEOUT,
     token: str | None = None,
-) -> None:
+    stderr_from: int = 0,
+) -> dict[str, Any]:
+    """Wait until the manager's REST server answers with a status other than INITIALIZING; returns NNI's
+    ``{status, errors}``. ManagerUnreachableError if the manager exits first (with what it wrote to stderr
+    since ``stderr_from``) or does not answer in time."""
     request = urllib.request.Request(f"{url}/api/v1/nni/check-status")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
@@ -251,16 +371,28 @@ def wait_ready(
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
-            tail = stderr_log.read_text(errors="replace")[-3000:] if stderr_log.exists() else ""
-            raise ManagerUnreachableError(f"the manager exited with code {code} while starting:\n{tail}")
+            raise ManagerUnreachableError(_exited_while_starting(code, stderr_log, stderr_from))
         try:
             with urllib.request.urlopen(request, timeout=1) as resp:
-                if json.load(resp).get("status") != "INITIALIZING":
-                    return
+                state = json.load(resp)
+                if isinstance(state, dict) and state.get("status") != "INITIALIZING":
+                    return state
         except (urllib.error.URLError, OSError, ValueError):
             pass
         time.sleep(0.02)
     raise ManagerUnreachableError(f"the manager did not answer at {url} within {timeout:.0f} s")
+
+
+def _exited_while_starting(code: int, stderr_log: Path, offset: int) -> str:
+    try:
+        with open(stderr_log, "rb") as err:
+            err.seek(offset)
+            tail = err.read()[-3000:].decode(errors="replace").strip()
+    except OSError as exc:
+        tail = f"(its stderr, {stderr_log}, cannot be read: {exc.strerror})"
+    return f"the manager exited with code {code} while starting" + (
+        f":\n{tail}" if tail else " (it wrote nothing)"
+    )
 
 
 def stop_manager(pid: int, experiment_dir: Path, timeout: float = 60.0) -> bool:

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,15 +22,18 @@ from typing import Any
 from trialfleet.access import AccessPolicy
 from trialfleet.errors import TrialfleetError
 from trialfleet.layout import log_files
-from trialfleet.manager.experiment_manager import ExperimentManager
+from trialfleet.manager.experiment_manager import ExperimentManager, why_stopped
 from trialfleet.manager.launcher import bind_socket, connect_url
 from trialfleet.status import ExperimentStatus
-from trialfleet.storage import manifest
+from trialfleet.storage import ExperimentStore, manifest
+from trialfleet.storage.disk import release_space, reserve_space
 from trialfleet.storage.manager_lock import ManagerLock
 
 log = logging.getLogger("trialfleet.manager")
 
 _FINISHED = {ExperimentStatus.DONE, ExperimentStatus.ERROR}
+#: signals that end the manager in ERROR, saying which (SIGTERM, SIGINT and SIGHUP stop it; SIGKILL says nothing)
+FATAL_SIGNALS = (signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 #: NNI's logLevel names → logging's levels ("trace" is NNI's most verbose)
@@ -47,9 +51,20 @@ LOG_LEVELS = {
 DISPATCHER_LOGGERS = ("trialfleet.tuning", "trialfleet.manager.driver", "nni")
 
 
+class _LogFile(logging.FileHandler):
+    """A log file whose lines that cannot be written (a full disk) go to stderr instead."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # logging's name
+        try:
+            sys.stderr.write(f"{self.format(record)}\n(not written to {self.baseFilename})\n")
+            sys.stderr.flush()
+        except Exception:  # nowhere left to say it
+            pass
+
+
 def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
     files = log_files(experiment_dir)
-    handlers: list[logging.Handler] = [logging.FileHandler(files.manager)]
+    handlers: list[logging.Handler] = [_LogFile(files.manager)]
     if console:
         handlers.append(logging.StreamHandler(sys.stderr))
     logging.basicConfig(
@@ -59,7 +74,7 @@ def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
         force=True,
     )
     if files.dispatcher is not None:
-        dispatcher = logging.FileHandler(files.dispatcher)
+        dispatcher = _LogFile(files.dispatcher)
         dispatcher.setFormatter(handlers[0].formatter)
         for name in DISPATCHER_LOGGERS:
             logging.getLogger(name).addHandler(dispatcher)
@@ -95,7 +110,11 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, manager.request_stop)
+    for sig in FATAL_SIGNALS:  # their default would end the process without a word
+        loop.add_signal_handler(sig, manager.abort, f"the manager received {sig.name}")
     try:
+        if action != "view":
+            reserve_space(experiment_dir)  # room to say why, should the disk fill up
         await manager.start(resume=action == "resume")
     except TrialfleetError as exc:
         log.error("cannot start the experiment: %s", exc)
@@ -114,10 +133,49 @@ async def serve(
     await running
     server.should_exit = True
     await server_task
-    manifest.upsert(manager.experiment_id, pid=None, port=None)
     if exit_when_finished:
         watcher.cancel()
+    release_space(experiment_dir)
+    manifest.upsert(manager.experiment_id, pid=None, port=None)
     return 1 if manager.error else 0
+
+
+def record_last_words(experiment_dir: Path, exc: BaseException) -> str:
+    """The manager ends on an error its loop did not handle: say why — in the log (stderr when the log cannot
+    be written), the experiment's error and the manifest, as far as each can be written (the reserved space is
+    given back first). Returns the reason."""
+    release_space(experiment_dir)
+    reason = why_stopped(exc, experiment_dir)
+    log.error("the manager stops: %s", reason, exc_info=exc)
+    try:
+        store = ExperimentStore.for_experiment_dir(experiment_dir)
+        try:
+            experiment = store.experiment()
+            now = time.time()
+            if experiment.status is not ExperimentStatus.ERROR or not experiment.error:
+                store.update_experiment(
+                    now=now,
+                    event="EXPERIMENT_ERROR",
+                    status=ExperimentStatus.ERROR.value,
+                    error=reason,
+                    end_time=now,
+                )
+        finally:
+            store.close()
+        manifest.upsert(
+            experiment.id, status=ExperimentStatus.ERROR.value, endTime=int(now * 1000), pid=None, port=None
+        )
+    except Exception as second:  # the log line above is then all there is
+        log.error("the experiment's error cannot be recorded: %s", why_stopped(second, experiment_dir))
+    return reason
+
+
+def inherited_socket(fd: int) -> socket.socket:
+    """The listening socket ``create`` bound and handed over. Not passed on: a trial holding it would keep the
+    port taken after the manager ended, and a resume could not listen there again."""
+    sock = socket.socket(fileno=fd)
+    sock.set_inheritable(False)
+    return sock
 
 
 def hold_experiment(experiment_dir: Path) -> ManagerLock:
@@ -153,22 +211,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--foreground", action="store_true")
     parser.add_argument("--public-read", action="store_true", help="beyond loopback: reads need no token")
     parser.add_argument("--url-prefix", default="", help="serve the REST API and web UI under this path")
+    parser.add_argument("--socket-fd", type=int, help="listen on this inherited socket, already bound")
     args = parser.parse_args(argv)
     setup_logging(args.experiment_dir, args.debug, console=args.foreground)
     try:
         hold_experiment(args.experiment_dir)
-        sock = bind_socket(args.port, args.host)
-    except TrialfleetError as exc:
+        sock = (
+            inherited_socket(args.socket_fd)
+            if args.socket_fd is not None
+            else bind_socket(args.port, args.host)
+        )
+    except TrialfleetError as exc:  # another manager has the experiment, or the port: nothing to record
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    return asyncio.run(
-        serve(
-            args.experiment_dir,
-            args.action,
-            sock,
-            exit_when_finished=args.foreground,
-            public_read=args.public_read,
-            url_prefix=args.url_prefix,
+    try:
+        return asyncio.run(
+            serve(
+                args.experiment_dir,
+                args.action,
+                sock,
+                exit_when_finished=args.foreground,
+                public_read=args.public_read,
+                url_prefix=args.url_prefix,
+            )
         )
-    )
+    except Exception as exc:  # whatever it is, the manager says why it ends
+        record_last_words(args.experiment_dir, exc)
+        return 1

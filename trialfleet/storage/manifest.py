@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from trialfleet.storage.disk import write_error
 from trialfleet.storage.manager_lock import manager_running
 
 
@@ -40,21 +41,30 @@ def pid_alive(pid: int | None) -> bool:
 
 @contextmanager
 def _locked() -> Iterator[dict[str, dict[str, Any]]]:
+    """The entries to change, written back atomically: a failed write (a full disk) leaves the file as it was."""
     path = manifest_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a+") as lock:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_suffix(".lock"), "a+")  # noqa: SIM115 - closed below, after the replace
+    except OSError as exc:
+        raise write_error(exc, path.parent, "TRIALFLEET_HOME") from exc
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         entries = _read(path)
         yield entries
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(entries, indent=2, sort_keys=True))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(entries, indent=2, sort_keys=True))
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise write_error(exc, path, "the experiments manifest") from exc
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(path.read_text())
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no manifest yet (or TRIALFLEET_HOME is not a directory)
         return {}
     except json.JSONDecodeError:
         return {}

@@ -14,6 +14,7 @@ Contract:
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialfleet.errors import StoreError
+from trialfleet.errors import NoSpaceError, StoreError
 from trialfleet.status import ExperimentStatus, TrialStatus
 from trialfleet.storage.schema import migrate
 from trialfleet.storage.sql import order_by
@@ -154,6 +155,25 @@ def _metric(row: Sequence[Any]) -> MetricRow:
     return MetricRow(*row)
 
 
+def _disk_full(exc: sqlite3.OperationalError, path: Path) -> bool:
+    """SQLITE_FULL; or an I/O error on a device (nearly) full, as when the shared-memory file cannot grow."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11
+    if code == SQLITE_FULL or (code is None and "disk is full" in str(exc)):
+        return True
+    if (code is not None and code & 0xFF == SQLITE_IOERR) or (code is None and "disk I/O error" in str(exc)):
+        try:
+            device = os.statvfs(path.parent)
+        except OSError:
+            return False
+        return device.f_bavail * device.f_frsize < NEARLY_FULL_BYTES
+    return False
+
+
+SQLITE_FULL = 13
+SQLITE_IOERR = 10
+NEARLY_FULL_BYTES = 1 << 20
+
+
 class ExperimentStore:
     """Access to one experiment's database. Thread-safe: one connection, guarded by a lock."""
 
@@ -174,6 +194,8 @@ class ExperimentStore:
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 migrate(self._conn, str(self.path))
         except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _disk_full(exc, self.path):
+                raise NoSpaceError(self.path) from exc
             raise StoreError(f"{self.path}: cannot open experiment database: {exc}") from exc
         self._conn.isolation_level = None  # explicit BEGIN/COMMIT in _transaction
         self._lock = threading.RLock()
@@ -188,14 +210,21 @@ class ExperimentStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a full disk is NoSpaceError naming the database, and leaves it as it was."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:  # SQLite may have rolled back already (a failed COMMIT)
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                if _disk_full(exc, self.path):
+                    raise NoSpaceError(self.path) from exc
                 raise
-            self._conn.execute("COMMIT")
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock:

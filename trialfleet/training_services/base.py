@@ -107,6 +107,17 @@ class TrainingService(ABC):
     supports_readoption: ClassVar[bool] = True
     #: how often the manager should call poll() when nothing wakes it earlier (seconds)
     poll_interval: ClassVar[float] = 1.0
+    #: trials run a copy of the code directory that the platform packs, uploads or copies (``code_packing``):
+    #: NNI's limits on it are then checked before an experiment is created
+    ships_code: ClassVar[bool] = False
+
+    @classmethod
+    def shipped_code_directories(
+        cls, service_config: TrainingServiceConfig, working_directory: Path
+    ) -> list[Path]:
+        """The code directories this platform would ship for ``service_config`` (none if it runs them in place),
+        for an experiment whose working directory is ``working_directory``."""
+        return [Path(service_config.trial_code_directory)] if cls.ships_code else []
 
     def __init__(self, context: ExperimentContext) -> None:
         self.context = context

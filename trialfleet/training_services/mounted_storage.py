@@ -30,6 +30,12 @@ from trialfleet.training_services.support import SupportLayout, extract_archive,
 from trialfleet.training_services.trial_files import LocalTrialFiles, TrialFiles
 
 
+def on_storage(code_dir: Path, mount_local: Path) -> bool:
+    """Whether a code directory is on the storage mounted here at ``mount_local``: then it is used in place,
+    not copied (nor checked against NNI's limits)."""
+    return Path(code_dir).resolve().is_relative_to(Path(mount_local).resolve())
+
+
 def code_copy_name(source: Path) -> str:
     """The directory under ``<root>/code`` holding the copy of the code directory ``source``."""
     return hashlib.sha256(str(source).encode()).hexdigest()[:16]
@@ -96,7 +102,7 @@ class MountedStorage:
 
     def _code_dir(self, code_dir: Path) -> str:
         source = code_dir.resolve()
-        if source.is_relative_to(self.mount_local.resolve()):
+        if on_storage(source, self.mount_local):
             return self.to_remote(self.mount_local / source.relative_to(self.mount_local.resolve()))
         if code_dir not in self._code_copies:
             target = self.local / "code" / code_copy_name(source)

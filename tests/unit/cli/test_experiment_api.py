@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trialfleet import Experiment, RunMode
-from trialfleet.errors import ConfigError, ExperimentStateError, ListenError, PortInUseError
+from trialfleet.errors import ConfigError, DirectoryError, ExperimentStateError, ListenError, PortInUseError
 from trialfleet.storage import manifest
 
 TRIAL = """
@@ -222,3 +222,12 @@ def test_a_chosen_experiment_id_is_kept(code_dir: Path) -> None:
         experiment.start(free_port())
         assert experiment.get_experiment_profile()["id"] == "My_run-2"
     assert (code_dir.parent / "experiments" / "My_run-2" / "db").is_dir()
+
+
+def test_an_unwritable_home_creates_nothing(code_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = code_dir.parent / "home-file"
+    home.write_text("not a directory")
+    monkeypatch.setenv("TRIALFLEET_HOME", str(home))
+    with pytest.raises(DirectoryError, match=f"TRIALFLEET_HOME {home}: it is not a directory"):
+        nni_style_experiment(code_dir).start(free_port())
+    assert not (code_dir.parent / "experiments").exists()

@@ -143,6 +143,40 @@ async def test_crashing_custom_tuner_puts_experiment_in_error_and_manager_lives(
     assert manager.store.trial_counts() == {TrialStatus.SUCCEEDED: 2}  # the trials it did propose still ran
 
 
+async def test_an_error_in_the_loop_ends_the_manager_in_error_and_leaves_the_trials_to_a_resume(
+    tmp_path: Path, stopper: list[ExperimentManager]
+) -> None:
+    manager = make_manager(tmp_path, SLEEPY_TRIAL, max_trial_number=2)
+    await manager.start()
+    await drive(manager, lambda: manager.store.trial_counts().get(TrialStatus.RUNNING) == 2)
+    pids = [(await keeper_record(manager, t.id))["pid"] for t in manager.store.trials()]
+
+    async def broken_poll() -> None:
+        raise RuntimeError("a bug in the loop")
+
+    assert manager.service is not None
+    manager.service.poll = broken_poll  # type: ignore[assignment,method-assign]
+    try:
+        assert await manager.run() is ExperimentStatus.ERROR
+        stored = manager.store.experiment()
+        assert (stored.status, stored.error) == (
+            ExperimentStatus.ERROR,
+            "the manager failed: RuntimeError: a bug in the loop",
+        )
+        assert all(pid_alive(pid) for pid in pids)  # as after a crash: a resume re-adopts them
+    except BaseException:
+        for pid in filter(pid_alive, pids):  # no resume will end them
+            os.kill(pid, signal.SIGKILL)
+        raise
+
+    resumed = ExperimentManager(manager.experiment_dir)
+    stopper.append(resumed)
+    await resumed.start(resume=True)
+    assert resumed.store.experiment().error is None and resumed.status is ExperimentStatus.RUNNING
+    running = resumed.store.trials(status=TrialStatus.RUNNING)
+    assert len(running) == 2 and {t.attempt for t in running} == {0}
+
+
 async def test_max_trial_duration_stops_trial_as_early_stopped(
     tmp_path: Path, stopper: list[ExperimentManager]
 ) -> None:

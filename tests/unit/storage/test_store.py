@@ -222,3 +222,20 @@ def test_a_trial_s_platform_is_kept_per_attempt_and_cleared_for_the_next(tmp_pat
     store.mark_submitted("t1", {"pid": 2}, "local:/t", 5.0, running=True, platform="local")
     store.end_trial("t1", TrialStatus.SUCCEEDED, 6.0)
     assert [a["platform"] for a in store.attempts("t1")] == ["remote", "local"]
+
+
+def test_a_full_database_is_no_space_naming_it_and_changes_nothing(store: ExperimentStore) -> None:
+    from trialfleet.errors import NoSpaceError
+
+    store.add_trial("aaaaa", record({}), now=1.0)
+    store.add_metrics([NewMetric("aaaaa", 0, "PERIODICAL", 0, "0.5", 2.0)], {"aaaaa": {"metrics": 10}})
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")  # the database cannot grow: SQLITE_FULL
+    big = [NewMetric("aaaaa", 0, "PERIODICAL", i, "x" * 4000, 3.0) for i in range(1, 50)]
+    with pytest.raises(NoSpaceError) as caught:
+        store.add_metrics(big, {"aaaaa": {"metrics": 99}})
+    assert str(caught.value) == f"no space left on device ({store.path})"
+    assert not store._conn.in_transaction  # the store stays usable
+    assert [m.data for m in store.metrics()] == ["0.5"] and store.trial("aaaaa").cursor == {"metrics": 10}
+    assert store.integrity_check() == "ok"
+    store.add_problem("aaaaa", "small enough to fit", 4.0)

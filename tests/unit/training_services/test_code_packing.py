@@ -129,3 +129,43 @@ def test_too_big_names_the_largest_files(tmp_path: Path) -> None:
 def test_missing_code_dir(tmp_path: Path) -> None:
     with pytest.raises(CodeDirectoryError, match="cannot read the trial code directory"):
         list_code_files(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    ("platform", "storage_key"),
+    [
+        ("slurm", "shared_directory"),
+        ("dlts", "local_storage_mount_point"),
+        ("dlts", "experiment_working_directory"),
+    ],
+)
+def test_a_code_directory_is_checked_before_create_unless_it_is_used_in_place(
+    tmp_path: Path, platform: str, storage_key: str
+) -> None:
+    """NNI's limits apply to a code directory the platform copies; one already on the storage is not copied."""
+    from trialfleet.config import ExperimentConfig
+    from trialfleet.startup import preflight
+
+    storage, elsewhere = tmp_path / "storage", tmp_path / "elsewhere"
+    for code_dir in (storage / "code", elsewhere / "code"):
+        make_tree(code_dir, {f"f{index:04d}.txt": "x" for index in range(2001)})
+    extra = {"dashboard": "http://127.0.0.1:9/"} if platform == "dlts" else {}
+
+    def config(code_dir: Path) -> ExperimentConfig:
+        return ExperimentConfig.for_platform(
+            platform,
+            trial_command="python3 trial.py",
+            trial_concurrency=1,
+            trial_code_directory=str(code_dir),
+            search_space={"x": {"_type": "choice", "_value": [1]}},
+            tuner={"name": "Random"},
+            **{
+                "experiment_working_directory": str(tmp_path / "experiments"),
+                storage_key: str(storage),
+                **extra,
+            },
+        )
+
+    preflight(config(storage / "code"))  # used in place
+    with pytest.raises(CodeDirectoryError, match=r"2001 files \(limit 2000\)"):
+        preflight(config(elsewhere / "code"))

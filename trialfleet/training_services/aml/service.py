@@ -100,6 +100,7 @@ class AmlTrainingService(TrainingService):
     config_class = AmlConfig
     supports_gpu_scheduling = True  # Azure ML places each job on a node of the compute target
     poll_interval = 1.0
+    ships_code = True  # staged as a snapshot and uploaded with the first job
 
     def __init__(self, context: ExperimentContext) -> None:
         super().__init__(context)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
@@ -27,7 +28,7 @@ from trialfleet.training_services.dlts.job import SCRIPT_NAME, JobSettings, Tria
 from trialfleet.training_services.dlts.status import RESULT_GRACE, DltsJob, JobWatcher, trial_outcome
 from trialfleet.training_services.environment import nni_variables
 from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
-from trialfleet.training_services.mounted_storage import MountedStorage
+from trialfleet.training_services.mounted_storage import MountedStorage, on_storage
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.trial_dir import KEEPER_RECORD, command_record, input_files
@@ -54,11 +55,30 @@ def _setting(value: str | None, key: str) -> str:
     return fallback
 
 
+def storage_mounts(config: DltsConfig, working_directory: Path) -> tuple[Path, str]:
+    """The storage's mount point here and in jobs; both unset in the config, NNI's layout: the experiments'
+    working directory is on the storage, at the same path in jobs."""
+    local, container = config.local_storage_mount_point, config.container_storage_mount_point
+    if local is None and container is None:
+        working = Path(working_directory).absolute()
+        return working, str(working)
+    return (local or Path(str(container))), str(container)
+
+
 class DltsTrainingService(TrainingService):
     platform = "dlts"
     config_class = DltsConfig
     supports_gpu_scheduling = True  # DLTS places each job's GPUs (resourcegpu)
     poll_interval = 1.0  # trial directories; the dashboard itself is read by the watcher's back-off
+    ships_code = True  # copied to the storage, unless it is there already
+
+    @classmethod
+    def shipped_code_directories(
+        cls, service_config: TrainingServiceConfig, working_directory: Path
+    ) -> list[Path]:
+        mount_local, _ = storage_mounts(cast(DltsConfig, service_config), working_directory)
+        code_dir = Path(service_config.trial_code_directory)
+        return [] if on_storage(code_dir, mount_local) else [code_dir]
 
     def __init__(self, context: ExperimentContext) -> None:
         super().__init__(context)
@@ -72,11 +92,7 @@ class DltsTrainingService(TrainingService):
         self._unreadable: str | None = None
 
     def _mounts(self) -> tuple[Path, str]:
-        local, container = self.config.local_storage_mount_point, self.config.container_storage_mount_point
-        if local is None and container is None:  # NNI's layout: the working directory is on the storage
-            working = self.context.experiment_dir.parent.absolute()
-            return working, str(working)
-        return (local or Path(str(container))), str(container)
+        return storage_mounts(self.config, self.context.experiment_dir.parent)
 
     # ---- preparation -----------------------------------------------------------------------------------
 

@@ -62,6 +62,7 @@ class RemoteTrainingService(TrainingService):
     config_class = RemoteConfig
     supports_gpu_scheduling = True
     poll_interval = 1.0
+    ships_code = True  # packed and uploaded to every host
 
     def __init__(self, context: ExperimentContext, *, root: str | None = None) -> None:
         super().__init__(context)

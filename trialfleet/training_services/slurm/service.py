@@ -21,11 +21,12 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
+from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.environment import nni_variables
 from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
-from trialfleet.training_services.mounted_storage import MountedStorage
+from trialfleet.training_services.mounted_storage import MountedStorage, on_storage
 from trialfleet.training_services.naming import attempt_name, nni_job_name
 from trialfleet.training_services.shared_storage import shared_storage_for
 from trialfleet.training_services.slurm.config import SlurmConfig
@@ -65,6 +66,17 @@ class SlurmTrainingService(TrainingService):
     config_class = SlurmConfig
     supports_gpu_scheduling = True  # Slurm places GPU requests; CUDA_VISIBLE_DEVICES comes from GRES
     poll_interval = 1.0  # trial directories; Slurm itself is asked by the watcher's back-off
+    ships_code = True  # copied to the shared directory, or packed and uploaded through the login node
+
+    @classmethod
+    def shipped_code_directories(
+        cls, service_config: TrainingServiceConfig, working_directory: Path
+    ) -> list[Path]:
+        config = cast(SlurmConfig, service_config)
+        code_dir = Path(config.trial_code_directory)
+        if config.login_node is None and on_storage(code_dir, Path(config.shared_directory)):
+            return []  # already on the shared directory: used in place
+        return [code_dir]
 
     def __init__(self, context: ExperimentContext, *, runner: CommandRunner | None = None) -> None:
         super().__init__(context)
