@@ -241,6 +241,12 @@ class ExperimentStore:
             r[11],
         )
 
+    def last_activity(self) -> float | None:
+        """When the experiment last recorded anything (its newest event): the end of an experiment whose
+        manager died without saying so."""
+        rows = self._query("SELECT timestamp FROM events ORDER BY id DESC LIMIT 1")
+        return float(rows[0][0]) if rows else None
+
     def update_experiment(self, now: float | None = None, event: str | None = None, **fields: Any) -> None:
         """Set experiment columns; ``config`` may be given as a mapping. Bumps ``revision``."""
         if "config" in fields and not isinstance(fields["config"], str):
