@@ -149,10 +149,14 @@ class Reconciler:
         """Every unfinished trial is re-adopted, re-queued or re-run; the driver gets the history."""
         resumed = Resumed()
         trials = []
+        adopted: list[str] = []
         for stored in self.store.trials():
             trial, what = await self._resume_trial(service, stored, resumed.pending.append)
             resumed.outcome[what] += 1
             trials.append(trial)
+            if what == "adopted":
+                adopted.append(trial.id)
+        self.store.add_trial_events("ADOPTED", self.clock.time(), adopted)  # one transaction for them all
         periodical = self.store.metrics(type="PERIODICAL") if self.driver.assessor is not None else []
         await self.driver.restore(trials, periodical)
         self.store.add_event("EXPERIMENT_RESUMED", self.clock.time(), data=resumed.outcome)
@@ -173,7 +177,6 @@ class Reconciler:
             return trial, "finished"
         if trial.handle is not None:
             await service.adopt(trial.id, trial.handle, trial.cursor)
-            self.store.add_event("ADOPTED", self.clock.time(), trial.id)
             if trial.cancel_status in (TrialStatus.USER_CANCELED, TrialStatus.EARLY_STOPPED):
                 # asked of the previous manager, which may have been killed before sending it
                 self.cancel_requested.add(trial.id)

@@ -565,6 +565,12 @@ class ExperimentStore:
         with self._transaction() as conn:
             self._event(conn, event, trial_id, data, now)
 
+    def add_trial_events(self, event: str, now: float, trial_ids: Sequence[str]) -> None:
+        """The same event for many trials, in one transaction."""
+        with self._transaction() as conn:
+            for trial_id in trial_ids:
+                self._event(conn, event, trial_id, None, now)
+
     # ---- imported data ---------------------------------------------------------------------------
 
     def add_imported_data(self, records: Sequence[Mapping[str, Any]], now: float) -> None:

@@ -3,8 +3,9 @@ routes are too coarse for (NNI's UI re-downloads every trial and metric on each 
 
 Commands (kill, customised trial, config edits) go through NNI's own routes; these are reads only.
 
-* ``GET /changes?cursor=E.M``  the experiment summary plus the trials changed since the cursor
-  (``trials: null, reset: true`` when the client must reload what it shows)
+* ``GET /changes?cursor=E.M&wait=S``  the experiment summary plus the trials changed since the cursor
+  (``trials: null, reset: true`` when the client must reload what it shows); with ``wait``, held until
+  something changed or ``S`` seconds passed (a long poll: changes reach the page within ~50 ms)
 * ``GET /trials?offset&limit&sort&order&status&q``  one page of the trials table, filtered server-side
 * ``GET /trials/all``  compact records of every trial (charts)
 * ``GET /trials/{id}`` and ``/trials/{id}/metrics?after=N``  one trial and its metrics after id N
@@ -13,10 +14,14 @@ Commands (kill, customised trial, config edits) go through NNI's own routes; the
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.concurrency import run_in_threadpool
 
+import trialfleet
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
 from trialfleet.tuning.catalog import configured_optimize_mode
@@ -26,6 +31,8 @@ if TYPE_CHECKING:
 
 PREFIX = "/api/v1/trialfleet"
 MAX_CHANGED_TRIALS = 2000
+MAX_WAIT = 10.0  # seconds a long poll of /changes may be held
+CHECK_EVERY = 0.05  # seconds between two looks at the store while one is held
 MAX_PAGE = 500
 SQL_INT_MAX = 2**63 - 1  # SQLite integers are 64-bit: a larger one cannot be bound into a query
 
@@ -58,6 +65,7 @@ def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> d
         "config": config,
         # while no trial succeeded, what the first failure said (a wrong python, a missing module)
         "firstFailure": None if counts.get("SUCCEEDED") else getattr(manager, "first_failure", None),
+        "version": trialfleet.__version__,
     }
 
 
@@ -77,11 +85,9 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
     manager's write lock."""
     router = APIRouter(prefix=PREFIX)
 
-    @router.get("/changes")
-    def changes(cursor: str | None = None) -> dict[str, Any]:
+    def changes_since(since: Cursor | None) -> dict[str, Any]:
         # take the new cursor first: a change landing during this request is sent again next time
         now = queries.cursor()
-        since = Cursor.decode(cursor)
         ids = queries.changed_trial_ids(since, MAX_CHANGED_TRIALS) if since else None
         return {
             "cursor": now.encode(),
@@ -89,6 +95,23 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
             "trials": queries.trial_summaries(ids) if ids is not None else None,
             "reset": ids is None,
         }
+
+    @router.get("/changes")
+    async def changes(
+        cursor: str | None = None, wait: float = Query(0, ge=0, le=MAX_WAIT)
+    ) -> dict[str, Any]:
+        """With ``wait``, a long poll: answered as soon as something changed after ``cursor`` (checked every
+        CHECK_EVERY seconds), at the latest after ``wait`` seconds."""
+        since = Cursor.decode(cursor)
+        if since is not None and wait:
+            revision = reader.experiment().revision
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                moved = await run_in_threadpool(lambda: (queries.cursor(), reader.experiment().revision))
+                if moved != (since, revision):
+                    break
+                await asyncio.sleep(CHECK_EVERY)
+        return await run_in_threadpool(changes_since, since)
 
     @router.get("/experiment")
     def experiment() -> dict[str, Any]:

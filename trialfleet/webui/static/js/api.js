@@ -32,7 +32,7 @@ const query = (params) => {
 };
 
 export const api = {
-  changes: (cursor) => request("GET", `${OURS}/changes${query({ cursor })}`),
+  changes: (cursor, wait) => request("GET", `${OURS}/changes${query({ cursor, wait })}`),
   trialPage: (params) => request("GET", `${OURS}/trials${query(params)}`),
   allTrials: () => request("GET", `${OURS}/trials/all`),
   trial: (id) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}`),
