@@ -13,6 +13,7 @@
     ├── PlatformError               a training service failed as a whole (cannot start, host unreachable…)
     │   └── PlatformNotAvailableError   the platform is known to the schema but not implemented yet
     ├── PortInUseError              the manager's port is taken
+    ├── TensorboardError            TensorBoard cannot be started (not installed, a trial's files out of reach)
     └── ManagerUnreachableError     the CLI cannot talk to a running manager
 
 A trial that crashes is data (FAILED with exit code and reason), never an exception.
@@ -135,3 +136,7 @@ class TrialFileRefusedError(TrialfleetError):
 
 class ManagerUnreachableError(TrialfleetError):
     pass
+
+
+class TensorboardError(TrialfleetError):
+    """TensorBoard cannot be started for the chosen trials: the package is missing, no port is free."""

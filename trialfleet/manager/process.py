@@ -107,6 +107,7 @@ async def serve(
     await running
     server.should_exit = True
     await server_task
+    await asyncio.to_thread(app.state.tensorboard.stop_all)  # TensorBoards end with their manager
     manifest.upsert(manager.experiment_id, pid=None, port=None)
     if exit_when_finished:
         watcher.cancel()

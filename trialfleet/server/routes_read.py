@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 
@@ -166,12 +166,3 @@ def metric_data_latest(ctx: ServerContext = Depends(context)) -> Response:
 )
 def export_data(ctx: ServerContext = Depends(context)) -> Response:
     return nni_json(ctx.reader.export_data())
-
-
-@router.get(
-    "/tensorboard-tasks",
-    response_model=list[dict[str, Any]],
-    summary="TensorBoard tasks (none: trialfleet does not launch TensorBoard)",
-)
-def tensorboard_tasks() -> Response:
-    return nni_json([])

@@ -290,4 +290,8 @@ def _choice(text: str) -> str:
         number = float(text)
     except ValueError:
         return text
-    return str(int(number)) if number.is_integer() and "." not in text and "e" not in text.lower() else repr(number)
+    return (
+        str(int(number))
+        if number.is_integer() and "." not in text and "e" not in text.lower()
+        else repr(number)
+    )

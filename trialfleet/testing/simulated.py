@@ -117,7 +117,9 @@ class SimulatedTrainingService(TrainingService):
         value = round(final_of(trial.trial_id) * (1 - 0.8 ** (sequence + 1)), 4)
         batch.metrics.append(self._metric(trial, "PERIODICAL", sequence, value, now))
 
-    def _end(self, trial: LiveTrial, end: tuple[TrialStatus, float | None], now: float, batch: PollBatch) -> None:
+    def _end(
+        self, trial: LiveTrial, end: tuple[TrialStatus, float | None], now: float, batch: PollBatch
+    ) -> None:
         status, final = end
         if final is not None:
             sequence = int(trial.cursor.get("sequence", 0))

@@ -97,9 +97,7 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
         }
 
     @router.get("/changes")
-    async def changes(
-        cursor: str | None = None, wait: float = Query(0, ge=0, le=MAX_WAIT)
-    ) -> dict[str, Any]:
+    async def changes(cursor: str | None = None, wait: float = Query(0, ge=0, le=MAX_WAIT)) -> dict[str, Any]:
         """With ``wait``, a long poll: answered as soon as something changed after ``cursor`` (checked every
         CHECK_EVERY seconds), at the latest after ``wait`` seconds."""
         since = Cursor.decode(cursor)

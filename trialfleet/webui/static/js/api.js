@@ -46,6 +46,9 @@ export const api = {
   experimentsInfo: () => request("GET", `${NNI}/experiments-info`),
   killTrial: (id) => request("DELETE", `${NNI}/trial-jobs/${encodeURIComponent(id)}`),
   customizedTrial: (parameters) => request("POST", `${NNI}/trial-jobs`, parameters),
+  tensorboardStart: (ids) => request("POST", `${NNI}/tensorboard`, { trials: ids.join(",") }),
+  tensorboardTasks: () => request("GET", `${NNI}/tensorboard-tasks`),
+  tensorboardStopAll: () => request("DELETE", `${NNI}/tensorboard-tasks`),
   trialFile: (id, name) => request("GET", `${NNI}/trial-file/${encodeURIComponent(id)}/${name}`),
 };
 

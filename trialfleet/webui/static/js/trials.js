@@ -7,7 +7,7 @@ import {
   TRIAL_STATUSES, trialDuration,
 } from "./dom.js";
 import { openCompare } from "./compare.js";
-import { confirmKill, openCustomize } from "./trial_actions.js";
+import { confirmKill, openCustomize, openTensorboard } from "./trial_actions.js";
 import * as detail from "./trial_detail.js";
 
 const PAGE_SIZES = [20, 50, 100, 200];
@@ -261,6 +261,7 @@ function mount(container, appState) {
     h("section", { className: "card" },
       h("div", { className: "toolbar" }, search, statusFilter(), h("span", { className: "spacer" }),
         els.clear, els.compare,
+        h("button", { className: "btn", id: "tensorboard-btn", title: "TensorBoard on the selected trials' output directories (with none selected: the running TensorBoards)", onclick: () => openTensorboard([...view.selected.values()]) }, "TensorBoard"),
         h("button", { className: "btn", id: "columns-btn", onclick: columnChooser }, "Columns"),
         h("button", { className: "btn btn-primary", id: "custom-trial-btn", disabled: state.exp.readonly, title: "Submit a trial with edited parameters (starting from the selected trial's)", onclick: customize }, "Customized trial")),
       h("div", { className: "table-wrap" }, els.table),
