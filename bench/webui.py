@@ -25,7 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trialfleet.testing.webui_scale import RunningExperiment, measure_liveness, percentile, running_experiment
+from trialfleet.testing.webui_scale import (
+    RunningExperiment,
+    measure_liveness,
+    percentile,
+    running_experiment,
+    wait_js,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -81,7 +87,7 @@ def first_paint(page: Any, url: str, name: str) -> tuple[float, float]:
     page.goto("about:blank")
     started = time.monotonic()
     page.goto(f"{url}/#/{name}")
-    page.wait_for_function(CONTENT[name], timeout=300_000)
+    wait_js(page, CONTENT[name], timeout=300)
     content = time.monotonic() - started
     fcp = page.evaluate("() => performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? null")
     return (fcp or 0) / 1000, content
@@ -103,18 +109,16 @@ def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(300_000)
         page.goto(f"{running.url}/#/overview")  # warm the HTTP cache: plotly's immutable URL
-        page.wait_for_function("() => window.Plotly", timeout=300_000)
+        wait_js(page, "() => window.Plotly", timeout=300)
         figures["paint"] = {name: first_paint(page, running.url, name) for name in CONTENT}
         page.goto("about:blank")
         started = time.monotonic()
         page.goto(f"{running.url}/#/overview")
-        page.wait_for_function(
-            "() => document.getElementById('overview-metric-plot')?.data?.length", timeout=300_000
-        )
+        wait_js(page, "() => document.getElementById('overview-metric-plot')?.data?.length", timeout=300)
         figures["overview_chart"] = time.monotonic() - started
 
         page.goto(f"{running.url}/#/charts")
-        page.wait_for_function(CONTENT["charts"])
+        wait_js(page, CONTENT["charts"], timeout=300)
         page.evaluate(WATCH_TASKS)
         ended = [f"s{running.trials - 1000 - i:05d}" for i in range(200)]
         for i, trial_id in enumerate(ended):
@@ -125,10 +129,11 @@ def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
             if rest >= len(ended):
                 break
             time.sleep(0.05)
-        page.wait_for_function(
+        wait_js(
+            page,
             "n => document.getElementById('chart-metric').data[0].x.length >= n",
-            arg=len(ended),
-            timeout=300_000,
+            len(ended),
+            timeout=300,
         )
         figures["chart_lag"] = time.monotonic() - lag_start
         time.sleep(live_seconds)
@@ -140,14 +145,16 @@ def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
         for _ in range(5):
             for name in ("overview", "trials", "charts", "experiments"):
                 page.locator(f"nav a[data-page={name}]").click()
-                page.wait_for_function(CONTENT[name])
+                wait_js(page, CONTENT[name], timeout=300)
         figures["heap_after"] = heap(session)
 
         page.locator("nav a[data-page=trials]").click()
-        page.wait_for_function(CONTENT["trials"])
+        wait_js(page, CONTENT["trials"], timeout=300)
         page.locator(".pager select").select_option("50")
-        page.wait_for_function(
-            "() => document.querySelectorAll('#trials-table tbody tr[data-trial]').length === 50"
+        wait_js(
+            page,
+            "() => document.querySelectorAll('#trials-table tbody tr[data-trial]').length === 50",
+            timeout=300,
         )
         newest = [f"s{running.trials - 1 - i:05d}" for i in range(48)]
         figures["liveness"] = measure_liveness(

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 from webui_experiments import screenshot
 
-from trialfleet.testing.webui_scale import RunningExperiment, measure_liveness, percentile, running_experiment
+from trialfleet.testing.webui_scale import (
+    RunningExperiment,
+    measure_liveness,
+    percentile,
+    running_experiment,
+    wait_js,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -31,11 +37,9 @@ def newest(count: int, skip: int = 0) -> list[str]:
 
 def show_rows(page: Any, url: str, rows: int) -> None:
     page.goto(f"{url}/#/trials")
-    page.locator("#trials-table tbody tr[data-trial]").first.wait_for(timeout=120_000)
+    wait_js(page, "() => document.querySelector('#trials-table tbody tr[data-trial]')")
     page.locator(".pager select").select_option(str(rows))
-    page.wait_for_function(
-        "n => document.querySelectorAll('#trials-table tbody tr[data-trial]').length === n", arg=rows
-    )
+    wait_js(page, "n => document.querySelectorAll('#trials-table tbody tr[data-trial]').length === n", rows)
 
 
 def test_status_changes_reach_the_trials_table_and_the_overview_live(
@@ -67,13 +71,9 @@ def test_status_changes_reach_the_trials_table_and_the_overview_live(
 
     page.goto(f"{running.url}/#/overview")
     chip = "#status-counts a[data-status='{}'] .count"
-    page.wait_for_function(
-        f"() => document.querySelector(\"{chip.format('SUCCEEDED')}\")?.textContent === '8'"
-    )
+    wait_js(page, f"() => document.querySelector(\"{chip.format('SUCCEEDED')}\")?.textContent === '8'")
     running.end(newest(1, 16)[0], "SUCCEEDED", 0.25)
-    page.wait_for_function(
-        f"() => document.querySelector(\"{chip.format('SUCCEEDED')}\")?.textContent === '9'", timeout=60_000
-    )
+    wait_js(page, f"() => document.querySelector(\"{chip.format('SUCCEEDED')}\")?.textContent === '9'")
     assert page.locator(chip.format("RUNNING")).inner_text() == str(TRIALS - 17)
 
 
@@ -110,11 +110,7 @@ def test_every_chart_shows_what_rest_says(running: RunningExperiment, page: Any)
         jobs = rest_trials(running)
     page.goto(f"{running.url}/#/charts")
     done = [j for j in jobs if final_metric(j) is not None]
-    page.wait_for_function(
-        "n => document.getElementById('chart-metric')?.data?.[0]?.x?.length === n",
-        arg=len(done),
-        timeout=120_000,
-    )
+    wait_js(page, "n => document.getElementById('chart-metric')?.data?.[0]?.x?.length === n", len(done))
     metric = chart(page, "chart-metric")
     assert metric[0]["x"] == [j["sequenceId"] for j in done]
     assert metric[0]["y"] == [final_metric(j) for j in done]
@@ -125,15 +121,13 @@ def test_every_chart_shows_what_rest_says(running: RunningExperiment, page: Any)
             best_x.append(j["sequenceId"])
     assert metric[1]["y"][: len(best)] == best and metric[1]["x"][: len(best)] == best_x
 
-    page.wait_for_function(
-        "() => document.getElementById('chart-parallel')?.data?.[0]?.dimensions?.length === 5"
-    )
+    wait_js(page, "() => document.getElementById('chart-parallel')?.data?.[0]?.dimensions?.length === 5")
     parallel = chart(page, "chart-parallel")[0]
     top = sorted(done, key=lambda j: (-final_metric(j), j["sequenceId"]))[:100]  # type: ignore[operator]
     assert parallel["customdata"] == [j["trialJobId"] for j in top]
     assert parallel["dimensions"][-1]["values"] == [final_metric(j) for j in top]
 
-    page.wait_for_function("() => document.getElementById('chart-duration')?.data?.length === 2")
+    wait_js(page, "() => document.getElementById('chart-duration')?.data?.length === 2")
     duration = chart(page, "chart-duration")
     ended = [j for j in rest_trials(running) if j.get("endTime")]
     expected = sorted((j["endTime"] - j["startTime"]) / 1000 for j in ended)
@@ -142,7 +136,7 @@ def test_every_chart_shows_what_rest_says(running: RunningExperiment, page: Any)
     )  # REST rounds to ms, the UI truncates
     assert len(duration[1]["x"]) == TRIALS - len(ended)  # running: until now
 
-    page.wait_for_function("() => document.getElementById('chart-intermediate')?.data?.length === 50")
+    wait_js(page, "() => document.getElementById('chart-intermediate')?.data?.length === 50")
     for trace in chart(page, "chart-intermediate"):
         trial_id = trace["name"].split()[-1]
         metrics = running.get(f"/api/v1/nni/metric-data/{trial_id}")
@@ -159,12 +153,12 @@ def test_leaving_and_reentering_the_charts_frees_their_plots(running: RunningExp
     page.goto(f"{running.url}/#/trials")
     for _ in range(7):
         page.locator("nav a[data-page=charts]").click()  # hash routes: the page is never reloaded
-        page.wait_for_function(
+        wait_js(
+            page,
             "() => document.getElementById('chart-parallel')?.data?.length === 1 "
             "&& document.getElementById('chart-metric')?.data?.length === 2",
-            timeout=120_000,
         )
         page.locator("nav a[data-page=trials]").click()
-        page.locator("#trials-table tbody tr[data-trial]").first.wait_for(timeout=120_000)
+        wait_js(page, "() => document.querySelector('#trials-table tbody tr[data-trial]')")
     # each visit drew a parcoords on WebGL: unless freed on leaving, Chromium's 16 live contexts run out
     assert not [w for w in warnings if "WebGL contexts" in w]

@@ -126,7 +126,7 @@ class Reconciler:
 
     def _store_metrics(self, batch: PollBatch) -> None:
         # a live trial's metrics are its current attempt's: an earlier attempt ended before this one ran
-        attempts = {tid: self.store.trial(tid).attempt for tid in {m.trial_id for m in batch.metrics}}
+        attempts = self.store.current_attempts({m.trial_id for m in batch.metrics})
         rows = []
         for m in batch.metrics:
             final_value = None

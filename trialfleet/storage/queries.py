@@ -90,10 +90,11 @@ class TrialQueries:
         return Cursor(event, metric)
 
     def changed_trial_ids(self, since: Cursor, limit: int) -> list[str] | None:
-        """Trials with an event or a metric after ``since``; None when more than ``limit`` changed."""
+        """Trials whose summary changed after ``since`` — an event (status, start, end) or a final result;
+        intermediate results leave a summary as it was. None when more than ``limit`` changed."""
         rows = self._rows(
             "SELECT trial_id FROM events WHERE id > ? AND trial_id IS NOT NULL "
-            "UNION SELECT trial_id FROM metrics WHERE id > ? LIMIT ?",
+            "UNION SELECT trial_id FROM metrics WHERE id > ? AND type = 'FINAL' LIMIT ?",
             (since.event, since.metric, limit + 1),
         )
         return None if len(rows) > limit else [r[0] for r in rows]
@@ -121,13 +122,17 @@ class TrialQueries:
     ) -> TrialPage:
         where, args = _filters(statuses, search)
         (total,) = self._rows(f"SELECT COUNT(*) FROM trials{where}", args)[0]
+        order = order_by(sort, descending=descending)
+        # the page's rows first, then their metric counts: SQLite would otherwise compute the per-row
+        # subqueries for every matching trial before sorting (0.9 s at 10,000 trials instead of 5 ms)
         rows = self._rows(
+            f"WITH page AS (SELECT * FROM trials{where}{order} LIMIT ? OFFSET ?) "
             f"SELECT {_SUMMARY_COLUMNS}, "
             "(SELECT COUNT(*) FROM metrics m WHERE m.trial_id = trials.id AND m.attempt = trials.attempt "
             "AND m.type = 'PERIODICAL'), "
             f"(SELECT {value_sql('m.data')} FROM metrics m WHERE m.trial_id = trials.id "
             "AND m.attempt = trials.attempt AND m.type = 'PERIODICAL' ORDER BY m.id DESC LIMIT 1) "
-            f"FROM trials{where}{order_by(sort, descending=descending)} LIMIT ? OFFSET ?",
+            f"FROM page AS trials{order}",
             [*args, limit, offset],
         )
         page = []

@@ -433,6 +433,21 @@ class ExperimentStore:
             raise StoreError(f"unknown trial {trial_id}")
         return _trial(rows[0])
 
+    def current_attempts(self, trial_ids: Iterable[str]) -> dict[str, int]:
+        """Each trial's current attempt, in one query (a poll's metrics name hundreds of trials)."""
+        ids = list(trial_ids)
+        result: dict[str, int] = {}
+        for chunk in range(0, len(ids), 500):
+            part = ids[chunk : chunk + 500]
+            rows = self._query(
+                f"SELECT id, attempt FROM trials WHERE id IN ({', '.join('?' for _ in part)})", part
+            )
+            result.update({r[0]: int(r[1]) for r in rows})
+        missing = set(ids) - set(result)
+        if missing:
+            raise StoreError(f"unknown trial {sorted(missing)[0]}")
+        return result
+
     def find_trial(self, trial_id: str) -> TrialRow | None:
         rows = self._query(f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id = ?", (trial_id,))
         return _trial(rows[0]) if rows else None

@@ -107,7 +107,7 @@ class SimulatedTrainingService(TrainingService):
         interval = self.options.metric_interval
         if not interval:
             return
-        phase = final_of(trial.trial_id) * interval
+        phase = trial.state.setdefault("phase", final_of(trial.trial_id) * interval)
         period = int((now - phase) // interval)
         last = trial.state.setdefault("period", period)
         if period <= last:

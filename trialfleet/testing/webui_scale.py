@@ -98,6 +98,22 @@ WATCH_ROWS = """() => {
 }"""
 
 
+def wait_js(page: Any, expression: str, arg: Any = None, timeout: float = 120.0) -> Any:
+    """Evaluate ``expression`` (a function of ``arg``) in the page until it returns something truthy.
+
+    Playwright's ``wait_for_function`` was seen never to resolve on a page that loads plotly.js after the
+    wait began (even with interval polling), while the same predicate evaluated again came true: so each
+    check here is a separate evaluation."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = page.evaluate(expression, arg)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting in the page for {expression}")
+        time.sleep(0.05)
+
+
 def watch_rest(
     experiment: RunningExperiment, trial_id: str, old: str, seen: dict[str, float]
 ) -> threading.Thread:
@@ -142,8 +158,7 @@ def measure_liveness(
             if trial_id not in rest:
                 raise AssertionError(f"REST never showed trial {trial_id} ending")
             key = f"{trial_id}|{rest[f'{trial_id}|status']}"
-            page.wait_for_function("key => key in window.__seen", arg=key, timeout=60_000)
-            shown = page.evaluate("key => window.__seen[key]", key) / 1000
+            shown = wait_js(page, "key => window.__seen[key]", key) / 1000
             delays.append(max(0.0, shown - rest[trial_id]))
     return delays
 

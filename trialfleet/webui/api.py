@@ -3,9 +3,10 @@ routes are too coarse for (NNI's UI re-downloads every trial and metric on each 
 
 Commands (kill, customised trial, config edits) go through NNI's own routes; these are reads only.
 
-* ``GET /changes?cursor=E.M&wait=S``  the experiment summary plus the trials changed since the cursor
-  (``trials: null, reset: true`` when the client must reload what it shows); with ``wait``, held until
-  something changed or ``S`` seconds passed (a long poll: changes reach the page within ~50 ms)
+* ``GET /changes?cursor=E.M&wait=S``  the experiment summary plus the trials whose summary changed since the
+  cursor (status, start, end, final result; ``trials: null, reset: true`` when the client must reload what it
+  shows) and how many intermediate results arrived (``metrics``); with ``wait``, held until something changed or
+  ``S`` seconds passed (a long poll: changes reach the page within ~50 ms)
 * ``GET /trials?offset&limit&sort&order&status&q``  one page of the trials table, filtered server-side
 * ``GET /trials/all``  compact records of every trial (charts)
 * ``GET /trials/{id}`` and ``/trials/{id}/metrics?after=N``  one trial and its metrics after id N
@@ -94,6 +95,8 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
             "experiment": experiment_summary(manager, reader),
             "trials": queries.trial_summaries(ids) if ids is not None else None,
             "reset": ids is None,
+            # intermediate results stored since: they change no summary, only what pages query themselves
+            "metrics": now.metric - since.metric if since else 0,
         }
 
     @router.get("/changes")

@@ -63,7 +63,8 @@ async function poll() {
   if (state.live) {
     try {
       const answer = await api.changes(state.cursor, state.cursor ? WAIT_S : null);
-      const delta = { trials: answer.trials || [], reset: answer.reset };
+      // trials: those whose summary changed; metrics: how many intermediate results arrived meanwhile
+      const delta = { trials: answer.trials || [], reset: answer.reset, metrics: answer.metrics || 0 };
       delta.changed = delta.reset || delta.trials.length > 0;
       state.cursor = answer.cursor;
       state.exp = answer.experiment;

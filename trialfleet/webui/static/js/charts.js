@@ -170,7 +170,7 @@ function mount(container, appState) {
 function update(delta, appState) {
   state = appState;
   if (!root) return;
-  if (delta.changed) redraw("intermediate");
+  if (delta.changed || delta.metrics) redraw("intermediate");
   if (state.exp.counts.RUNNING) redraw("duration");
 }
 

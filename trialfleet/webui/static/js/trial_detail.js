@@ -127,7 +127,10 @@ export function close() {
 export async function update(delta, state) {
   if (!open_ || !open_.trial) return;
   const changed = delta.reset || delta.trials.some((t) => t.id === open_.id);
-  if (!changed) return;
+  if (!changed) {
+    if (delta.metrics && LIVE.has(open_.trial.status) && await fetchMetrics() && open_?.tab === "intermediate") renderTab();
+    return;
+  }
   const id = open_.id;
   const [trial, newMetrics] = await Promise.all([api.trial(id), fetchMetrics()]);
   if (!open_ || open_.id !== id) return;

@@ -273,7 +273,7 @@ function mount(container, appState) {
 function update(delta, appState) {
   state = appState;
   if (!root) return;
-  if (delta.changed) {
+  if (delta.changed || delta.metrics) {
     if (!delta.reset) patchRows(delta.trials);
     reloadSoon(); // new trials, another order, the latest results: the page's query answers those
   }
