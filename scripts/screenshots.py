@@ -29,7 +29,9 @@ def end_some(experiment: RunningExperiment, count: int) -> None:
         if i % 29 == 3:
             experiment.end(trial_id, "FAILED")
         else:
-            experiment.end(trial_id, "SUCCEEDED", round(0.55 + 0.35 * ((i * 7919) % 1000) / 1000 - i / 20000, 4))
+            experiment.end(
+                trial_id, "SUCCEEDED", round(0.55 + 0.35 * ((i * 7919) % 1000) / 1000 - i / 20000, 4)
+            )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         counts = experiment.get("/api/v1/trialfleet/experiment")["counts"]
@@ -71,7 +73,9 @@ def shoot(url: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--url", help="a manager already serving a webui_scale experiment")
     parser.add_argument("--control", type=Path, help="that experiment's control directory")
     args = parser.parse_args()
@@ -80,9 +84,10 @@ def main() -> None:
         end_some(experiment, 600)
         shoot(args.url)
         return
-    with tempfile.TemporaryDirectory(prefix="screenshots-") as work, running_experiment(
-        Path(work), TRIALS, metric_interval=10.0
-    ) as experiment:
+    with (
+        tempfile.TemporaryDirectory(prefix="screenshots-") as work,
+        running_experiment(Path(work), TRIALS, metric_interval=10.0) as experiment,
+    ):
         end_some(experiment, 600)
         time.sleep(15)  # a few intermediate results per trial
         shoot(experiment.url)

@@ -89,6 +89,14 @@ class TrialQueries:
         (metric,) = self._rows("SELECT COALESCE(MAX(id), 0) FROM metrics")[0]
         return Cursor(event, metric)
 
+    def state(self) -> tuple[int, int, int]:
+        """(last event id, last metric id, experiment revision) in one query: what a long poll watches."""
+        (row,) = self._rows(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM events), (SELECT COALESCE(MAX(id), 0) FROM metrics), "
+            "(SELECT revision FROM experiment)"
+        )
+        return int(row[0]), int(row[1]), int(row[2] or 0)
+
     def changed_trial_ids(self, since: Cursor, limit: int) -> list[str] | None:
         """Trials whose summary changed after ``since`` — an event (status, start, end) or a final result;
         intermediate results leave a summary as it was. None when more than ``limit`` changed."""

@@ -174,21 +174,23 @@ def experiment_config(
 
     control = work_dir / "control"
     control.mkdir(parents=True, exist_ok=True)
-    return ExperimentConfig(
-        experiment_name=f"simulated-{trials}",
-        search_space=SEARCH_SPACE,
-        trial_concurrency=trials,
-        max_trial_number=trials,
-        tuner={"name": "Random", "classArgs": {"seed": 7, "optimize_mode": "maximize"}},
-        experiment_working_directory=str(work_dir / "experiments"),
-        training_service={
-            "platform": "simulated",
-            "trialCommand": "true",
-            "trialCodeDirectory": str(work_dir),
-            "controlDirectory": str(control),
-            "metricInterval": metric_interval,
-            "duration": duration,
-        },
+    return ExperimentConfig.model_validate(
+        {
+            "experimentName": f"simulated-{trials}",
+            "searchSpace": SEARCH_SPACE,
+            "trialConcurrency": trials,
+            "maxTrialNumber": trials,
+            "tuner": {"name": "Random", "classArgs": {"seed": 7, "optimize_mode": "maximize"}},
+            "experimentWorkingDirectory": str(work_dir / "experiments"),
+            "trainingService": {
+                "platform": "simulated",
+                "trialCommand": "true",
+                "trialCodeDirectory": str(work_dir),
+                "controlDirectory": str(control),
+                "metricInterval": metric_interval,
+                "duration": duration,
+            },
+        }
     )
 
 

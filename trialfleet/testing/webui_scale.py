@@ -126,7 +126,7 @@ def watch_rest(
             status = experiment.get(f"/api/v1/nni/trial-jobs/{trial_id}")["status"]
             if status != old:
                 seen[trial_id] = sent
-                seen[f"{trial_id}|status"] = status  # type: ignore[assignment]
+                seen[f"{trial_id}|status"] = status
                 return
             time.sleep(0.01)
 

@@ -82,18 +82,22 @@ def _platform(config: dict[str, Any]) -> str:
 
 
 def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: TrialQueries) -> APIRouter:
-    """The routes; ``reader`` and ``queries`` are read-only connections, so polls never take the
-    manager's write lock."""
+    """The routes; ``reader`` and ``queries`` are read-only connections, so polls never take the manager's
+    write lock. The change feed has two of its own: ``feed`` for its answers, never queued behind a page's
+    query, and ``watch`` for the long polls' looks, made on the event loop itself (three index lookups each),
+    so a look never waits for a thread."""
     router = APIRouter(prefix=PREFIX)
+    feed = TrialQueries(ExperimentStore(reader.path, readonly=True))
+    watch = TrialQueries(ExperimentStore(reader.path, readonly=True))
 
     def changes_since(since: Cursor | None) -> dict[str, Any]:
         # take the new cursor first: a change landing during this request is sent again next time
-        now = queries.cursor()
-        ids = queries.changed_trial_ids(since, MAX_CHANGED_TRIALS) if since else None
+        now = feed.cursor()
+        ids = feed.changed_trial_ids(since, MAX_CHANGED_TRIALS) if since else None
         return {
             "cursor": now.encode(),
-            "experiment": experiment_summary(manager, reader),
-            "trials": queries.trial_summaries(ids) if ids is not None else None,
+            "experiment": experiment_summary(manager, feed.store),
+            "trials": feed.trial_summaries(ids) if ids is not None else None,
             "reset": ids is None,
             # intermediate results stored since: they change no summary, only what pages query themselves
             "metrics": now.metric - since.metric if since else 0,
@@ -105,11 +109,11 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
         CHECK_EVERY seconds), at the latest after ``wait`` seconds."""
         since = Cursor.decode(cursor)
         if since is not None and wait:
-            revision = reader.experiment().revision
+            first = watch.state()
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
-                moved = await run_in_threadpool(lambda: (queries.cursor(), reader.experiment().revision))
-                if moved != (since, revision):
+                event, metric, revision = watch.state()
+                if (event, metric) != (since.event, since.metric) or revision != first[2]:
                     break
                 await asyncio.sleep(CHECK_EVERY)
         return await run_in_threadpool(changes_since, since)
