@@ -7,7 +7,6 @@
 
 import { api } from "./api.js";
 import { badge, h, modal } from "./dom.js";
-import { loadPlotly } from "./plots.js";
 import * as trialCache from "./trialcache.js";
 import overview from "./overview.js";
 import trials from "./trials.js";
@@ -72,11 +71,8 @@ async function poll() {
       state.failed = false;
       trialCache.apply(delta);
       renderHeader();
-      if (!current) {
-        show();
-        // the chart library loads once the first page is painted, in the browser's idle time
-        (window.requestIdleCallback || setTimeout)(() => loadPlotly());
-      } else current.page.update?.(delta, state);
+      if (!current) show();
+      else current.page.update?.(delta, state);
       wait = Math.max(0, started + MIN_GAP_MS - performance.now());
     } catch (error) {
       state.failed = true;

@@ -24,8 +24,9 @@ function layout(extra = {}) {
   };
 }
 
-// plotly.js (4.8 MB) is fetched once from an immutable, versioned URL (the page's <meta name="plotly-src">),
-// after the page's first paint and never before a card or table: charts appear when it is ready
+// plotly.js (4.8 MB) is fetched from an immutable, versioned URL (the page's <meta name="plotly-src">) when
+// the first chart is drawn, after the page's cards and tables: a page without charts never parses it (a
+// parse blocks the page for a second or more on a busy machine), and charts appear when it is ready
 let plotlyLoading = null;
 
 export function loadPlotly() {
