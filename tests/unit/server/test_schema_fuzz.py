@@ -63,6 +63,7 @@ STATEFUL_VALIDITY = {
     f"PUT {API}/experiment": "params must hold the key update_type names",
     "GET /api/v1/trialfleet/trials": "sort takes the experiment's own metric and parameter names",
     "GET /api/v1/trialfleet/intermediate": "key must be a metric key the trials reported",
+    f"POST {API}/tensorboard": "trials must name started trials of the experiment",
 }
 
 
