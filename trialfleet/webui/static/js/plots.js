@@ -152,6 +152,10 @@ function dimension(label, values, spec) {
   const numeric = values.every((v) => typeof v === "number");
   if (numeric && logSpaced(spec, values)) {
     const logs = values.map(Math.log10);
+    if (spec?._type === "choice") { // ticks at the choices themselves
+      const options = [...spec._value].sort((a, b) => a - b);
+      return { label: `${label} (log)`, values: logs, tickvals: options.map(Math.log10), ticktext: options.map(String) };
+    }
     const powers = [];
     for (let p = Math.floor(Math.min(...logs)); p <= Math.ceil(Math.max(...logs)); p++) powers.push(p);
     return { label: `${label} (log)`, values: logs, tickvals: powers, ticktext: powers.map((p) => `1e${p}`) };
