@@ -64,7 +64,7 @@ def shoot(url: str) -> None:
         )
         time.sleep(2)
         page.screenshot(path=str(IMAGES / "charts.png"), full_page=True)
-        page.goto(f"{url}/#/trials/s00010")
+        page.goto(f"{url}/#/trials/s09990")  # running: it has reported intermediate results
         page.locator("#trial-detail .tab[data-tab=intermediate]").click()
         wait_js(page, "() => document.getElementById('detail-plot')?.data?.length", timeout=300)
         time.sleep(1)
@@ -89,7 +89,7 @@ def main() -> None:
         running_experiment(Path(work), TRIALS, metric_interval=10.0) as experiment,
     ):
         end_some(experiment, 600)
-        time.sleep(15)  # a few intermediate results per trial
+        time.sleep(30)  # a few intermediate results per running trial
         shoot(experiment.url)
 
 
