@@ -262,6 +262,12 @@ class RestClient:
     def stop(self) -> None:
         self._call("DELETE", "/experiment")
 
+    def tensorboard_start(self, trial_ids: list[str], port: int | None = None) -> dict[str, Any]:
+        return dict(self._call("POST", "/tensorboard", json={"trials": ",".join(trial_ids), "port": port}))
+
+    def tensorboard_stop_all(self) -> list[dict[str, Any]]:
+        return list(self._call("DELETE", "/tensorboard-tasks"))
+
 
 def _error_message(response: Any) -> str:
     try:

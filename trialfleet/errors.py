@@ -17,6 +17,7 @@
     ├── ListenError                 the manager cannot listen where asked (--port, --host)
     │   └── PortInUseError          the manager's port is taken
     ├── TrialFileRefusedError       a trial file that is never served (command.json, a FIFO)
+    ├── TensorboardError            TensorBoard cannot be started (not installed, a trial's files out of reach)
     └── ManagerUnreachableError     the CLI cannot talk to a running manager
 
 A trial that crashes is data (FAILED with exit code and reason), never an exception.
@@ -158,3 +159,7 @@ class TrialFileRefusedError(TrialfleetError):
 
 class ManagerUnreachableError(TrialfleetError):
     pass
+
+
+class TensorboardError(TrialfleetError):
+    """TensorBoard cannot be started for the chosen trials: the package is missing, no port is free."""

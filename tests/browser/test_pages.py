@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -192,8 +191,8 @@ def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
     assert page.locator("#intermediate-note").inner_text() == f"showing the newest 50 of {started} trials"
     screenshot(page, "charts-viewed")
 
-    page.locator("#top-percent").select_option("20")
-    top = math.ceil(len(SUCCEEDED) * 0.2)
+    page.locator("#parallel-top").select_option("20")
+    top = min(20, len(SUCCEEDED))
     page.wait_for_function(
         "n => document.querySelector('#chart-parallel').data[0].dimensions[0].values.length === n", arg=top
     )
@@ -244,3 +243,55 @@ def test_the_experiment_summary_downloads_profile_trials_and_metrics(viewed: Vie
     assert len(summary["trialMessage"]) == N
     started = sum(1 for s in STATUSES if s is not TrialStatus.WAITING)
     assert len(summary["intermediateResult"]) == started * STEPS + len(SUCCEEDED)
+
+
+def test_about_escape_numbers_latest_results_and_log_axes(viewed: Viewed, page: Any) -> None:
+    from trialfleet.testing.webui_scale import wait_js
+
+    page.goto(f"{viewed.url}/#/overview")
+    wait_js(page, "() => document.querySelector('#remaining')")
+    # a viewed experiment has no time left to count down
+    assert page.locator("#remaining").inner_text() == "\u2013"
+    page.locator("#about").click()
+    from trialfleet import __version__
+
+    assert page.locator("#about-version").inner_text() == __version__
+    page.keyboard.press("Escape")
+    page.locator(".dialog").wait_for(state="detached")
+    assert page.locator("link[rel=icon]").get_attribute("href") == "webui/favicon.svg"
+    shown = page.evaluate(
+        "async () => { const { fmtNumber } = await import('./webui/js/dom.js');"
+        " return [0.0001, 0.000123456, 1.5e-7, 1234567.891, 2.5e9 + 0.25, 0.1 + 0.2].map(fmtNumber); }"
+    )
+    assert shown == ["0.0001", "0.000123456", "1.5e-7", "1234570", "2.5e+9", "0.3"]
+
+    page.goto(f"{viewed.url}/#/trials")
+    wait_js(page, "() => document.querySelector('#trials-table tbody tr[data-trial]')")
+    assert "Latest" in texts(page, "#trials-table thead th")
+    running = page.locator(f"#trials-table tr[data-trial='t{N - 1:05d}']")
+    cells = dict(
+        zip(texts(page, "#trials-table thead th"), running.locator("td").all_inner_texts(), strict=False)
+    )
+    assert cells["Latest"] == str(
+        final_of(N - 1)
+    )  # fill(): the last intermediate result equals the final one
+    page.locator("#trial-search").fill("#7")
+    wait_range(page, "1\u20131 of 1")
+    page.locator("#trial-search").fill("optimizer:adam lr:0.001..0.02")
+    adam = [i for i in range(N) if params_of(i)["optimizer"] == "adam" and params_of(i)["lr"] <= 0.02]  # type: ignore[operator]
+    wait_range(page, f"1\u2013{len(adam)} of {len(adam)}")
+
+    page.goto(f"{viewed.url}/#/trials/t00010")
+    page.locator("#trial-detail").wait_for()
+    page.keyboard.press("Escape")
+    page.locator("#trial-detail").wait_for(state="detached")
+
+    page.goto(f"{viewed.url}/#/charts")
+    wait_js(page, "() => document.getElementById('chart-parallel')?.data?.[0]?.dimensions")
+    labels = page.evaluate(
+        "() => document.getElementById('chart-parallel').data[0].dimensions.map((d) => d.label)"
+    )
+    assert labels[:2] == ["lr (log)", "batch_size (log)"]  # log-uniform, and choices 16, 32, 64
+    assert (
+        page.evaluate("() => document.getElementById('chart-intermediate')?.layout?.xaxis?.tickformat") == "d"
+    )

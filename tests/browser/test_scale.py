@@ -11,6 +11,7 @@ import pytest
 from webui_experiments import fill, final_of, manager_process, new_experiment, screenshot
 
 from trialfleet.storage import ExperimentStore
+from trialfleet.testing.webui_scale import wait_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -90,16 +91,21 @@ def test_trials_page_loads_and_pages_through_ten_thousand_trials(big: str, page:
 
     def charts() -> None:
         page.goto(f"{big}/#/charts")
-        page.wait_for_function("() => document.querySelector('#chart-metric')?.data?.[0]?.x.length === 10000")
-        page.wait_for_function(
-            "() => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === 50"
+        wait_js(page, "() => document.querySelector('#chart-metric')?.data?.[0]?.x.length === 10000")
+        assert page.evaluate("() => document.querySelector('#chart-metric').data[0].type") == "histogram2d"
+        wait_js(
+            page, "() => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === 50"
         )
-        page.wait_for_function(
-            "() => document.querySelectorAll('#chart-duration .barlayer .point').length === 10000"
+        # a histogram of every trial's duration, not 10,000 bars
+        wait_js(
+            page,
+            "() => (document.querySelector('#chart-duration')?.data || [])"
+            ".reduce((n, t) => n + (t.type === 'histogram' ? t.x.length : 0), 0) === 10000",
         )
 
     timed("charts page with 10,000 trials", charts)
-    assert page.locator("#chart-parallel .y-axis").count() == 4
+    wait_js(page, "() => document.querySelectorAll('#chart-parallel .y-axis').length === 4")
+    assert len(page.evaluate("() => document.querySelector('#chart-parallel').data[0].customdata")) == 100
     cursor = page.request.get(f"{big}/api/v1/trialfleet/changes").json()["cursor"]
     quiet = page.request.get(f"{big}/api/v1/trialfleet/changes?cursor={cursor}")
     assert quiet.json()["trials"] == []

@@ -198,3 +198,48 @@ def test_the_ui_works_under_a_url_prefix(experiment: Path) -> None:
         assert prefixed.get("/nni/", follow_redirects=False).status_code == 200
         assert prefixed.get("/nni/webui/css/app.css").status_code == 200
         assert json.loads(prefixed.get(f"/nni{API}/experiment").text)["total"] == N
+
+
+def test_search_words_match_trial_numbers_parameter_ranges_and_choices(client: TestClient) -> None:
+    def found(q: str) -> list[int]:
+        return sorted(
+            t["seq"] for t in client.get(f"{API}/trials", params={"q": q, "limit": 100}).json()["trials"]
+        )
+
+    assert found("#7") == [7]
+    assert found("lr:0.003..0.005") == [2, 3, 4]  # lr of trial i is 0.001 + i / 1000
+    assert found("lr:..0.0025") == [0, 1]
+    assert found("batch_size:32") == [i for i in range(N) if i % 3 == 1]
+    assert found("optimizer:adam,rmsprop lr:0.006..") == [i for i in range(5, N) if i % 3]
+    assert found("status:failed,running") == [N - 2, N - 1]
+    assert found("lr:abc..def") == []  # not a range: a choice nothing equals
+
+
+def test_a_page_row_carries_its_latest_intermediate_result(client: TestClient) -> None:
+    row = client.get(f"{API}/trials", params={"q": "#4"}).json()["trials"][0]
+    assert row["latest"] == final_of(4)  # fill() reports final_of(i) * (step + 1) / STEPS: the last equals it
+
+
+def test_a_long_poll_answers_when_something_changed(client: TestClient, experiment: Path) -> None:
+    import threading
+
+    cursor = client.get(f"{API}/changes").json()["cursor"]
+    writer = ExperimentStore.for_experiment_dir(experiment)
+    running = f"t{N - 1:05d}"
+    timer = threading.Timer(0.3, lambda: writer.end_trial(running, TrialStatus.SUCCEEDED, 2.0, exit_code=0))
+    timer.start()
+    answer = client.get(f"{API}/changes", params={"cursor": cursor, "wait": 8}).json()
+    timer.join()
+    assert [(t["id"], t["status"]) for t in answer["trials"]] == [(running, "SUCCEEDED")]
+    quiet = client.get(f"{API}/changes", params={"cursor": answer["cursor"], "wait": 0.2}).json()
+    assert quiet["trials"] == []
+
+
+def test_plotly_is_served_at_an_immutable_versioned_url_named_by_the_page(client: TestClient) -> None:
+    import re
+
+    src = re.search(r'<meta name="plotly-src" content="([^"]+)">', client.get("/").text)
+    assert src is not None and re.fullmatch(r"webui/vendor/plotly-[\w.]+\.min\.js", src.group(1))
+    plotly = client.get("/" + src.group(1))
+    assert plotly.status_code == 200 and "immutable" in plotly.headers["cache-control"]
+    assert client.get("/webui/favicon.svg").status_code == 200

@@ -583,7 +583,8 @@ def rest_export_data(shared: Shared) -> None:
 
 
 def rest_tensorboard(shared: Shared) -> None:
-    assert shared.http.post("/tensorboard", json={"trials": "a,b"}).status_code == 501
+    unknown = shared.http.post("/tensorboard", json={"trials": "nosuchtrial"})
+    assert unknown.status_code == 400 and "nosuchtrial" in unknown.json()["error"]
     for method in ("GET", "PUT", "DELETE"):
         assert shared.http.request(method, "/tensorboard/some-task").status_code == 404
 

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from trialfleet.cli import algo, experiments, launch, logs, platforms, trials, update, webui
+from trialfleet.cli import algo, experiments, launch, logs, platforms, tensorboard, trials, update, webui
 from trialfleet.cli.output import error_block
 
 app = typer.Typer(
@@ -46,6 +46,7 @@ app.add_typer(update.app, name="update")
 app.add_typer(logs.app, name="log")
 app.add_typer(algo.app, name="algo")
 app.add_typer(webui.app, name="webui")
+app.add_typer(tensorboard.app, name="tensorboard")
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -133,6 +133,7 @@ async def serve(
     await running
     server.should_exit = True
     await server_task
+    await asyncio.to_thread(app.state.tensorboard.stop_all)  # TensorBoards end with their manager
     if exit_when_finished:
         watcher.cancel()
     release_space(experiment_dir)

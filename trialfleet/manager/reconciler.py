@@ -126,7 +126,7 @@ class Reconciler:
 
     def _store_metrics(self, batch: PollBatch) -> None:
         # a live trial's metrics are its current attempt's: an earlier attempt ended before this one ran
-        attempts = {tid: self.store.trial(tid).attempt for tid in {m.trial_id for m in batch.metrics}}
+        attempts = self.store.current_attempts({m.trial_id for m in batch.metrics})
         rows = []
         for m in batch.metrics:
             final_value = None
@@ -149,10 +149,14 @@ class Reconciler:
         """Every unfinished trial is re-adopted, re-queued or re-run; the driver gets the history."""
         resumed = Resumed()
         trials = []
+        adopted: list[str] = []
         for stored in self.store.trials():
             trial, what = await self._resume_trial(platforms, stored, resumed.pending.append)
             resumed.outcome[what] += 1
             trials.append(trial)
+            if what == "adopted":
+                adopted.append(trial.id)
+        self.store.add_trial_events("ADOPTED", self.clock.time(), adopted)  # one transaction for them all
         periodical = self.store.metrics(type="PERIODICAL") if self.driver.assessor is not None else []
         await self.driver.restore(trials, periodical)
         self.store.add_event("EXPERIMENT_RESUMED", self.clock.time(), data=resumed.outcome)
@@ -173,7 +177,6 @@ class Reconciler:
             return trial, "finished"
         if trial.handle is not None:  # back to the platform that launched it
             await platforms.adopt(trial)
-            self.store.add_event("ADOPTED", self.clock.time(), trial.id)
             if trial.cancel_status in (TrialStatus.USER_CANCELED, TrialStatus.EARLY_STOPPED):
                 # asked of the previous manager, which may have been killed before sending it
                 self.cancel_requested.add(trial.id)

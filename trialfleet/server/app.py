@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 
 from trialfleet.access import AccessPolicy
-from trialfleet.server import routes_files, routes_read, routes_write
+from trialfleet.server import routes_files, routes_read, routes_tensorboard, routes_write
 from trialfleet.server.auth import AccessMiddleware
 from trialfleet.server.cache import ChangeCounter, ResponseCache
 from trialfleet.server.context import ServerContext
@@ -19,6 +19,7 @@ from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, i
 from trialfleet.server.models import ERROR_RESPONSES
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
+from trialfleet.tensorboard import TensorboardTasks
 from trialfleet.webui import mount as mount_webui
 
 if TYPE_CHECKING:
@@ -58,7 +59,13 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
     policy = access or AccessPolicy()
     app.add_middleware(AccessMiddleware, policy=policy)  # added last: it runs first
-    for router in (routes_read.router, routes_write.router, routes_files.api_router):
+    app.state.tensorboard = TensorboardTasks(manager.experiment_dir / "log")
+    for router in (
+        routes_read.router,
+        routes_write.router,
+        routes_files.api_router,
+        routes_tensorboard.router,
+    ):
         app.include_router(router, prefix=api)
     app.include_router(routes_files.logs_router, prefix=prefix)
     mount_webui(app, manager, prefix=prefix)

@@ -24,6 +24,7 @@ from trialfleet.errors import (
     ConfigError,
     ExperimentNotFoundError,
     ExperimentStateError,
+    TensorboardError,
     TrialFileRefusedError,
     TrialfleetError,
 )
@@ -37,6 +38,7 @@ _STATUS_OF: Sequence[tuple[type[TrialfleetError], int]] = (
     (ExperimentNotFoundError, 404),
     (ExperimentStateError, 409),
     (TrialFileRefusedError, 403),
+    (TensorboardError, 400),  # NNI's status for a TensorBoard that cannot start
 )
 
 

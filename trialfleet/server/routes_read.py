@@ -191,12 +191,3 @@ async def metric_data_latest(request: Request, ctx: ServerContext = Depends(cont
 )
 async def export_data(request: Request, ctx: ServerContext = Depends(context)) -> Response:
     return await ctx.cache.respond(request, lambda: (ctx.reader.export_data(), {}))
-
-
-@router.get(
-    "/tensorboard-tasks",
-    response_model=list[dict[str, Any]],
-    summary="TensorBoard tasks (none: trialfleet does not launch TensorBoard)",
-)
-def tensorboard_tasks() -> Response:
-    return nni_json([])

@@ -143,24 +143,3 @@ async def cancel_trial_job(trial_id: str, ctx: ServerContext = Depends(writable)
         raise not_found(f"no trial {trial_id} in experiment {ctx.manager.experiment_id}")
     await ctx.manager.cancel_trial(trial_id)
     return empty()
-
-
-# refused (501): trialfleet does not launch TensorBoard
-@router.post("/tensorboard", include_in_schema=False)
-def start_tensorboard() -> Response:
-    raise HTTPException(501, "trialfleet does not launch TensorBoard; run `tensorboard --logdir <trial dir>`")
-
-
-@router.api_route("/tensorboard/{task_id}", methods=["GET", "PUT", "DELETE"], include_in_schema=False)
-def tensorboard_task(task_id: str) -> Response:
-    raise not_found(f"no TensorBoard task {task_id}")
-
-
-@router.delete(
-    "/tensorboard-tasks",
-    summary="stop every TensorBoard task (there are none)",
-    response_class=Response,
-    responses=EMPTY_RESPONSE,
-)
-def stop_tensorboard_tasks() -> Response:
-    return empty()

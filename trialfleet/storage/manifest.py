@@ -15,8 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from trialfleet.errors import StoreError
 from trialfleet.storage.disk import write_error
 from trialfleet.storage.manager_lock import manager_running
+from trialfleet.storage.store import ExperimentStore
 
 
 def trialfleet_home() -> Path:
@@ -90,11 +92,32 @@ def manager_alive(entry: dict[str, Any]) -> bool:
 
 
 def entries() -> dict[str, dict[str, Any]]:
-    """All entries; an entry whose manager is gone is shown STOPPED, unless it ended DONE or in ERROR."""
+    """All entries; an entry whose manager is gone is shown STOPPED, unless it ended DONE or in ERROR, and
+    with an end time: the one its manager recorded, else its database's (a killed manager recorded none)."""
     result = _read(manifest_path())
     for entry in result.values():
         if not manager_alive(entry):
             if entry.get("status") not in ("ERROR", "DONE"):
                 entry["status"] = "STOPPED"
             entry.pop("port", None)
+            if not entry.get("endTime"):
+                entry["endTime"] = _stored_end_ms(entry)
     return result
+
+
+def _stored_end_ms(entry: dict[str, Any]) -> int | None:
+    """The end time in the experiment's database, else the time of its last event; None if unreadable."""
+    directory = entry.get("experimentDir")
+    if not directory:
+        return None
+    try:
+        store = ExperimentStore.for_experiment_dir(directory, readonly=True)
+    except StoreError:
+        return None
+    try:
+        ended = store.experiment().end_time or store.last_activity()
+    except StoreError:
+        return None
+    finally:
+        store.close()
+    return None if ended is None else int(ended * 1000)

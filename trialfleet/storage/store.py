@@ -275,6 +275,12 @@ class ExperimentStore:
             r[11],
         )
 
+    def last_activity(self) -> float | None:
+        """When the experiment last recorded anything (its newest event): the end of an experiment whose
+        manager died without saying so."""
+        rows = self._query("SELECT timestamp FROM events ORDER BY id DESC LIMIT 1")
+        return float(rows[0][0]) if rows else None
+
     def update_experiment(self, now: float | None = None, event: str | None = None, **fields: Any) -> None:
         """Set experiment columns; ``config`` may be given as a mapping. Bumps ``revision``."""
         if "config" in fields and not isinstance(fields["config"], str):
@@ -498,6 +504,21 @@ class ExperimentStore:
             raise StoreError(f"unknown trial {trial_id}")
         return _trial(rows[0])
 
+    def current_attempts(self, trial_ids: Iterable[str]) -> dict[str, int]:
+        """Each trial's current attempt, in one query (a poll's metrics name hundreds of trials)."""
+        ids = list(trial_ids)
+        result: dict[str, int] = {}
+        for chunk in range(0, len(ids), 500):
+            part = ids[chunk : chunk + 500]
+            rows = self._query(
+                f"SELECT id, attempt FROM trials WHERE id IN ({', '.join('?' for _ in part)})", part
+            )
+            result.update({r[0]: int(r[1]) for r in rows})
+        missing = set(ids) - set(result)
+        if missing:
+            raise StoreError(f"unknown trial {sorted(missing)[0]}")
+        return result
+
     def find_trial(self, trial_id: str) -> TrialRow | None:
         rows = self._query(f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id = ?", (trial_id,))
         return _trial(rows[0]) if rows else None
@@ -632,6 +653,12 @@ class ExperimentStore:
     ) -> None:
         with self._transaction() as conn:
             self._event(conn, event, trial_id, data, now)
+
+    def add_trial_events(self, event: str, now: float, trial_ids: Sequence[str]) -> None:
+        """The same event for many trials, in one transaction."""
+        with self._transaction() as conn:
+            for trial_id in trial_ids:
+                self._event(conn, event, trial_id, None, now)
 
     # ---- imported data ---------------------------------------------------------------------------
 

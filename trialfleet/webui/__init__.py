@@ -5,7 +5,8 @@ REST server, plus plotly.js taken from the installed ``plotly`` package at run t
 
 * ``/``                        the page (hash routes ``#/overview``, ``#/trials``, ``#/charts``, ``#/experiments``)
 * ``/oview``, ``/detail``, ``/experiment``  NNI's web UI paths, redirected to the matching page
-* ``/webui/...``               our static assets; ``/webui/vendor/plotly.min.js`` from the plotly package
+* ``/webui/...``               our static assets; ``/webui/vendor/plotly-<version>.min.js`` from the plotly
+                               package, cached as immutable (the page names it in ``<meta name=plotly-src>``)
 * ``/api/v1/trialfleet/...``   the UI's incremental JSON routes (see :mod:`trialfleet.webui.api`)
 """
 
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import resources
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from trialfleet.storage import ExperimentStore
@@ -29,8 +31,16 @@ if TYPE_CHECKING:
 
 STATIC_DIR = Path(__file__).parent / "static"
 _NNI_PAGES = {"/oview": "overview", "/detail": "trials", "/experiment": "experiments"}
+IMMUTABLE = "public, max-age=31536000, immutable"
 
 __all__ = ["STATIC_DIR", "mount", "plotly_js_path"]
+
+
+def plotly_version() -> str:
+    try:
+        return version("plotly")
+    except PackageNotFoundError:
+        return "missing"
 
 
 def plotly_js_path() -> Path | None:
@@ -49,18 +59,31 @@ def mount(app: FastAPI, manager: ExperimentManager, *, prefix: str = "") -> None
     before = len(app.router.routes)
     app.include_router(build_router(manager, reader, queries), prefix=prefix)
 
-    def plotly_js() -> Response:
-        path = plotly_js_path()
-        if path is None:
-            return PlainTextResponse("plotly is not installed: pip install 'plotly>=5'", status_code=503)
-        return FileResponse(path, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+    plotly_url = f"webui/vendor/plotly-{plotly_version()}.min.js"
+    index_html = (STATIC_DIR / "index.html").read_text().replace("{{plotly_src}}", plotly_url)
 
-    def index() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+    def plotly_js(cache: str) -> Callable[[], Response]:
+        def serve() -> Response:
+            path = plotly_js_path()
+            if path is None:
+                return PlainTextResponse("plotly is not installed: pip install 'plotly>=5'", status_code=503)
+            return FileResponse(path, media_type="text/javascript", headers={"Cache-Control": cache})
 
-    # the plotly route must precede the /webui mount that would otherwise answer for it
+        return serve
+
+    def index() -> HTMLResponse:
+        return HTMLResponse(index_html, headers={"Cache-Control": "no-cache"})
+
+    # the plotly routes must precede the /webui mount that would otherwise answer for them; the versioned
+    # URL never changes content, so a browser keeps it for a year without asking again
     app.add_api_route(
-        f"{prefix}/webui/vendor/plotly.min.js", plotly_js, methods=["GET"], include_in_schema=False
+        f"{prefix}/{plotly_url}", plotly_js(IMMUTABLE), methods=["GET"], include_in_schema=False
+    )
+    app.add_api_route(
+        f"{prefix}/webui/vendor/plotly.min.js",
+        plotly_js("max-age=86400"),
+        methods=["GET"],
+        include_in_schema=False,
     )
     app.mount(f"{prefix}/webui", StaticFiles(directory=STATIC_DIR), name="webui")
     app.add_api_route(f"{prefix}/", index, methods=["GET"], include_in_schema=False)

@@ -3,8 +3,10 @@ routes are too coarse for (NNI's UI re-downloads every trial and metric on each 
 
 Commands (kill, customised trial, config edits) go through NNI's own routes; these are reads only.
 
-* ``GET /changes?cursor=E.M``  the experiment summary plus the trials changed since the cursor
-  (``trials: null, reset: true`` when the client must reload what it shows)
+* ``GET /changes?cursor=E.M&wait=S``  the experiment summary plus the trials whose summary changed since the
+  cursor (status, start, end, final result; ``trials: null, reset: true`` when the client must reload what it
+  shows) and how many intermediate results arrived (``metrics``); with ``wait``, held until something changed or
+  ``S`` seconds passed (a long poll: changes reach the page within ~50 ms)
 * ``GET /trials?offset&limit&sort&order&status&q``  one page of the trials table, filtered server-side;
   ``sort`` is a column or ``param.<name>`` / ``metric.<key>`` with any name NNI allows (bound as a value)
 * ``GET /trials/all``  compact records of every trial (charts)
@@ -14,10 +16,14 @@ Commands (kill, customised trial, config edits) go through NNI's own routes; the
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.concurrency import run_in_threadpool
 
+import trialfleet
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
 from trialfleet.storage.sql import SORT_CHOICES, SORT_PATTERN
@@ -28,6 +34,8 @@ if TYPE_CHECKING:
 
 PREFIX = "/api/v1/trialfleet"
 MAX_CHANGED_TRIALS = 2000
+MAX_WAIT = 10.0  # seconds a long poll of /changes may be held
+CHECK_EVERY = 0.05  # seconds between two looks at the store while one is held
 MAX_PAGE = 500
 SQL_INT_MAX = 2**63 - 1  # SQLite integers are 64-bit: a larger one cannot be bound into a query
 
@@ -62,6 +70,7 @@ def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> d
         "firstFailure": None if counts.get("SUCCEEDED") else getattr(manager, "first_failure", None),
         # a hybrid experiment's platforms: each one's state, and why one failed or is unavailable
         "platforms": _platforms(manager),
+        "version": trialfleet.__version__,
     }
 
 
@@ -82,22 +91,41 @@ def _platform(config: dict[str, Any]) -> str:
 
 
 def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: TrialQueries) -> APIRouter:
-    """The routes; ``reader`` and ``queries`` are read-only connections, so polls never take the
-    manager's write lock."""
+    """The routes; ``reader`` and ``queries`` are read-only connections, so polls never take the manager's
+    write lock. The change feed has two of its own: ``feed`` for its answers, never queued behind a page's
+    query, and ``watch`` for the long polls' looks, made on the event loop itself (three index lookups each),
+    so a look never waits for a thread."""
     router = APIRouter(prefix=PREFIX)
+    feed = TrialQueries(ExperimentStore(reader.path, readonly=True))
+    watch = TrialQueries(ExperimentStore(reader.path, readonly=True))
 
-    @router.get("/changes")
-    def changes(cursor: str | None = None) -> dict[str, Any]:
+    def changes_since(since: Cursor | None) -> dict[str, Any]:
         # take the new cursor first: a change landing during this request is sent again next time
-        now = queries.cursor()
-        since = Cursor.decode(cursor)
-        ids = queries.changed_trial_ids(since, MAX_CHANGED_TRIALS) if since else None
+        now = feed.cursor()
+        ids = feed.changed_trial_ids(since, MAX_CHANGED_TRIALS) if since else None
         return {
             "cursor": now.encode(),
-            "experiment": experiment_summary(manager, reader),
-            "trials": queries.trial_summaries(ids) if ids is not None else None,
+            "experiment": experiment_summary(manager, feed.store),
+            "trials": feed.trial_summaries(ids) if ids is not None else None,
             "reset": ids is None,
+            # intermediate results stored since: they change no summary, only what pages query themselves
+            "metrics": now.metric - since.metric if since else 0,
         }
+
+    @router.get("/changes")
+    async def changes(cursor: str | None = None, wait: float = Query(0, ge=0, le=MAX_WAIT)) -> dict[str, Any]:
+        """With ``wait``, a long poll: answered as soon as something changed after ``cursor`` (checked every
+        CHECK_EVERY seconds), at the latest after ``wait`` seconds."""
+        since = Cursor.decode(cursor)
+        if since is not None and wait:
+            first = watch.state()
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                event, metric, revision = watch.state()
+                if (event, metric) != (since.event, since.metric) or revision != first[2]:
+                    break
+                await asyncio.sleep(CHECK_EVERY)
+        return await run_in_threadpool(changes_since, since)
 
     @router.get("/experiment")
     def experiment() -> dict[str, Any]:

@@ -144,3 +144,18 @@ def test_version_does_not_load_the_server() -> None:
     version, summary = result.stdout.splitlines()
     assert version.count(".") >= 2
     assert summary == "0 []"
+
+
+def test_a_killed_manager_s_experiment_lists_its_end(
+    stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    experiment_id, experiment_dir = stopped
+    store = ExperimentStore.for_experiment_dir(experiment_dir)
+    store.update_experiment(now=1_700_000_123.5, event="EXPERIMENT_RUNNING", status="RUNNING", end_time=None)
+    store.close()
+    manifest.upsert(experiment_id, status="RUNNING", endTime=None)  # as a SIGKILLed manager leaves it
+    _, out, _ = run(capsys, "experiment", "list", "--all", "--json")
+    (entry,) = json.loads(out)
+    assert entry["status"] == "STOPPED" and entry["endTime"] == 1_700_000_123_500
+    _, out, _ = run(capsys, "experiment", "list", "--all")
+    assert "2023/11/1" in out  # the end column is filled (local time zone: the 14th or 15th)

@@ -62,6 +62,7 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 #: ``sort`` and ``key`` included, must accept whatever its schema allows)
 STATEFUL_VALIDITY = {
     f"PUT {API}/experiment": "params must hold the key update_type names",
+    f"POST {API}/tensorboard": "trials must name started trials of the experiment",
 }
 
 

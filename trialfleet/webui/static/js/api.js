@@ -32,7 +32,7 @@ const query = (params) => {
 };
 
 export const api = {
-  changes: (cursor) => request("GET", `${OURS}/changes${query({ cursor })}`),
+  changes: (cursor, wait) => request("GET", `${OURS}/changes${query({ cursor, wait })}`),
   trialPage: (params) => request("GET", `${OURS}/trials${query(params)}`),
   allTrials: () => request("GET", `${OURS}/trials/all`),
   trial: (id) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}`),
@@ -46,6 +46,9 @@ export const api = {
   experimentsInfo: () => request("GET", `${NNI}/experiments-info`),
   killTrial: (id) => request("DELETE", `${NNI}/trial-jobs/${encodeURIComponent(id)}`),
   customizedTrial: (parameters) => request("POST", `${NNI}/trial-jobs`, parameters),
+  tensorboardStart: (ids) => request("POST", `${NNI}/tensorboard`, { trials: ids.join(",") }),
+  tensorboardTasks: () => request("GET", `${NNI}/tensorboard-tasks`),
+  tensorboardStopAll: () => request("DELETE", `${NNI}/tensorboard-tasks`),
   trialFile: (id, name) => request("GET", `${NNI}/trial-file/${encodeURIComponent(id)}/${name}`),
 };
 

@@ -1,11 +1,12 @@
 // The single page: hash routes, the live poll and the header.
 //
-// One poll a second asks /changes with the cursor of the previous answer; the server answers with the
-// experiment summary and only the trials that changed, so a quiet experiment of 10,000 trials costs a
-// few hundred bytes a second. Pages get each answer as a "delta" and refetch only what they show.
+// A long poll asks /changes with the cursor of the previous answer; the server holds it until something
+// changed (or a second passed) and answers with the experiment summary and only the trials that changed,
+// so a change reaches the page within a few tens of milliseconds and a quiet experiment of 10,000 trials
+// costs a few hundred bytes a second. Pages get each answer as a "delta" and refetch only what they show.
 
 import { api } from "./api.js";
-import { badge, h } from "./dom.js";
+import { badge, h, modal } from "./dom.js";
 import * as trialCache from "./trialcache.js";
 import overview from "./overview.js";
 import trials from "./trials.js";
@@ -13,7 +14,9 @@ import charts from "./charts.js";
 import experiments from "./experiments.js";
 
 const PAGES = { overview, trials, charts, experiments };
-const POLL_MS = 1000;
+const WAIT_S = 1; // how long the server may hold a poll: the header's duration still ticks every second
+const MIN_GAP_MS = 150; // between two polls while everything changes (10,000 busy trials)
+const RETRY_MS = 1000;
 
 export const state = { exp: null, cursor: null, live: true, lastUpdate: 0, failed: false };
 let current = null;
@@ -54,10 +57,13 @@ function renderHeader() {
 }
 
 async function poll() {
+  const started = performance.now();
+  let wait = RETRY_MS;
   if (state.live) {
     try {
-      const answer = await api.changes(state.cursor);
-      const delta = { trials: answer.trials || [], reset: answer.reset };
+      const answer = await api.changes(state.cursor, state.cursor ? WAIT_S : null);
+      // trials: those whose summary changed; metrics: how many intermediate results arrived meanwhile
+      const delta = { trials: answer.trials || [], reset: answer.reset, metrics: answer.metrics || 0 };
       delta.changed = delta.reset || delta.trials.length > 0;
       state.cursor = answer.cursor;
       state.exp = answer.experiment;
@@ -67,13 +73,14 @@ async function poll() {
       renderHeader();
       if (!current) show();
       else current.page.update?.(delta, state);
+      wait = Math.max(0, started + MIN_GAP_MS - performance.now());
     } catch (error) {
       state.failed = true;
       if (state.exp) renderHeader();
       console.warn("poll failed", error);
     }
   }
-  setTimeout(poll, POLL_MS);
+  setTimeout(poll, wait);
 }
 
 // NNI's "experiment summary": the profile, every trial and every intermediate result, as one JSON file
@@ -89,8 +96,21 @@ async function downloadSummary(event) {
   setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
 }
 
+function about(event) {
+  event.preventDefault();
+  const exp = state.exp;
+  const row = (label, value) => h("div", { className: "field" }, h("div", { className: "label" }, label), h("div", { className: "value" }, value));
+  modal("About trialfleet", h("div", { className: "fields", id: "about-body" },
+    row("trialfleet", h("span", { id: "about-version" }, exp ? exp.version : "–")),
+    row("REST API", "NNI's /api/v1/nni and trialfleet's /api/v1/trialfleet"),
+    row("Experiment", exp ? `${exp.name || "(unnamed)"} · ${exp.id}` : "–"),
+    row("Platform", exp ? exp.platform : "–"),
+    row("Browser", navigator.userAgent.match(/(Chrom(e|ium)|Firefox|Safari)\/[\d.]+/)?.[0] || navigator.userAgent)));
+}
+
 function start() {
   document.getElementById("download-summary").addEventListener("click", downloadSummary);
+  document.getElementById("about").addEventListener("click", about);
   document.getElementById("live-toggle").addEventListener("click", () => {
     state.live = !state.live;
     renderHeader();

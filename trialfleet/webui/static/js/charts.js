@@ -1,76 +1,89 @@
 // Charts: final metric with the best-so-far curve, hyper-parameter parallel coordinates, intermediate
 // results (downsampled on the server, filtered by step and value range) and trial durations.
+//
+// The trials come from the trial cache, which the change feed keeps current: nothing is re-fetched to
+// redraw. Each chart redraws through the page's scheduler, one chart per task and each at most once a
+// second, and only when its data or options moved; leaving the page frees every plot.
 
 import { api } from "./api.js";
-import { adaptiveThrottle, card, h, isRecord } from "./dom.js";
-import { durationPlot, finalMetricPlot, intermediatePlot, parallelPlot } from "./plots.js";
+import { card, h, isRecord, redrawScheduler } from "./dom.js";
+import { durationPlot, finalMetricPlot, intermediatePlot, parallelPlot, release } from "./plots.js";
 import * as trialCache from "./trialcache.js";
 
-const TOP_PERCENTS = [100, 80, 50, 20, 5, 1];
-const MAX_LINES = 2000; // parallel-coordinate lines drawn by default; more make the page sluggish
+const TOP_TRIALS = [20, 50, 100, 200, 500, 1000, 0]; // 0: all
+const DEFAULT_TOP = 100;
 const TRIAL_LIMITS = [20, 50, 100, 500];
+const REDRAW_MS = 1000;
+const INTERMEDIATE_MS = 2000; // a server query: at most every other second while trials report
 
 let root = null;
 let state = null;
 let els = {};
-const opts = { mode: null, topPercent: null, hiddenParams: new Set(), key: "default", step: "", min: "", max: "", trials: 50 };
-let trials = [];
+let scheduler = null;
+let unsubscribe = null;
+const opts = { mode: null, top: DEFAULT_TOP, hiddenParams: new Set(), key: "default", step: "", min: "", max: "", trials: 50 };
+const drawn = {}; // chart → the data version and options it shows
+let intermediateAgain = false; // asked again while a query runs: the newest filters must win
 let intermediateBusy = false;
-let intermediateAgain = false; // asked again while busy: the newest filters must win
 
-function select(id, values, current, label, onChange) {
+function select(id, values, current, label, onChange, text = String) {
   return h("label", { className: "muted control" }, label, " ", h("select", { className: "select", id, onchange: (e) => onChange(e.target.value) },
-    values.map((v) => h("option", { value: String(v), selected: String(v) === String(current) }, typeof v === "number" && id === "top-percent" ? `top ${v}%` : String(v)))));
+    values.map((v) => h("option", { value: String(v), selected: String(v) === String(current) }, text(v)))));
 }
 
-function paramNames() {
+function paramNames(trials) {
   const names = new Set(Object.keys(state.exp.searchSpace || {}));
   for (const t of trials) if (isRecord(t.params)) for (const k of Object.keys(t.params)) names.add(k);
   return [...names];
 }
 
 // keep the axis order the user dragged to when redrawing
-function orderedParams(el) {
-  const chosen = paramNames().filter((p) => !opts.hiddenParams.has(p));
+function orderedParams(el, trials) {
+  const chosen = paramNames(trials).filter((p) => !opts.hiddenParams.has(p));
   const shown = el.data?.[0]?.dimensions?.map((d) => d.label.replace(/ \(log\)$/, "")) || [];
   const rank = (p) => (shown.includes(p) ? shown.indexOf(p) : shown.length + chosen.indexOf(p));
   return chosen.sort((a, b) => rank(a) - rank(b));
 }
 
-function renderAxes() {
-  els.axes.replaceChildren(...paramNames().map((p) => h("label", { className: "check" },
+function renderAxes(trials) {
+  const names = paramNames(trials);
+  if (els.axes.childElementCount === names.length) return;
+  els.axes.replaceChildren(...names.map((p) => h("label", { className: "check" },
     h("input", { type: "checkbox", checked: !opts.hiddenParams.has(p), dataset: { axis: p },
-      onchange: (e) => { if (e.target.checked) opts.hiddenParams.delete(p); else opts.hiddenParams.add(p); drawParallel(); } }), p)));
+      onchange: (e) => { if (e.target.checked) opts.hiddenParams.delete(p); else opts.hiddenParams.add(p); redraw("parallel"); } }), p)));
 }
 
-function drawParallel() {
-  parallelPlot(els.parallel, trials, {
-    params: orderedParams(els.parallel), topPercent: opts.topPercent, mode: opts.mode, space: state.exp.searchSpace || {},
-  });
+// a chart is drawn again only when the trials or its options moved since it was last drawn
+function moved(chart, key) {
+  if (drawn[chart] === key) return false;
+  drawn[chart] = key;
+  return true;
 }
 
-function drawFromCache() {
-  finalMetricPlot(els.metric, trials, opts.mode);
-  drawParallel();
-  durationPlot(els.duration, trials);
-}
+const CHARTS = {
+  metric: () => {
+    if (!moved("metric", `${trialCache.version}|${opts.mode}`)) return;
+    finalMetricPlot(els.metric, trialCache.list(), opts.mode);
+  },
+  parallel: () => {
+    const trials = trialCache.list();
+    renderAxes(trials);
+    const params = orderedParams(els.parallel, trials);
+    if (!moved("parallel", `${trialCache.version}|${opts.mode}|${opts.top}|${params}`)) return;
+    parallelPlot(els.parallel, trials, { params, top: opts.top, mode: opts.mode, space: state.exp.searchSpace || {} });
+  },
+  duration: () => {
+    const running = state.exp.counts.RUNNING || 0; // running trials' durations grow: redraw each second
+    if (!moved("duration", `${trialCache.version}|${running ? Math.floor(Date.now() / 1000) : ""}`)) return;
+    durationPlot(els.duration, trialCache.list());
+  },
+  intermediate: () => refreshIntermediate(),
+};
 
-// the largest top-N % that keeps the parallel coordinates under MAX_LINES lines
-function defaultTopPercent(count) {
-  return TOP_PERCENTS.find((p) => (count * p) / 100 <= MAX_LINES) || TOP_PERCENTS[TOP_PERCENTS.length - 1];
+function redraw(...charts) {
+  if (!trialCache.loaded() && charts.some((c) => c !== "intermediate")) return;
+  for (const chart of charts) scheduler.mark(chart);
 }
-
-const refreshTrials = adaptiveThrottle(async () => {
-  trials = await trialCache.all();
-  if (!root) return;
-  if (opts.topPercent === null) {
-    opts.topPercent = defaultTopPercent(trials.filter((t) => typeof t.final === "number").length);
-    document.getElementById("top-percent").value = String(opts.topPercent);
-  }
-  if (els.axes.childElementCount !== paramNames().length) renderAxes();
-  renderKeyOptions();
-  drawFromCache();
-});
 
 async function refreshIntermediate() {
   if (intermediateBusy) {
@@ -83,21 +96,21 @@ async function refreshIntermediate() {
     if (!root) return;
     const shown = Object.keys(answer.series).length;
     els.intermediateNote.textContent = answer.total > shown ? `showing the newest ${shown} of ${answer.total} trials` : `${answer.total} trials`;
-    intermediatePlot(els.intermediate, answer.series, new Map(trials.map((t) => [t.id, t])));
+    intermediatePlot(els.intermediate, answer.series, new Map(trialCache.list().map((t) => [t.id, t])));
   } catch (error) {
     els.intermediateNote.textContent = String(error.message || error);
   } finally {
     intermediateBusy = false;
     if (intermediateAgain && root) {
       intermediateAgain = false;
-      refreshIntermediate();
+      redraw("intermediate");
     }
   }
 }
 
 function metricKeyOptions() {
   const keys = new Set(["default"]);
-  for (const t of trials) if (t.finalData && typeof t.finalData === "object") for (const k of Object.keys(t.finalData)) keys.add(k);
+  for (const t of trialCache.list()) if (isRecord(t.finalData)) for (const k of Object.keys(t.finalData)) keys.add(k);
   return [...keys];
 }
 
@@ -108,12 +121,12 @@ function renderKeyOptions() {
 }
 
 function intermediateControls() {
-  const input = (id, key, placeholder) => h("input", { className: "input narrow", id, placeholder, value: opts[key], onchange: (e) => { opts[key] = e.target.value.trim(); refreshIntermediate(); } });
+  const input = (id, key, placeholder) => h("input", { className: "input narrow", id, placeholder, value: opts[key], onchange: (e) => { opts[key] = e.target.value.trim(); redraw("intermediate"); } });
   return h("div", { className: "controls" },
     h("label", { className: "muted control" }, "Metric ", els.key),
     h("label", { className: "muted control" }, "At index ", input("intermediate-step", "step", "any")),
     h("label", { className: "muted control" }, "value from ", input("intermediate-min", "min", "min"), " to ", input("intermediate-max", "max", "max")),
-    select("intermediate-trials", TRIAL_LIMITS, opts.trials, "Trials", (v) => { opts.trials = +v; refreshIntermediate(); }),
+    select("intermediate-trials", TRIAL_LIMITS, opts.trials, "Trials", (v) => { opts.trials = +v; redraw("intermediate"); }),
     els.intermediateNote);
 }
 
@@ -121,6 +134,8 @@ function mount(container, appState) {
   root = container;
   state = appState;
   opts.mode ??= state.exp.optimizeMode;
+  for (const chart of Object.keys(drawn)) delete drawn[chart];
+  scheduler = redrawScheduler(CHARTS, { minInterval: REDRAW_MS, intervals: { intermediate: INTERMEDIATE_MS } });
   els = {
     metric: h("div", { className: "plot", id: "chart-metric" }),
     parallel: h("div", { className: "plot tall", id: "chart-parallel" }),
@@ -128,36 +143,43 @@ function mount(container, appState) {
     duration: h("div", { className: "plot", id: "chart-duration" }),
     axes: h("div", { className: "chips axes" }),
     intermediateNote: h("span", { className: "muted small", id: "intermediate-note" }),
-    key: h("select", { className: "select", id: "intermediate-key", onchange: (e) => { opts.key = e.target.value; refreshIntermediate(); } }),
+    key: h("select", { className: "select", id: "intermediate-key", onchange: (e) => { opts.key = e.target.value; redraw("intermediate"); } }),
   };
-  const modeSelect = select("metric-mode", ["maximize", "minimize"], opts.mode, "Optimize", (v) => { opts.mode = v; drawFromCache(); });
+  for (const el of [els.metric, els.parallel, els.intermediate, els.duration]) el.append(h("div", { className: "empty" }, "Loading…"));
+  const modeSelect = select("metric-mode", ["maximize", "minimize"], opts.mode, "Optimize", (v) => { opts.mode = v; redraw("metric", "parallel"); });
+  const topSelect = select("parallel-top", TOP_TRIALS, opts.top, "Show", (v) => { opts.top = +v; redraw("parallel"); },
+    (v) => (v ? `top ${v} trials` : "all trials"));
   root.append(
     h("h1", { className: "page-title" }, "Charts"),
     card("Default metric", els.metric, modeSelect),
     card("Hyper-parameters", h("div", {},
       h("div", { className: "controls" }, els.axes, h("span", { className: "muted small" }, "Drag an axis title to reorder; drag along an axis to filter.")),
-      els.parallel),
-    select("top-percent", TOP_PERCENTS, opts.topPercent ?? 100, "Show", (v) => { opts.topPercent = +v; drawParallel(); })),
+      els.parallel), topSelect),
     h("div", { className: "grid grid-2" },
       card("Intermediate results", h("div", {}, intermediateControls(), els.intermediate)),
       card("Duration", els.duration)));
-  refreshTrials();
-  refreshIntermediate();
+  unsubscribe = trialCache.subscribe(() => { renderKeyOptions(); redraw("metric", "parallel", "duration"); });
+  redraw("intermediate");
+  trialCache.all().then(() => {
+    if (!root) return;
+    renderKeyOptions();
+    redraw("metric", "parallel", "duration");
+  });
 }
 
 function update(delta, appState) {
   state = appState;
   if (!root) return;
-  if (delta.changed) {
-    refreshTrials();
-    refreshIntermediate();
-  } else if (state.exp.counts.RUNNING) {
-    refreshTrials(); // running trials' duration bars grow every second
-  }
+  if (delta.changed || delta.metrics) redraw("intermediate");
+  if (state.exp.counts.RUNNING) redraw("duration");
 }
 
 function unmount() {
+  unsubscribe?.();
+  scheduler?.cancel();
+  for (const el of [els.metric, els.parallel, els.intermediate, els.duration]) release(el);
   root = null;
+  els = {};
 }
 
 export default { mount, update, unmount };

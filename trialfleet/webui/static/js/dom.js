@@ -73,12 +73,15 @@ export function trialDuration(trial, now = Date.now()) {
   return ((trial.end || now) - trial.start) / 1000;
 }
 
+// six significant digits, positional where that stays short (0.0001, 123456) and exponential only for
+// very small or large numbers (1.5e-7, 2.5e+9)
 export function fmtNumber(value) {
   if (value === null || value === undefined) return "–";
   if (typeof value !== "number") return typeof value === "object" ? JSON.stringify(value) : String(value);
-  if (Number.isInteger(value)) return String(value);
+  if (Number.isInteger(value) && Math.abs(value) < 1e15) return String(value);
   const abs = Math.abs(value);
-  return abs !== 0 && (abs < 1e-3 || abs >= 1e6) ? value.toExponential(4) : String(+value.toFixed(6));
+  if (abs !== 0 && (abs < 1e-6 || abs >= 1e9)) return value.toExponential(4).replace(/\.?0+e/, "e");
+  return String(+value.toPrecision(6));
 }
 
 // "1h", "30m", "90" (seconds) → seconds, as NNI's maxExperimentDuration accepts
@@ -101,9 +104,23 @@ export function toast(message, kind = "info") {
   setTimeout(() => el.remove(), kind === "error" ? 8000 : 4000);
 }
 
+// Escape closes the newest dialog or drawer (each registers its close function while open)
+const closers = [];
+export function onEscape(close) {
+  closers.push(close);
+  return () => { const i = closers.lastIndexOf(close); if (i >= 0) closers.splice(i, 1); };
+}
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && closers.length) {
+    e.preventDefault();
+    closers[closers.length - 1]();
+  }
+});
+
 // a modal dialog; returns a function that closes it
 export function modal(title, body, actions = []) {
-  const close = () => overlay.remove();
+  const close = () => { forget(); overlay.remove(); };
+  const forget = onEscape(close);
   const overlay = h("div", { className: "overlay", onclick: (e) => { if (e.target === overlay) close(); } },
     h("div", { className: "dialog", role: "dialog", "aria-label": title },
       h("header", { className: "dialog-head" }, h("h2", {}, title),
@@ -129,26 +146,39 @@ export function scalar(value) {
   return typeof value === "number" && Number.isFinite(value) ? value : null;
 }
 
-// Coalesce calls to an expensive redraw: it runs at once when idle, otherwise once more after a pause of
-// four times its last duration, so big charts never take more than a fifth of the page's time.
-export function adaptiveThrottle(fn) {
-  let cost = 0;
-  let last = 0;
+// Redraws of a page's charts: `mark(name)` asks for `jobs[name]` to run again. Jobs run one per task (the
+// browser paints and handles input between two of them, and the live table never waits behind a chart),
+// the longest-waiting first, and each at most once per its interval: a slow chart cannot starve the others.
+export function redrawScheduler(jobs, { minInterval = 1000, intervals = {} } = {}) {
+  const last = new Map(); // name → when it last ran
+  const dirty = new Set();
   let timer = null;
-  let running = false;
-  const run = async () => {
+  let cancelled = false;
+  const due = (name) => (last.get(name) ?? -Infinity) + (intervals[name] ?? minInterval);
+
+  function arm() {
+    if (timer !== null || cancelled || !dirty.size) return;
+    const wait = Math.min(...[...dirty].map(due)) - performance.now();
+    timer = setTimeout(pump, Math.max(0, wait));
+  }
+
+  function pump() {
     timer = null;
-    running = true;
-    const started = performance.now();
-    try { await fn(); } finally {
-      running = false;
-      last = performance.now();
-      cost = last - started;
+    const now = performance.now();
+    const ready = [...dirty].filter((name) => due(name) <= now).sort((a, b) => due(a) - due(b));
+    if (ready.length && !cancelled) {
+      const name = ready[0];
+      dirty.delete(name);
+      last.set(name, now);
+      // a job's drawing happens in this task (plotly, once loaded, draws synchronously); what it awaits
+      // (a query) does not hold the other charts back
+      Promise.resolve().then(jobs[name]).catch((error) => console.warn(`redrawing ${name} failed`, error));
     }
-  };
-  return () => {
-    if (timer || running) { if (!timer) timer = setTimeout(run, 4 * cost); return; }
-    const wait = Math.max(0, last + 4 * cost - performance.now());
-    if (wait) timer = setTimeout(run, wait); else run();
+    arm();
+  }
+
+  return {
+    mark(name) { dirty.add(name); arm(); },
+    cancel() { cancelled = true; clearTimeout(timer); dirty.clear(); },
   };
 }

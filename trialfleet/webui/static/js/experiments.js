@@ -4,6 +4,7 @@ import { api } from "./api.js";
 import { badge, fmtDuration, fmtTime, h, toast } from "./dom.js";
 
 const REFRESH_EVERY = 5; // polls
+const ENDED = new Set(["DONE", "STOPPED", "ERROR", "VIEWED"]);
 
 let root = null;
 let state = null;
@@ -26,12 +27,19 @@ function matches(entry) {
   return !q || entry.id.toLowerCase().includes(q) || (entry.experimentName || "").toLowerCase().includes(q);
 }
 
+// an experiment runs while its manager serves it (a port); an ended one has an end time, never a growing duration
+function experimentDuration(entry) {
+  if (!entry.startTime) return null;
+  if (entry.endTime) return (entry.endTime - entry.startTime) / 1000;
+  return entry.port && !ENDED.has(entry.status) ? (Date.now() - entry.startTime) / 1000 : null;
+}
+
 function renderTable() {
   const shown = entries.filter(matches).sort((a, b) => (b.startTime || 0) - (a.startTime || 0));
   const rows = shown.map((e) => h("tr", { dataset: { experiment: e.id }, className: e.id === state.exp.id ? "current" : "" },
     h("td", {}, e.experimentName || "–"), h("td", { className: "mono" }, e.id), h("td", {}, badge(e.status || "UNKNOWN")),
     h("td", {}, e.platform || "–"), h("td", {}, fmtTime(e.startTime)), h("td", {}, fmtTime(e.endTime)),
-    h("td", { className: "num" }, e.startTime ? fmtDuration(((e.endTime || Date.now()) - e.startTime) / 1000) : "–"),
+    h("td", { className: "num" }, fmtDuration(experimentDuration(e))),
     h("td", {}, link(e))));
   els.table.replaceChildren(
     h("thead", {}, h("tr", {}, ["Name", "ID", "Status", "Platform", "Start", "End", "Duration", ""].map((c) => h("th", {}, c)))),

@@ -2,11 +2,13 @@
 
 import { api, updateExperiment } from "./api.js";
 import {
-  adaptiveThrottle, badge, card, fmtDuration, fmtNumber, fmtParams, fmtTime, h, jsonBlock, modal, parseDuration, STATUS_COLORS,
-  toast, TRIAL_STATUSES, trialDuration,
+  badge, card, fmtDuration, fmtNumber, fmtParams, fmtTime, h, jsonBlock, modal, parseDuration, STATUS_COLORS,
+  redrawScheduler, toast, TRIAL_STATUSES, trialDuration,
 } from "./dom.js";
-import { finalMetricPlot } from "./plots.js";
+import { finalMetricPlot, release } from "./plots.js";
 import * as trialCache from "./trialcache.js";
+
+const ENDED = new Set(["DONE", "STOPPED", "ERROR", "VIEWED"]); // no time is left to count down
 
 let root = null;
 let slots = {};
@@ -74,7 +76,7 @@ function durationCard(exp) {
     max ? progress(exp.execDuration / max, "#2563eb") : null,
     h("div", { className: "settings" },
       setting("Max duration", "max-duration", max ? fmtDuration(max) : "unlimited", editButton(exp, "Edit max duration", () => editValue(exp, "maxDuration"))),
-      setting("Remaining", "remaining", max ? fmtDuration(Math.max(0, max - exp.execDuration)) : "–", null))));
+      setting("Remaining", "remaining", max && !ENDED.has(exp.status) ? fmtDuration(Math.max(0, max - exp.execDuration)) : "–", null))));
 }
 
 function setting(label, id, value, button) {
@@ -163,10 +165,20 @@ async function refreshBest() {
   slots.best.replaceChildren(bestTrialsTable(answer.trials.filter((t) => typeof t.final === "number")));
 }
 
-const refreshChart = adaptiveThrottle(async () => {
-  const trials = await trialCache.all();
-  if (root) finalMetricPlot(slots.chart, trials, mode);
-});
+let scheduler = null;
+let unsubscribe = null;
+let chartDrawn = null; // the data version and mode the chart shows
+
+function drawChart() {
+  const key = `${trialCache.version}|${mode}`;
+  if (!root || !trialCache.loaded() || chartDrawn === key) return;
+  chartDrawn = key;
+  finalMetricPlot(slots.chart, trialCache.list(), mode);
+}
+
+function refreshChart() {
+  scheduler?.mark("chart");
+}
 
 function renderCards(exp) {
   slots.cards.replaceChildren(infoCard(exp), durationCard(exp), trialsCard(exp));
@@ -208,20 +220,24 @@ function mount(container, state) {
   renderCards(exp);
   renderConfig(exp);
   refreshBest();
-  refreshChart();
+  chartDrawn = null;
+  slots.chart.append(h("div", { className: "empty" }, "Loading…"));
+  scheduler = redrawScheduler({ chart: drawChart, best: refreshBest }, { minInterval: 1000 });
+  unsubscribe = trialCache.subscribe(refreshChart);
+  trialCache.all().then(refreshChart);
 }
 
 function update(delta, state) {
   if (!root) return;
   renderCards(state.exp);
   if (state.exp.revision !== shownRevision) renderConfig(state.exp);
-  if (delta.changed) {
-    refreshBest();
-    refreshChart();
-  }
+  if (delta.changed) scheduler.mark("best");
 }
 
 function unmount() {
+  unsubscribe?.();
+  scheduler?.cancel();
+  release(slots.chart);
   root = null;
 }
 

@@ -1,11 +1,14 @@
-// Chart builders on plotly.js (served from the installed plotly package). Each takes plain data and
-// draws with Plotly.react, so redrawing on every live update only touches what changed.
+// Chart builders on plotly.js (served from the installed plotly package). Each takes plain data and draws
+// with Plotly.react, so a redraw only touches what changed. Where 10,000 points cannot be read anyway the
+// views are aggregated: a density of the final metrics, a histogram of durations, the top N trials on the
+// parallel coordinates. Nothing here uses WebGL except plotly's parcoords, which `release` frees.
 
 import { h, isRecord, STATUS_COLORS, trialDuration } from "./dom.js";
 
 const FONT = { family: "Inter, system-ui, sans-serif", size: 12, color: "#334155" };
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
-const GL_ABOVE = 3000; // points; beyond this scatter draws on WebGL to stay responsive
+export const POINTS_ABOVE_DENSITY = 1500; // final metrics drawn as points up to this many, as a density beyond
+export const BARS_ABOVE_HISTOGRAM = 300; // one duration bar per trial up to this many, a histogram beyond
 
 function layout(extra = {}) {
   return {
@@ -21,13 +24,16 @@ function layout(extra = {}) {
   };
 }
 
-// plotly.js (4.8 MB) is loaded on first use, so pages without charts appear without waiting for it
+// plotly.js (4.8 MB) is fetched from an immutable, versioned URL (the page's <meta name="plotly-src">) when
+// the first chart is drawn, after the page's cards and tables: a page without charts never parses it (a
+// parse blocks the page for a second or more on a busy machine), and charts appear when it is ready
 let plotlyLoading = null;
 
-function loadPlotly() {
+export function loadPlotly() {
   if (window.Plotly) return Promise.resolve(true);
   plotlyLoading ??= new Promise((resolve) => {
-    const script = h("script", { src: "webui/vendor/plotly.min.js" });
+    const src = document.querySelector("meta[name=plotly-src]")?.content || "webui/vendor/plotly.min.js";
+    const script = h("script", { src, async: true });
     script.onload = () => resolve(true);
     script.onerror = () => resolve(false);
     document.head.append(script);
@@ -41,52 +47,85 @@ async function draw(el, traces, lay) {
       "plotly.js is not available: install the Python package with pip install 'plotly>=5'"));
     return;
   }
+  if (!el.isConnected) return; // the page was left while plotly loaded
   el.querySelector(".empty")?.remove();
   window.Plotly.react(el, traces, lay, CONFIG);
 }
 
 function empty(el, message) {
-  if (window.Plotly && el.data) window.Plotly.purge(el);
+  release(el);
   el.replaceChildren(h("div", { className: "empty" }, message));
+}
+
+// free a plot's DOM, listeners and WebGL context (a page being left, a plot replaced by a message)
+export function release(el) {
+  if (window.Plotly && el?.data) window.Plotly.purge(el);
 }
 
 export function isBetter(a, b, mode) {
   return mode === "minimize" ? a < b : a > b;
 }
 
-// scatter of each trial's final metric, with the best-so-far curve over Trial No.
+// the best-so-far curve as its steps only: a point where the best changes, and the last trial
+function bestSoFar(done, mode) {
+  const x = [];
+  const y = [];
+  let current = null;
+  for (const t of done) {
+    if (current === null || isBetter(t.final, current, mode)) {
+      current = t.final;
+      x.push(t.seq);
+      y.push(current);
+    }
+  }
+  if (done.length && x[x.length - 1] !== done[done.length - 1].seq) {
+    x.push(done[done.length - 1].seq);
+    y.push(current);
+  }
+  return { x, y };
+}
+
+// each trial's final metric over Trial No. (points, or their density beyond POINTS_ABOVE_DENSITY), with the
+// best-so-far curve
 export function finalMetricPlot(el, trials, mode) {
   const done = trials.filter((t) => typeof t.final === "number");
   if (!done.length) return empty(el, "No final metric reported yet.");
-  const best = [];
-  let current = null;
-  for (const t of done) {
-    if (current === null || isBetter(t.final, current, mode)) current = t.final;
-    best.push(current);
-  }
-  const type = done.length > GL_ABOVE ? "scattergl" : "scatter";
   const x = done.map((t) => t.seq);
-  draw(el, [
-    {
-      type, mode: "markers", name: "final metric", x, y: done.map((t) => t.final),
+  const y = done.map((t) => t.final);
+  const best = bestSoFar(done, mode);
+  const dense = done.length > POINTS_ABOVE_DENSITY;
+  const metric = dense
+    ? {
+      type: "histogram2d", name: "final metric (density)", x, y, nbinsx: 60, nbinsy: 40,
+      colorscale: [[0, "rgba(37,99,235,0)"], [0.001, "rgba(37,99,235,0.12)"], [1, "rgba(30,58,138,1)"]],
+      showscale: false, hovertemplate: "Trial %{x}<br>metric %{y}<br>%{z} trials<extra></extra>",
+    }
+    : {
+      type: "scatter", mode: "markers", name: "final metric", x, y,
       customdata: done.map((t) => t.id),
       marker: { color: done.map((t) => STATUS_COLORS[t.status]), size: 7, opacity: 0.85 },
       hovertemplate: "Trial %{x} (%{customdata})<br>%{y}<extra></extra>",
-    },
-    {
-      type, mode: "lines", name: `best so far (${mode})`, x, y: best,
-      line: { shape: "hv", color: "#f59e0b", width: 2 }, hoverinfo: "skip",
-    },
-  ], layout({ xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Default metric" } } }));
+    };
+  draw(el, [metric, {
+    type: "scatter", mode: "lines", name: `best so far (${mode})`, x: best.x, y: best.y,
+    line: { shape: "hv", color: "#f59e0b", width: 2 }, hoverinfo: "skip",
+  }], layout({ xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Default metric" } } }));
+}
+
+// whole-number ticks on an axis of indices (never 0.5)
+function indexAxis(maxIndex) {
+  return { title: { text: "Intermediate result index" }, tickformat: "d", ...(maxIndex <= 10 ? { dtick: 1 } : {}) };
 }
 
 // one line per trial: intermediate results against their index
 export function intermediatePlot(el, series, trialsById) {
   const ids = Object.keys(series).filter((id) => series[id].length);
   if (!ids.length) return empty(el, "No intermediate result matches.");
+  let maxIndex = 0;
   const traces = ids.map((id) => {
     const trial = trialsById.get(id);
     const points = series[id];
+    maxIndex = Math.max(maxIndex, points[points.length - 1][0]);
     return {
       type: "scatter", mode: points.length > 1 ? "lines" : "markers",
       name: trial ? `#${trial.seq} ${id}` : id,
@@ -95,17 +134,28 @@ export function intermediatePlot(el, series, trialsById) {
       hovertemplate: `Trial ${trial ? trial.seq : ""} (${id})<br>step %{x}: %{y}<extra></extra>`,
     };
   });
-  draw(el, traces, layout({
-    showlegend: ids.length <= 12,
-    xaxis: { title: { text: "Intermediate result index" } },
-    yaxis: { title: { text: "Metric" } },
-  }));
+  draw(el, traces, layout({ showlegend: ids.length <= 12, xaxis: indexAxis(maxIndex), yaxis: { title: { text: "Metric" } } }));
+}
+
+// log-spaced: a loguniform/qloguniform parameter, or numeric choices whose values grow by a factor
+function logSpaced(spec, values) {
+  if (!values.every((v) => typeof v === "number" && v > 0)) return false;
+  if (/loguniform/.test(spec?._type || "")) return true;
+  if (spec?._type !== "choice") return false;
+  const options = [...new Set(spec._value)].filter((v) => typeof v === "number" && v > 0).sort((a, b) => a - b);
+  if (options.length < 3 || options.length !== spec._value.length) return false;
+  const ratios = options.slice(1).map((v, i) => v / options[i]);
+  return Math.max(...ratios) / Math.min(...ratios) < 1.5 && ratios[0] >= 1.9;
 }
 
 function dimension(label, values, spec) {
   const numeric = values.every((v) => typeof v === "number");
-  if (numeric && /loguniform/.test(spec?._type || "") && values.every((v) => v > 0)) {
+  if (numeric && logSpaced(spec, values)) {
     const logs = values.map(Math.log10);
+    if (spec?._type === "choice") { // ticks at the choices themselves
+      const options = [...spec._value].sort((a, b) => a - b);
+      return { label: `${label} (log)`, values: logs, tickvals: options.map(Math.log10), ticktext: options.map(String) };
+    }
     const powers = [];
     for (let p = Math.floor(Math.min(...logs)); p <= Math.ceil(Math.max(...logs)); p++) powers.push(p);
     return { label: `${label} (log)`, values: logs, tickvals: powers, ticktext: powers.map((p) => `1e${p}`) };
@@ -119,41 +169,60 @@ function dimension(label, values, spec) {
   };
 }
 
-// parallel coordinates of the chosen parameters and the final metric, for the top N % of trials
-export function parallelPlot(el, trials, { params, topPercent, mode, space = {} }) {
-  let done = trials.filter((t) => typeof t.final === "number");
-  if (!done.length || !params.length) return empty(el, "No succeeded trial with a final metric yet.");
-  done = [...done].sort((a, b) => (isBetter(a.final, b.final, mode) ? -1 : 1));
-  done = done.slice(0, Math.max(1, Math.ceil((done.length * topPercent) / 100)));
-  const dims = params.map((p) => dimension(p, done.map((t) => (isRecord(t.params) && p in t.params ? t.params[p] : null)), space[p]));
-  const finals = done.map((t) => t.final);
+// the best `top` trials by final metric (all when top is 0), best first
+export function topTrials(trials, top, mode) {
+  const done = trials.filter((t) => typeof t.final === "number");
+  done.sort((a, b) => (a.final === b.final ? a.seq - b.seq : isBetter(a.final, b.final, mode) ? -1 : 1));
+  return top ? done.slice(0, top) : done;
+}
+
+// parallel coordinates of the chosen parameters and the final metric, for the best `top` trials
+export function parallelPlot(el, trials, { params, top, mode, space = {} }) {
+  const shown = topTrials(trials, top, mode);
+  if (!shown.length || !params.length) return empty(el, "No succeeded trial with a final metric yet.");
+  const dims = params.map((p) => dimension(p, shown.map((t) => (isRecord(t.params) && p in t.params ? t.params[p] : null)), space[p]));
+  const finals = shown.map((t) => t.final);
   dims.push({ label: "metric", values: finals });
   draw(el, [{
     type: "parcoords",
+    customdata: shown.map((t) => t.id),
     line: { color: finals, colorscale: "Viridis", reversescale: mode === "minimize", showscale: true },
     dimensions: dims,
     labelangle: 0,
   }], layout({ margin: { l: 72, r: 72, t: 48, b: 24 } }));
 }
 
-// bar per trial: how long it ran, coloured by status
+// how long each trial ran, from its own start and end (running ones: until now): one bar per trial, or a
+// histogram of finished and running trials' durations beyond BARS_ABOVE_HISTOGRAM trials
 export function durationPlot(el, trials, now = Date.now()) {
   const ran = trials.filter((t) => t.start);
   if (!ran.length) return empty(el, "No trial has started yet.");
-  draw(el, [{
-    type: "bar", x: ran.map((t) => t.seq), y: ran.map((t) => trialDuration(t, now)),
-    customdata: ran.map((t) => `${t.id} ${t.status}`),
-    marker: { color: ran.map((t) => STATUS_COLORS[t.status]) },
-    hovertemplate: "Trial %{x} (%{customdata})<br>%{y:.1f} s<extra></extra>",
-  }], layout({ bargap: 0.15, xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Duration (s)" } } }));
+  if (ran.length <= BARS_ABOVE_HISTOGRAM) {
+    return draw(el, [{
+      type: "bar", x: ran.map((t) => t.seq), y: ran.map((t) => trialDuration(t, now)),
+      customdata: ran.map((t) => `${t.id} ${t.status}`),
+      marker: { color: ran.map((t) => STATUS_COLORS[t.status]) },
+      hovertemplate: "Trial %{x} (%{customdata})<br>%{y:.1f} s<extra></extra>",
+    }], layout({ bargap: 0.15, xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Duration (s)" } } }));
+  }
+  const ended = ran.filter((t) => t.end);
+  const running = ran.filter((t) => !t.end);
+  const trace = (name, list, color) => ({
+    type: "histogram", name: `${name} (${list.length})`, x: list.map((t) => trialDuration(t, now)),
+    marker: { color }, opacity: 0.85, nbinsx: 50,
+    hovertemplate: "%{x} s<br>%{y} trials<extra></extra>",
+  });
+  draw(el, [trace("finished", ended, STATUS_COLORS.SUCCEEDED), trace("running", running, STATUS_COLORS.RUNNING)],
+    layout({ barmode: "stack", bargap: 0.05, xaxis: { title: { text: "Duration (s)" } }, yaxis: { title: { text: "Trials" } } }));
 }
 
 // a single trial's intermediate curve (detail drawer, compare dialog)
 export function trialCurvesPlot(el, curves) {
   const drawn = curves.filter((c) => c.points.length);
   if (!drawn.length) return empty(el, "No intermediate result reported yet.");
+  const maxIndex = Math.max(...drawn.map((c) => c.points[c.points.length - 1][0]));
   draw(el, drawn.map((c) => ({
     type: "scatter", mode: c.points.length > 1 ? "lines+markers" : "markers", name: c.name,
     x: c.points.map((p) => p[0]), y: c.points.map((p) => p[1]), marker: { size: 5 },
-  })), layout({ showlegend: drawn.length > 1, xaxis: { title: { text: "Intermediate result index" } }, yaxis: { title: { text: "Metric" } } }));
+  })), layout({ showlegend: drawn.length > 1, xaxis: indexAxis(maxIndex), yaxis: { title: { text: "Metric" } } }));
 }

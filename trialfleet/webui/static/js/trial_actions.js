@@ -1,5 +1,5 @@
-// Commands on trials, through NNI's routes: kill (DELETE /trial-jobs/<id>) and a customised trial
-// with edited parameters (POST /trial-jobs).
+// Commands on trials, through NNI's routes: kill (DELETE /trial-jobs/<id>), a customised trial with
+// edited parameters (POST /trial-jobs) and TensorBoard on selected trials (POST /tensorboard).
 
 import { api } from "./api.js";
 import { h, modal, toast } from "./dom.js";
@@ -65,4 +65,45 @@ export function openCustomize(exp, params) {
     form),
   [h("button", { className: "btn", onclick: () => close() }, "Cancel"),
     h("button", { className: "btn btn-primary", id: "submit-custom", onclick: submit }, "Submit")]);
+}
+
+// TensorBoard runs on the manager's machine, on loopback: the link works where the browser runs there too
+function tensorboardUrl(task) {
+  return `${location.protocol}//${location.hostname}:${task.port}/`;
+}
+
+function taskRows(tasks) {
+  if (!tasks.length) return h("p", { className: "muted" }, "No TensorBoard is running.");
+  return h("table", { className: "table", id: "tensorboard-tasks" },
+    h("thead", {}, h("tr", {}, ["Task", "Status", "Trials", ""].map((c) => h("th", {}, c)))),
+    h("tbody", {}, tasks.map((t) => h("tr", { dataset: { task: t.id, status: t.status } },
+      h("td", { className: "mono" }, t.id), h("td", {}, t.status), h("td", { className: "mono small" }, t.trialJobIdList.join(", ")),
+      h("td", {}, t.status === "RUNNING" ? h("a", { href: tensorboardUrl(t), target: "_blank", className: "tensorboard-link" }, "open") : "")))));
+}
+
+// start (or reuse) a TensorBoard on the selected trials and list every task, with "Stop all"
+export async function openTensorboard(trials) {
+  let started = null;
+  try {
+    if (trials.length) started = await api.tensorboardStart(trials.map((t) => t.id));
+  } catch (error) {
+    toast(String(error.message || error), "error");
+  }
+  const list = h("div", {}, taskRows(await api.tensorboardTasks()));
+  const stopAll = async () => {
+    try {
+      list.replaceChildren(taskRows(await api.tensorboardStopAll()));
+      toast("Every TensorBoard was stopped");
+    } catch (error) {
+      toast(String(error.message || error), "error");
+    }
+  };
+  const close = modal("TensorBoard", h("div", {},
+    started ? h("p", {}, `TensorBoard ${started.id} serves ${started.trialJobIdList.length} trial(s): `,
+      h("a", { href: tensorboardUrl(started), target: "_blank", id: "tensorboard-open" }, tensorboardUrl(started)),
+      h("span", { className: "muted small" }, " (it may take a few seconds to answer)")) : null,
+    h("p", { className: "muted small" }, "Trials write their TensorBoard logs to NNI_OUTPUT_DIR/tensorboard; without it their whole output directory is read."),
+    list),
+  [h("button", { className: "btn btn-danger", id: "tensorboard-stop-all", onclick: stopAll }, "Stop all"),
+    h("button", { className: "btn", onclick: () => close() }, "Close")]);
 }

@@ -2,7 +2,7 @@
 // it runs (new metrics fetched after the last id seen; logs re-read every 2 s).
 
 import { api } from "./api.js";
-import { badge, fmtDuration, fmtNumber, fmtTime, h, jsonBlock, LIVE, scalar, toast, trialDuration } from "./dom.js";
+import { badge, fmtDuration, fmtNumber, fmtTime, h, jsonBlock, LIVE, onEscape, scalar, toast, trialDuration } from "./dom.js";
 import { trialCurvesPlot } from "./plots.js";
 import { confirmKill, openCustomize } from "./trial_actions.js";
 
@@ -45,7 +45,7 @@ function renderTab() {
   if (tab === "parameters") {
     const copy = h("button", { className: "btn btn-small", onclick: () => navigator.clipboard?.writeText(JSON.stringify(open_.trial.params, null, 2)).then(() => toast("Parameters copied")) }, "Copy as JSON");
     els.body.replaceChildren(copy, jsonBlock(open_.trial.params),
-      open_.trial.finalData !== null ? h("div", {}, h("h3", {}, "Final result"), jsonBlock(open_.trial.finalData)) : null);
+      open_.trial.finalData != null ? h("div", {}, h("h3", {}, "Final result"), jsonBlock(open_.trial.finalData)) : null);
   } else if (tab === "intermediate") {
     const plot = h("div", { className: "plot", id: "detail-plot" });
     const rows = open_.metrics.map((m) => h("tr", {}, h("td", {}, m.type), h("td", { className: "num" }, String(m.sequence)),
@@ -100,7 +100,8 @@ export async function open(id, state, onClose) {
   els.tabs.append(tab("parameters", "Parameters"), tab("intermediate", "Intermediate results"), tab("logs", "Logs"));
   const drawer = h("aside", { className: "drawer", id: "trial-detail", dataset: { trial: id } }, els.head, els.facts, els.tabs, els.body);
   const overlay = h("div", { className: "drawer-overlay", onclick: (e) => { if (e.target === overlay) onClose(); } }, drawer);
-  open_ = { id, metrics: [], lastMetric: 0, tab: "parameters", logName: "stdout", els, overlay, onClose, trial: null };
+  open_ = { id, metrics: [], lastMetric: 0, tab: "parameters", logName: "stdout", els, overlay, onClose, trial: null,
+    forget: onEscape(onClose) };
   document.body.append(overlay);
   try {
     open_.trial = await api.trial(id);
@@ -118,6 +119,7 @@ export async function open(id, state, onClose) {
 export function close() {
   if (!open_) return;
   clearInterval(open_.timer);
+  open_.forget();
   open_.overlay.remove();
   open_ = null;
 }
@@ -125,13 +127,21 @@ export function close() {
 export async function update(delta, state) {
   if (!open_ || !open_.trial) return;
   const changed = delta.reset || delta.trials.some((t) => t.id === open_.id);
-  if (!changed) return;
+  if (!changed) {
+    if (delta.metrics && LIVE.has(open_.trial.status) && await fetchMetrics() && open_?.tab === "intermediate") renderTab();
+    return;
+  }
   const id = open_.id;
   const [trial, newMetrics] = await Promise.all([api.trial(id), fetchMetrics()]);
   if (!open_ || open_.id !== id) return;
   const ended = LIVE.has(open_.trial.status) && !LIVE.has(trial.status);
   open_.trial = trial;
   renderHead(state);
+  if (ended && trial.status === "FAILED" && open_.tab === "parameters") {
+    Object.assign(open_, { tab: "logs", logName: "stderr" }); // it failed while shown: what explains it
+    renderTab();
+    return;
+  }
   if (open_.tab === "intermediate" && newMetrics) renderTab();
   if (open_.tab === "logs" && ended) refreshLog();
 }

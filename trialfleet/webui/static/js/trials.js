@@ -7,7 +7,7 @@ import {
   TRIAL_STATUSES, trialDuration,
 } from "./dom.js";
 import { openCompare } from "./compare.js";
-import { confirmKill, openCustomize } from "./trial_actions.js";
+import { confirmKill, openCustomize, openTensorboard } from "./trial_actions.js";
 import * as detail from "./trial_detail.js";
 
 const PAGE_SIZES = [20, 50, 100, 200];
@@ -23,6 +23,9 @@ let els = {};
 let generation = 0;
 let inFlight = false;
 let dirty = false;
+let reloadTimer = null;
+let lastLoad = -Infinity;
+const RELOAD_MS = 1000;
 
 function loadHidden() {
   try { return new Set(JSON.parse(localStorage.getItem("trialfleet.hiddenColumns")) || [...HIDDEN_BY_DEFAULT]); } catch { return new Set(HIDDEN_BY_DEFAULT); }
@@ -51,6 +54,7 @@ function columns() {
       key: `metric.${k}`, label: k, sort: `metric.${k}`,
       render: (t) => fmtNumber(t.finalData && typeof t.finalData === "object" ? t.finalData[k] : null), cls: "num",
     })),
+    { key: "latest", label: "Latest", render: (t) => fmtNumber(t.latest), cls: "num", title: "the latest intermediate result" },
     { key: "intermediateCount", label: "Intermediate #", render: (t) => String(t.intermediateCount ?? 0), cls: "num" },
     { key: "duration", label: "Duration", sort: "duration", render: (t) => fmtDuration(trialDuration(t)), cls: "num" },
     { key: "start", label: "Start", sort: "startTime", render: (t) => h("span", { title: fmtTime(t.start) }, fmtShortTime(t.start)) },
@@ -64,6 +68,7 @@ function columns() {
 async function load() {
   if (inFlight) { dirty = true; return; }
   inFlight = true;
+  lastLoad = performance.now();
   const mine = ++generation;
   try {
     const page = await api.trialPage({
@@ -130,19 +135,41 @@ function selectBox(t) {
   });
 }
 
+function row(t, cols) {
+  return h("tr", {
+    className: "clickable", dataset: { trial: t.id, status: t.status },
+    onclick: () => { location.hash = `#/trials/${t.id}`; },
+  }, h("td", { className: "select" }, selectBox(t)), cols.map((c) => h("td", { className: c.cls || "" }, c.render(t))), actionCell(t));
+}
+
 function renderTable() {
   const cols = columns();
   const trials = view.page.trials;
   for (const t of trials) if (view.selected.has(t.id)) view.selected.set(t.id, t);
-  const body = trials.map((t) => h("tr", {
-    className: "clickable", dataset: { trial: t.id, status: t.status },
-    onclick: () => { location.hash = `#/trials/${t.id}`; },
-  }, h("td", { className: "select" }, selectBox(t)), cols.map((c) => h("td", { className: c.cls || "" }, c.render(t))), actionCell(t)));
+  const body = trials.map((t) => row(t, cols));
   els.table.replaceChildren(
-    h("thead", {}, h("tr", {}, h("th", { className: "select" }), cols.map(headerCell), h("th", {}, ""))),
+    h("thead", {}, h("tr", {}, h("th", { className: "select" }), cols.map(headerCell), h("th", { className: "actions" }, ""))),
     h("tbody", {}, body.length ? body : h("tr", {}, h("td", { colSpan: cols.length + 2, className: "empty" }, "No trial matches."))));
   renderPager();
   renderToolbarState();
+}
+
+// a change-feed delta redraws the shown rows of the trials it names at once (what the page's query adds,
+// the latest intermediate result and the count, is kept until the page is fetched again)
+function patchRows(changed) {
+  if (!view.page) return false;
+  const byId = new Map(changed.map((t) => [t.id, t]));
+  const cols = columns();
+  let patched = false;
+  view.page.trials = view.page.trials.map((old) => {
+    const fresh = byId.get(old.id);
+    if (!fresh) return old;
+    const merged = { ...old, ...fresh };
+    els.table.querySelector(`tbody tr[data-trial="${CSS.escape(old.id)}"]`)?.replaceWith(row(merged, cols));
+    patched = true;
+    return merged;
+  });
+  return patched;
 }
 
 function renderPager() {
@@ -237,6 +264,7 @@ function mount(container, appState) {
     h("section", { className: "card" },
       h("div", { className: "toolbar" }, search, statusFilter(), h("span", { className: "spacer" }),
         els.clear, els.compare,
+        h("button", { className: "btn", id: "tensorboard-btn", title: "TensorBoard on the selected trials' output directories (with none selected: the running TensorBoards)", onclick: () => openTensorboard([...view.selected.values()]) }, "TensorBoard"),
         h("button", { className: "btn", id: "columns-btn", onclick: columnChooser }, "Columns"),
         h("button", { className: "btn btn-primary", id: "custom-trial-btn", disabled: state.exp.readonly, title: "Submit a trial with edited parameters (starting from the selected trial's)", onclick: customize }, "Customized trial")),
       h("div", { className: "table-wrap" }, els.table),
@@ -248,12 +276,24 @@ function mount(container, appState) {
 function update(delta, appState) {
   state = appState;
   if (!root) return;
-  if (delta.changed) load();
+  if (delta.changed || delta.metrics) {
+    if (!delta.reset) patchRows(delta.trials);
+    reloadSoon(); // new trials, another order, the latest results: the page's query answers those
+  }
   detail.update(delta, appState);
+}
+
+// at most one page query per RELOAD_MS while trials keep changing, so 10,000 busy trials never queue them
+function reloadSoon() {
+  if (reloadTimer !== null) return;
+  const wait = Math.max(0, lastLoad + RELOAD_MS - performance.now());
+  reloadTimer = setTimeout(() => { reloadTimer = null; load(); }, wait);
 }
 
 function unmount() {
   detail.close();
+  clearTimeout(reloadTimer);
+  reloadTimer = null;
   root = null;
 }
 
