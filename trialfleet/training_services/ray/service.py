@@ -29,6 +29,7 @@ from trialfleet.training_services.mounted_storage import code_copy_name
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.ray.config import RayConfig
 from trialfleet.training_services.ray.entry import LEFT_RECORD
+from trialfleet.training_services.ray.entry import PAUSE as FORWARD_PERIOD
 from trialfleet.training_services.ray.jobs import RayJobs, RequestRefused, SubmittedAlready
 from trialfleet.training_services.ray.log_channel import LogMirror
 from trialfleet.training_services.ray.package import build_package, shipped_paths
@@ -288,6 +289,7 @@ class RayTrainingService(TrainingService):
             await self._kill(trial)
 
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+        await self._catch_up(handle)
         try:
             return await self.files.read(handle["trial_dir"], name)
         except FileNotFoundError:
@@ -295,6 +297,18 @@ class RayTrainingService(TrainingService):
             if left is None:
                 raise
             raise FileNotFoundError(left) from None
+
+    async def _catch_up(self, handle: Mapping[str, Any]) -> None:
+        """For a running trial, bring the mirror up to what the trial wrote before now: wait for entry.py to
+        forward it (every PAUSE) and read the job's whole log, rather than wait for its follower."""
+        sid = handle["submission_id"]
+        if not any(trial.handle["submission_id"] == sid for trial in self.live.values()):
+            return  # an ended trial's mirror is complete
+        await asyncio.sleep(2 * FORWARD_PERIOD)
+        try:
+            LogMirror(Path(handle["trial_dir"])).replay(await self.jobs.logs(sid))
+        except PlatformError as exc:
+            log.debug("ray: reading the log of %s failed; the mirror is read as it is: %s", sid, exc)
 
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials:

@@ -1,0 +1,37 @@
+"""Fixtures for the Ray platform tests: one real Ray cluster (a head and a second node) for the whole session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from ray_cluster import RAY, RayCluster
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """The running cluster. Tests that take a node down bring it back (:func:`healthy_cluster`)."""
+    if RAY is None:
+        pytest.fail("the Ray tests need the ray command: pip install 'ray[default]' (the test extra has it)")
+    cluster = RayCluster()
+    try:
+        try:
+            cluster.start()
+        except RuntimeError as exc:
+            pytest.fail(f"the Ray cluster did not start: {exc}")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def healthy_cluster(ray_cluster: RayCluster) -> Iterator[RayCluster]:
+    """The cluster; whatever node the test stopped is started again afterwards."""
+    yield ray_cluster
+    if not ray_cluster.head.running:
+        ray_cluster.head.stop()
+        ray_cluster.node.stop()
+        ray_cluster.start()
+    elif not ray_cluster.node.running:
+        ray_cluster.node.stop()
+        ray_cluster.start_node()

@@ -1,0 +1,227 @@
+"""A real Ray cluster for the tests: a head and a second node, two raylets with different resources, on this machine.
+
+Each node is ``ray start --block`` run as our child in a session of its own, with its own temp directory (short,
+for Ray's socket paths) below one root, and ports picked free: nothing is shared with another Ray on the machine,
+and ``ray stop`` (which stops every Ray here) is never used. A node is stopped by its pid: SIGTERM to ``ray start``,
+which takes its daemons down, then SIGKILL for whatever of its tree, or of any process working in the root (a
+job's entrypoint, a trial), is left. The head advertises 127.0.0.2 and the second node 127.0.0.3: Ray replaces
+127.0.0.1 by the machine's primary address. GCS health checks are quick, so a lost node is noticed in seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+RAY = shutil.which("ray")
+READY_TIMEOUT = 90.0
+STOP_TIMEOUT = 30.0
+HEAD_IP, NODE_IP = "127.0.0.2", "127.0.0.3"
+#: the head holds one "slot" and the second node two: trials asking for a slot go where one is free
+HEAD_RESOURCES = {"slot": 1, "head": 1}
+NODE_RESOURCES = {"slot": 2, "worker": 1}
+CPUS = 2
+ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_health_check_initial_delay_ms": "1000",
+    "RAY_health_check_period_ms": "500",
+    "RAY_health_check_timeout_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+    # a raylet that lost its head gives up soon (the head-restart test), rather than after a minute
+    "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid → (parent pid, start ticks) of every process of this machine."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            raw = Path(f"/proc/{name}/stat").read_text()
+            fields = raw[raw.rindex(")") + 2 :].split()
+            table[int(name)] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def descendants(roots: Iterable[int]) -> dict[int, int]:
+    """The processes below ``roots`` (and the roots), pid → start ticks."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = {}, [pid for pid in roots if pid in table]
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found[pid] = table[pid][1]
+            stack += children.get(pid, [])
+    return found
+
+
+def working_in(root: Path) -> dict[int, int]:
+    """Processes whose working directory or command line is below ``root``: a job's entrypoint, its trial."""
+    found = {}
+    marker = str(root)
+    for pid, (_, ticks) in _proc_table().items():
+        with contextlib.suppress(OSError):
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            if cwd.startswith(marker) or marker in cmdline:
+                found[pid] = ticks
+    found.pop(os.getpid(), None)
+    return found
+
+
+def kill_all(processes: dict[int, int]) -> None:
+    table = _proc_table()
+    for pid, ticks in processes.items():
+        if pid in table and table[pid][1] == ticks:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+class RayNode:
+    """One ``ray start --block``, our child."""
+
+    def __init__(self, name: str, root: Path, args: list[str]) -> None:
+        self.name = name
+        self.temp_dir = root / name
+        self.log = root / f"{name}.log"
+        self.args = args
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        assert RAY is not None, "the ray command is not installed (pip install 'ray[default]')"
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [RAY, "start", "--block", f"--temp-dir={self.temp_dir}", "--disable-usage-stats", *self.args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **ENV},
+            )
+
+    def raylet_pid(self) -> int:
+        assert self.process is not None
+        for pid in descendants([self.process.pid]):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"/raylet"):
+                    return pid
+        raise AssertionError(f"{self.name}: no raylet runs")
+
+    def stop(self) -> None:
+        """SIGTERM to ``ray start`` (it stops its daemons), then SIGKILL to whatever of its tree is left."""
+        if self.process is None:
+            return
+        tree = descendants([self.process.pid])
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        kill_all({**tree, **descendants(tree)})
+        self.process = None
+
+    def tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+
+class RayCluster:
+    """The head (dashboard on 127.0.0.1) and a second node, each with the resources above."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        # short: Ray's unix sockets live below the temp directories, and their paths are limited to 107 bytes
+        self.root = root or Path(tempfile.mkdtemp(prefix="tfray-", dir="/tmp"))
+        self.gcs_port, self.dashboard_port = free_port(), free_port()
+        self.address = f"http://127.0.0.1:{self.dashboard_port}"
+        self.head = RayNode("head", self.root, self._head_args())
+        self.node = RayNode("node", self.root, self._node_args())
+
+    def _head_args(self) -> list[str]:
+        return [
+            "--head",
+            f"--node-ip-address={HEAD_IP}",
+            f"--port={self.gcs_port}",
+            f"--num-cpus={CPUS}",
+            "--num-gpus=0",
+            f"--resources={json.dumps(HEAD_RESOURCES)}",
+            "--object-store-memory=100000000",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={self.dashboard_port}",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+        ]
+
+    def _node_args(self) -> list[str]:
+        return [
+            f"--address={HEAD_IP}:{self.gcs_port}",
+            f"--node-ip-address={NODE_IP}",
+            f"--num-cpus={CPUS}",
+            "--num-gpus=0",
+            f"--resources={json.dumps(NODE_RESOURCES)}",
+            "--object-store-memory=100000000",
+            f"--dashboard-agent-listen-port={free_port()}",
+        ]
+
+    def start(self) -> None:
+        self.start_head()
+        self.start_node()
+
+    def start_head(self) -> None:
+        self.head.start()
+        self._wait(lambda: HEAD_IP in self.alive_nodes().values(), self.head, "the head's Jobs API")
+
+    def start_node(self) -> None:
+        self.node.start()
+        self._wait(lambda: NODE_IP in self.alive_nodes().values(), self.node, "the second node to join")
+
+    def stop(self) -> None:
+        self.node.stop()
+        self.head.stop()
+        kill_all(working_in(self.root))
+
+    def alive_nodes(self) -> dict[str, str]:
+        """Node id → IP of the nodes the head counts alive ({} while the dashboard does not answer)."""
+        try:
+            with urllib.request.urlopen(f"{self.address}/api/v0/nodes", timeout=5) as response:
+                nodes = json.load(response)["data"]["result"]["result"]
+        except (OSError, ValueError, KeyError):
+            return {}
+        return {node["node_id"]: node["node_ip"] for node in nodes if node["state"] == "ALIVE"}
+
+    def node_id(self, ip: str) -> str:
+        return next(node_id for node_id, node_ip in self.alive_nodes().items() if node_ip == ip)
+
+    def _wait(self, ready: Callable[[], bool], node: RayNode, what: str) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not ready():
+            if not node.running or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} is not ready (ray start exited: {not node.running}):\n{node.tail()}")
+            time.sleep(0.5)
