@@ -223,5 +223,7 @@ class RayCluster:
         deadline = time.monotonic() + READY_TIMEOUT
         while not ready():
             if not node.running or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} is not ready (ray start exited: {not node.running}):\n{node.tail()}")
+                raise RuntimeError(
+                    f"{what} is not ready (ray start exited: {not node.running}):\n{node.tail()}"
+                )
             time.sleep(0.5)

@@ -50,7 +50,7 @@ class LogMirror:
     def apply(self, line: str) -> None:
         try:
             found = unframe(line)
-        except (ValueError, KeyError, TypeError, UnicodeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeError) as exc:
             log.warning(
                 "ray: a malformed trialfleet line in the job log of %s (%s)", self.trial_dir.name, exc
             )
