@@ -1,8 +1,10 @@
 """A real Ray cluster for the tests: a head and a second node, two raylets with different resources, on this machine.
 
-Each node is ``ray start --block`` run as our child in a session of its own, with its own temp directory (short,
-for Ray's socket paths) below one root, and ports picked free: nothing is shared with another Ray on the machine,
-and ``ray stop`` (which stops every Ray here) is never used. A node is stopped by its pid: SIGTERM to ``ray start``,
+Each node is ``ray start --block`` run as our child in a session of its own, the nodes sharing one temp directory
+(short, for Ray's socket paths) below a root of their own, as Ray's own multi-node test clusters do: a node's agent
+finds a job's log at the path the cluster's session names, which on one machine must be the same directory. Ports
+are picked free: nothing is shared with another Ray on the machine, and ``ray stop`` (which stops every Ray here)
+is never used. A node is stopped by its pid: SIGTERM to ``ray start``,
 which takes its daemons down, then SIGKILL for whatever of its tree, or of any process working in the root (a
 job's entrypoint, a trial), is left. The head advertises 127.0.0.2 and the second node 127.0.0.3: Ray replaces
 127.0.0.1 by the machine's primary address. GCS health checks are quick, so a lost node is noticed in seconds.
@@ -103,7 +105,7 @@ class RayNode:
 
     def __init__(self, name: str, root: Path, args: list[str]) -> None:
         self.name = name
-        self.temp_dir = root / name
+        self.temp_dir = root / "ray"
         self.log = root / f"{name}.log"
         self.args = args
         self.process: subprocess.Popen[bytes] | None = None
@@ -206,6 +208,7 @@ class RayCluster:
         self.node.stop()
         self.head.stop()
         kill_all(working_in(self.root))
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def alive_nodes(self) -> dict[str, str]:
         """Node id → IP of the nodes the head counts alive ({} while the dashboard does not answer)."""
