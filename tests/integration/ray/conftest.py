@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from ray_cluster import RAY, RayCluster
+from ray_cluster import HEAD_IP, NODE_IP, RAY, RayCluster
 
 
 @pytest.fixture(scope="session")
@@ -25,13 +25,15 @@ def ray_cluster() -> Iterator[RayCluster]:
 
 
 @pytest.fixture
-def healthy_cluster(ray_cluster: RayCluster) -> Iterator[RayCluster]:
-    """The cluster; whatever node the test stopped is started again afterwards."""
-    yield ray_cluster
-    if not ray_cluster.head.running:
+def healthy_cluster(ray_cluster: RayCluster) -> RayCluster:
+    """The cluster with both nodes up: what an earlier test took down is started again first (not after that
+    test, so that the session's last test, which restarts the head, costs no restart nobody needs)."""
+    alive = ray_cluster.alive_nodes().values()
+    if not ray_cluster.head.running or HEAD_IP not in alive:
+        ray_cluster.node.stop()
         ray_cluster.head.stop()
-        ray_cluster.node.stop()
         ray_cluster.start()
-    elif not ray_cluster.node.running:
-        ray_cluster.node.stop()
+    elif not ray_cluster.node.running or NODE_IP not in alive:
+        ray_cluster.node.stop()  # a node whose head restarted under it leaves on its own, or hangs on
         ray_cluster.start_node()
+    return ray_cluster

@@ -7,7 +7,8 @@ are picked free: nothing is shared with another Ray on the machine, and ``ray st
 is never used. A node is stopped by its pid: SIGTERM to ``ray start``,
 which takes its daemons down, then SIGKILL for whatever of its tree, or of any process working in the root (a
 job's entrypoint, a trial), is left. The head advertises 127.0.0.2 and the second node 127.0.0.3: Ray replaces
-127.0.0.1 by the machine's primary address. GCS health checks are quick, so a lost node is noticed in seconds.
+127.0.0.1 by the machine's primary address. GCS health checks are frequent, so a lost node is noticed in seconds. A node that does not come up (Ray waits 30 s
+for a raylet to register, which a loaded machine can exceed) is started once more.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ NODE_RESOURCES = {"slot": 2, "worker": 1}
 CPUS = 2
 ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_health_check_initial_delay_ms": "1000",
-    "RAY_health_check_period_ms": "500",
-    "RAY_health_check_timeout_ms": "1000",
-    "RAY_health_check_failure_threshold": "3",
+    # a killed raylet refuses connections at once, so five failed checks a second apart find it in ~5 s; the
+    # long timeout keeps a raylet that is merely slow on a loaded machine from being declared dead
+    "RAY_health_check_initial_delay_ms": "2000",
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_timeout_ms": "10000",
+    "RAY_health_check_failure_threshold": "5",
     # a raylet that lost its head gives up soon (the head-restart test), rather than after a minute
     "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
 }
@@ -51,7 +54,7 @@ def free_port() -> int:
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid → (parent pid, start ticks) of every process of this machine."""
+    """pid → (parent pid, start ticks) of every live process (zombies left out) of this machine."""
     table = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -59,7 +62,8 @@ def _proc_table() -> dict[int, tuple[int, int]]:
         with contextlib.suppress(OSError):
             raw = Path(f"/proc/{name}/stat").read_text()
             fields = raw[raw.rindex(")") + 2 :].split()
-            table[int(name)] = (int(fields[1]), int(fields[19]))
+            if fields[0] != "Z":
+                table[int(name)] = (int(fields[1]), int(fields[19]))
     return table
 
 
@@ -93,11 +97,19 @@ def working_in(root: Path) -> dict[int, int]:
 
 
 def kill_all(processes: dict[int, int]) -> None:
-    table = _proc_table()
-    for pid, ticks in processes.items():
-        if pid in table and table[pid][1] == ticks:
+    """SIGKILL each of ``processes`` (pid → start ticks) still running, and wait until they are gone."""
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while True:
+        table = _proc_table()
+        alive = [pid for pid, ticks in processes.items() if pid in table and table[pid][1] == ticks]
+        if not alive:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {alive} survived SIGKILL")
+        for pid in alive:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 class RayNode:
@@ -133,6 +145,10 @@ class RayNode:
                 if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"/raylet"):
                     return pid
         raise AssertionError(f"{self.name}: no raylet runs")
+
+    def kill_raylet(self) -> None:
+        """The node is lost, as when its machine goes: its raylet dies at once (``ray start`` then ends the rest)."""
+        os.kill(self.raylet_pid(), signal.SIGKILL)
 
     def stop(self) -> None:
         """SIGTERM to ``ray start`` (it stops its daemons), then SIGKILL to whatever of its tree is left."""
@@ -197,12 +213,21 @@ class RayCluster:
         self.start_node()
 
     def start_head(self) -> None:
-        self.head.start()
-        self._wait(lambda: HEAD_IP in self.alive_nodes().values(), self.head, "the head's Jobs API")
+        self._start(self.head, HEAD_IP, "the head's Jobs API")
 
     def start_node(self) -> None:
-        self.node.start()
-        self._wait(lambda: NODE_IP in self.alive_nodes().values(), self.node, "the second node to join")
+        self._start(self.node, NODE_IP, "the second node to join")
+
+    def _start(self, node: RayNode, ip: str, what: str) -> None:
+        for attempt in range(2):
+            node.start()
+            try:
+                self._wait(lambda: ip in self.alive_nodes().values(), node, what)
+                return
+            except RuntimeError:
+                node.stop()
+                if attempt:
+                    raise
 
     def stop(self) -> None:
         self.node.stop()

@@ -31,13 +31,13 @@ class TestRayContract(TrainingServiceContract):
         return RayTrainingService
 
     @pytest.fixture
-    def experiment_context(self, tmp_path: Path, ray_cluster: RayCluster) -> ExperimentContext:
-        return ray_context(tmp_path / "experiment", ray_cluster)
+    def experiment_context(self, tmp_path: Path, healthy_cluster: RayCluster) -> ExperimentContext:
+        return ray_context(tmp_path / "experiment", healthy_cluster)
 
     @pytest.fixture
-    def hard_kill(self, ray_cluster: RayCluster) -> Callable[[Mapping[str, Any]], Awaitable[None]]:
+    def hard_kill(self, healthy_cluster: RayCluster) -> Callable[[Mapping[str, Any]], Awaitable[None]]:
         async def kill(handle: Mapping[str, Any]) -> None:
-            entry_pid = node_record(ray_cluster, handle["submission_id"])["pid"]
+            entry_pid = node_record(healthy_cluster, handle["submission_id"])["pid"]
             tree = descendants([entry_pid])
             assert len(tree) >= 3, f"the entrypoint, the keeper and the trial should run: {tree}"
             kill_all(tree)
