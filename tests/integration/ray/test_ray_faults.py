@@ -41,7 +41,7 @@ nni.report_final_result(params["x"])
 
 
 async def test_a_trial_no_node_can_place_waits_with_rays_reason_until_cancelled(
-    tmp_path: Path, ray_cluster: RayCluster
+    tmp_path: Path, healthy_cluster: RayCluster
 ) -> None:
     context = ray_context(tmp_path / "experiment", healthy_cluster, trial_resources={"nowhere": 1})
     service = RayTrainingService(context)
