@@ -4,6 +4,8 @@ the same trivial trials on the same cluster. Figures are printed, never asserted
     python -m bench.ray                      # 16 trials, 4 at a time, 2 repetitions
     python -m bench.ray --trials 8 --reps 1
 
+It needs Ray Tune besides the test extra's Ray: ``pip install 'ray[tune]==2.60.0'`` (pandas, pyarrow, tensorboardX).
+
 The cluster is the Ray tests' own (``tests/integration/ray/ray_cluster.py``: a head and a second node of 2 CPUs
 each on this machine), started and stopped here. Every trial reserves half a CPU, so 4 fit at once on either
 side. The trial is ``bench/trials/trial_nni.py`` (``import nni``, read the parameters, report one final result);
