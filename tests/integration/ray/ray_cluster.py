@@ -42,15 +42,21 @@ ENV = {
     "RAY_health_check_period_ms": "1000",
     "RAY_health_check_timeout_ms": "10000",
     "RAY_health_check_failure_threshold": "5",
-    # a raylet that lost its head gives up soon (the head-restart test), rather than after a minute
-    "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
 }
 
 
+_TAKEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on, and not one handed out before (the kernel may offer a port twice)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _TAKEN:
+            _TAKEN.add(port)
+            return port
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:

@@ -77,12 +77,13 @@ class RayTrainingService(TrainingService):
         self._check_runtime_env()
         await self.jobs.connect()
         known = await self.jobs.jobs()
-        ours = [
-            job
-            for job in known.values()
+        ours = {
+            sid: job
+            for sid, job in known.items()
             if job.metadata.get(METADATA_EXPERIMENT) == self.context.experiment_id
-        ]
-        live = sum(not job.ended for job in ours)
+        }
+        self.watcher.jobs.update(ours)  # trials adopted next start from what Ray says of their jobs
+        live = sum(not job.ended for job in ours.values())
         log.info(
             "ray: connected to %s; %d job(s) of this experiment there, %d live",
             self.config.address,
