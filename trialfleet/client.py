@@ -33,7 +33,7 @@ class ExperimentRef:
 
     @property
     def running(self) -> bool:
-        return bool(self.entry.get("port")) and manifest.pid_alive(self.entry.get("pid"))
+        return bool(self.entry.get("port")) and manifest.manager_alive(dict(self.entry))
 
     @property
     def status(self) -> str:

@@ -129,5 +129,9 @@ class PortInUseError(TrialfleetError):
     exit_code = 2
 
 
+class TrialFileRefusedError(TrialfleetError):
+    """A trial file that is never served: a private one (command.json) or not a regular file (a FIFO)."""
+
+
 class ManagerUnreachableError(TrialfleetError):
     pass

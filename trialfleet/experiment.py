@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.experiment_data import TrialJob, TrialMetricData, TrialResult
+from trialfleet.layout import log_files
 
 if TYPE_CHECKING:
     from trialfleet.client import ExperimentClient
@@ -113,7 +114,7 @@ class Experiment:
         if self.mode is not RunMode.Detach:
             atexit.register(self.stop)
         if self.mode is RunMode.Foreground:
-            self._log_stop = _follow_log(experiment_dir / "log" / "manager.log")
+            self._log_stop = _follow_log(log_files(experiment_dir).manager)
 
     def _validated_config(self) -> ExperimentConfig:
         from trialfleet.config import ExperimentConfig
@@ -133,7 +134,10 @@ class Experiment:
         atexit.unregister(self.stop)
         if self._log_stop is not None:
             self._log_stop.set()
-        if self._pid is not None and not stop_manager(self._pid):
+        stopped_in_time = (
+            self._pid is None or self._experiment_dir is None or stop_manager(self._pid, self._experiment_dir)
+        )
+        if not stopped_in_time:
             _logger.warning("the manager of experiment %s (pid %d) did not stop in time", self.id, self._pid)
         self._pid = None
         self.port = None

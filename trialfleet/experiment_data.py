@@ -50,7 +50,7 @@ class TrialMetricData:
 class TrialHyperParameters:
     parameter_id: int | None
     parameter_source: str
-    parameters: dict[str, Any]
+    parameters: Any  # a dict, or a bare value (NNI's BatchTuner)
     parameter_index: int = 0
 
 

@@ -60,7 +60,10 @@ def to_csv(records: Sequence[Mapping[str, Any]]) -> str:
 def _csv_row(record: Mapping[str, Any]) -> dict[str, Any]:
     value = json.loads(record["value"])
     metrics = value if isinstance(value, dict) else {"reward": value}
-    row = {k: _cell(v) for k, v in {**record["parameter"], **metrics}.items()}
+    parameters = record["parameter"]
+    if not isinstance(parameters, dict):  # a bare value (NNI's BatchTuner): one column
+        parameters = {"parameter": json.dumps(parameters)}
+    row = {k: _cell(v) for k, v in {**parameters, **metrics}.items()}
     row["trialJobId"] = record["trialJobId"]
     if "intermediate" in record:
         row["intermediate"] = "[" + ",".join(record["intermediate"]) + "]"

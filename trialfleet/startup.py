@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from trialfleet.errors import ExperimentStateError, PlatformNotAvailableError
-from trialfleet.storage import manifest
+from trialfleet.storage import manifest, secrets
 
 if TYPE_CHECKING:
     from trialfleet.client import ExperimentRef
@@ -80,9 +80,9 @@ def check_relaunch(
             f"experiment {ref.id} is running (port {ref.entry.get('port')}); stop it before you {action} it"
         )
     if action == "resume":
-        if ref.status != "STOPPED":
+        if ref.status not in ("STOPPED", "DONE"):
             raise ExperimentStateError(
-                f"only stopped experiments can be resumed; experiment {ref.id} is {ref.status} "
+                f"only stopped or finished experiments can be resumed; experiment {ref.id} is {ref.status} "
                 f"(`trialfleet view {ref.id}` shows it read-only)"
             )
         preflight(stored_config(ref))
@@ -90,11 +90,10 @@ def check_relaunch(
 
 
 def stored_config(ref: ExperimentRef) -> ExperimentConfig:
-    from trialfleet.config import ExperimentConfig
     from trialfleet.storage import ExperimentStore
 
     store = ExperimentStore.for_experiment_dir(ref.experiment_dir, readonly=True)
     try:
-        return ExperimentConfig.from_json(store.experiment().config)
+        return secrets.manager_config(store, ref.experiment_dir)
     finally:
         store.close()

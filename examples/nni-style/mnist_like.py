@@ -18,7 +18,7 @@ def get_params() -> argparse.Namespace:
     parser.add_argument("--momentum", type=float, default=0.5)
     parser.add_argument("--hidden_size", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--sleep", type=float, default=0.2)
+    parser.add_argument("--sleep", type=float, default=1.6)  # an epoch's time, long enough to kill -9 the manager
     args, _ = parser.parse_known_args()
     return args
 

@@ -29,7 +29,7 @@ def mse(weights: list[float], data: list[tuple[float, float]], degree: int) -> f
 def main() -> None:
     params = trial.get_next_parameter() or {"lr": 0.1, "degree": 3, "epochs": 20, "l2": 1e-4}
     degree, lr, l2 = int(params["degree"]), float(params["lr"]), float(params["l2"])
-    train, valid = make_data(20000, seed=1), make_data(1000, seed=2)
+    train, valid = make_data(1000, seed=1), make_data(300, seed=2)
     weights = [0.0] * (degree + 1)
     for _epoch in range(int(params["epochs"])):
         for x, y in train:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,23 @@ def test_a_finished_experiment_renders_every_page_with_its_trials(tmp_path: Path
         assert page.locator("#chart-duration .barlayer .point").count() == 24
         assert page.locator("#chart-parallel .y-axis").count() == 4
         screenshot(page, "charts")
+
+
+def test_when_every_trial_fails_the_overview_and_the_trial_show_why(tmp_path: Path, page: Any) -> None:
+    """A trial run by a python without the module it imports (an unactivated virtual environment)."""
+    command = f"{sys.executable} -c 'import no_such_module_here'"
+    _, experiment_dir = new_experiment(tmp_path, trial_command=command, max_trial_number=2)
+    with manager_process(experiment_dir, "create") as manager:
+        page.goto(f"{manager.url}/#/overview")
+        callout = page.locator("#first-failure")
+        callout.wait_for(timeout=60_000)
+        assert "none succeeded yet" in callout.inner_text()
+        assert "ModuleNotFoundError: No module named 'no_such_module_here'" in callout.inner_text()
+        page.goto(f"{manager.url}/#/trials")
+        page.locator("#trials-table tbody tr[data-status=FAILED]").first.click()
+        log = page.locator("#trial-log")
+        log.wait_for()
+        wait_for(
+            lambda: "No module named 'no_such_module_here'" in log.inner_text(), what="stderr in the drawer"
+        )
+        assert page.locator("#trial-detail .tab[data-tab=logs]").get_attribute("class") == "tab active"

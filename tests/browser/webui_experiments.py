@@ -161,4 +161,4 @@ def manager_process(experiment_dir: Path, action: str) -> Iterator[Launched]:
     try:
         yield launched
     finally:
-        stop_manager(launched.pid)
+        stop_manager(launched.pid, experiment_dir)

@@ -22,7 +22,9 @@ def test_mounts_appear_at_container_paths_only_inside(tmp_path: Path) -> None:
     storage.mkdir()
     (storage / "code.txt").write_text("from the storage\n")
     target = f"/mnt/trialfleet-test-{os.getpid()}/data"
-    script = f"cat {target}/code.txt; echo written > {target}/out.txt; echo $NNI_X; env | grep -c MANAGER_ONLY"
+    script = (
+        f"cat {target}/code.txt; echo written > {target}/out.txt; echo $NNI_X; env | grep -c MANAGER_ONLY"
+    )
     os.environ["MANAGER_ONLY"] = "1"
     try:
         container = Container(

@@ -38,9 +38,12 @@ BAD_CONFIGS = [
     (
         "unavailable_platform",
         lambda text: text.replace(
-            "platform: local", "platform: dlts\n  dashboard: http://dlts\n  image: img"
+            "platform: local",
+            "platform: dlc\n  image: img\n  podCount: 1\n  ecsSpec: ecs.c6.large\n  region: cn-hangzhou\n"
+            "  workspaceId: ws\n  nasDataSourceId: nas\n  accessKeyId: id\n  accessKeySecret: secret\n"
+            "  localStorageMountPoint: /mnt/nas\n  containerStorageMountPoint: /mnt/nas",
         ),
-        "'dlts' is not available",
+        "'dlc' is not available",
     ),
 ]
 #: refused after the file was read: the message names what is refused, not the file

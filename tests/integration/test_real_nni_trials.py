@@ -79,9 +79,7 @@ async def test_trials_importing_the_real_nni_report_through_its_own_channel(
     for trial in trials:
         trial_dir = Path(trial.handle["trial_dir"])  # type: ignore[index]
         nni_file = (trial_dir / "nni_file").read_text()
-        assert "trialfleet" not in nni_file and Path(nni_file).is_relative_to(
-            Path(real_nni_python).parent.parent
-        )
+        assert Path(nni_file).is_relative_to(Path(real_nni_python).parent.parent), "not the real nni"
         x = trial.hyper_parameters["x"]
         assert [json.loads(m.data) for m in manager.store.metrics(trial.id, type="PERIODICAL")] == [
             x,

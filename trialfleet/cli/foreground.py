@@ -29,8 +29,9 @@ def run(
     url_prefix: str = "",
 ) -> int:
     """Serve the experiment until it is DONE, ERROR or stopped; returns the manager's exit code."""
-    from trialfleet.manager.process import setup_logging
+    from trialfleet.manager.process import hold_experiment, setup_logging
 
+    hold_experiment(experiment_dir)
     setup_logging(experiment_dir, debug, console=debug)
     return asyncio.run(_serve_with_progress(experiment_dir, action, sock, public_read, url_prefix))
 
@@ -91,7 +92,21 @@ def _panel(store: ExperimentStore, maximize: bool) -> RenderableType:
         else ""
     )
     body = f"{experiment.status.value}  {fmt_duration(experiment.exec_duration)}  trials: {', '.join(parts) or '-'}"
-    return Panel(f"{body}\n{best_text}".rstrip(), title=f"experiment {experiment.id}", title_align="left")
+    text = f"{body}\n{best_text}".rstrip()
+    if counts.get(TrialStatus.FAILED) and not counts.get(TrialStatus.SUCCEEDED):
+        text += _first_failure(store)
+    return Panel(text, title=f"experiment {experiment.id}", title_align="left")
+
+
+def _first_failure(store: ExperimentStore) -> str:
+    """While every finished trial failed: what the first one wrote to stderr (the manager recorded it)."""
+    from trialfleet.manager.experiment_manager import FIRST_FAILURE_EVENT
+
+    events = store.events(event=FIRST_FAILURE_EVENT)
+    if not events or not events[0].data:
+        return ""
+    failure = events[0].data
+    return f"\nfirst failure, trial {failure['trialId']} ({failure['message']}); its stderr ends with:\n{failure['stderrTail']}"
 
 
 def _print_best(store: ExperimentStore, maximize: bool) -> None:
@@ -106,3 +121,7 @@ def _print_best(store: ExperimentStore, maximize: bool) -> None:
     if rows:
         title = f"best trials ({'max' if maximize else 'min'}imize)"
         print_table(title, ["trial", "#", "default metric", "parameters"], rows)
+    elif store.trial_counts().get(TrialStatus.FAILED):
+        console().print(
+            f"[red]no trial succeeded.[/red]{_first_failure(store)}", markup=True, highlight=False
+        )

@@ -278,7 +278,7 @@ def stop(
         return
     for ref in refs:
         console().print(f"Stopping experiment {ref.id}")
-        if not stop_manager(int(ref.entry["pid"])):
+        if not stop_manager(int(ref.entry["pid"]), ref.experiment_dir):
             raise TrialfleetError(
                 f"the manager of experiment {ref.id} (pid {ref.entry['pid']}) did not stop in 60 s"
             )

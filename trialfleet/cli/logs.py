@@ -15,7 +15,10 @@ TailOption = typer.Option(None, "--tail", "-T", min=0, help="only the last N lin
 HeadOption = typer.Option(None, "--head", "-H", min=0, help="only the first N lines")
 
 #: what each command shows, from the experiment's log directory
-_LOG_FILES = {"stdout": ("manager.log", "nnictl_stdout.log"), "stderr": ("nnictl_stderr.log",)}
+_LOG_FILES = {
+    "stdout": ("manager.log", "nnimanager.log", "nnictl_stdout.log"),
+    "stderr": ("nnictl_stderr.log",),
+}
 
 
 def _lines(text: str, head: int | None, tail: int | None) -> str:

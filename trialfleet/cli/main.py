@@ -54,11 +54,13 @@ def _debug_requested(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: a TrialfleetError is one block on stderr and its exit code (no traceback
     unless --debug or TRIALFLEET_DEBUG=1)."""
+    from trialfleet.cli.abbreviations import expand_abbreviations
     from trialfleet.errors import TrialfleetError
 
     args = sys.argv[1:] if argv is None else argv
     command = typer.main.get_command(app)
     try:
+        args = expand_abbreviations(command, args)
         result = command.main(args=args, prog_name="trialfleet", standalone_mode=False)
     except TrialfleetError as exc:
         if _debug_requested(args):

@@ -16,7 +16,12 @@ def platforms(as_json: bool = typer.Option(False, "--json", help="as JSON")) -> 
         print_json(described)
         return
     rows = [
-        (d["name"], d["status"] + (f": {d['problem']}" if d["problem"] else ""), d["source"], d["service"] or "")
+        (
+            d["name"],
+            d["status"] + (f": {d['problem']}" if d["problem"] else ""),
+            d["source"],
+            d["service"] or "",
+        )
         for d in described
     ]
     print_table(None, ["platform", "status", "from", "service"], rows)

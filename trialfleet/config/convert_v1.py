@@ -2,7 +2,8 @@
 
 Keys v2 has no place for are dropped with a warning, as NNI does. Deliberate differences: a machine's
 ``passphrase`` becomes ``sshPassphrase`` (NNI keeps the old name, which its own v2 schema then refuses), and
-``adl`` configs convert to an ``AdlConfig`` block so they load (NNI hands them to a legacy launcher).
+``adl`` and ``dlts`` configs convert to their platform's block so they load (NNI hands ``adl`` to a legacy launcher
+and ran ``dlts`` only from v1 configs).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from trialfleet.config.units import show_value
 from trialfleet.errors import ConfigError, ConfigProblem
 
 _PLATFORMS = {"local": "local", "remote": "remote", "pai": "openpai", "aml": "aml", "adl": "adl"}
-_PLATFORMS |= {"kubeflow": "kubeflow", "frameworkcontroller": "frameworkcontroller"}
+_PLATFORMS |= {"kubeflow": "kubeflow", "frameworkcontroller": "frameworkcontroller", "dlts": "dlts"}
+#: ``dltsConfig`` keys as NNI wrote them, and those trialfleet adds (its storage, a fixed GPU type)
+_DLTS = ("dashboard", "cluster", "team", "email", "password", "gpuType", "preemptionAllowed")
+_DLTS_STORAGE = ("localStorageMountPoint", "containerStorageMountPoint")
 _DROPPED = ("authorName", "description", "multiThread", "versionCheck", "logCollection")
 _TOP_LEVEL = {
     "experimentName": "experimentName",
@@ -123,7 +127,7 @@ class _Converter:
         if not isinstance(platform, str) or platform not in _PLATFORMS:
             if platform is None:
                 message = "required field is missing (a legacy v1 config names its platform here)"
-            elif platform in ("hybrid", "dlts"):
+            elif platform == "hybrid":
                 message = (
                     f"platform {platform!r} cannot be converted to a v2 config (NNI 3.0 has no such service)"
                 )
@@ -221,9 +225,18 @@ class _Converter:
         self.move(trial, service, {"image": "dockerImage"})
         aml = self.section(self.rest, "amlConfig", "")
         renames = {key: key for key in ("subscriptionId", "resourceGroup", "workspaceName", "computeTarget")}
+        renames |= {
+            key: key for key in ("cloud", "cloudMetadata", "disableInstanceDiscovery")
+        }  # trialfleet's
         self.move(aml, service, renames | {"maxTrialNumPerGpu": "maxTrialNumberPerGpu"})
         self.drop(aml, ("useActiveGpu",), "amlConfig")
         self.leftover(aml, "amlConfig")
+
+    def _dlts(self, trial: dict[str, Any], service: dict[str, Any]) -> None:
+        self.move(trial, service, {"image": "image"})
+        dlts = self.section(self.rest, "dltsConfig", "")
+        self.move(dlts, service, {key: key for key in (*_DLTS, *_DLTS_STORAGE)})
+        self.leftover(dlts, "dltsConfig")
 
     def _kubeflow(self, trial: dict[str, Any], service: dict[str, Any]) -> None:
         config = self.section(self.rest, "kubeflowConfig", "")

@@ -46,6 +46,7 @@ from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.config.shared_storage import SharedStorageConfig
 from trialfleet.config.units import show_value
 from trialfleet.errors import ConfigError, PlatformNotAvailableError
+from trialfleet.layout import default_working_directory
 
 
 def _platform_name(data: Mapping[Any, Any]) -> Any:
@@ -137,8 +138,9 @@ class ExperimentConfig(ConfigModel):
     use_annotation: bool = False
     debug: bool = False
     log_level: LogLevel = "info"  # "debug" when debug is true and logLevel is unset
+    # ~/trialfleet-experiments, or NNI's ~/nni-experiments with TRIALFLEET_LAYOUT=nni (trialfleet/layout.py)
     experiment_working_directory: ConfigPath = Field(
-        default=Path("~/trialfleet-experiments"), validate_default=True
+        default_factory=default_working_directory, validate_default=True
     )
     tuner_gpu_indices: GpuIndices = None
     tuner: AlgorithmConfig
@@ -239,6 +241,7 @@ class ExperimentConfig(ConfigModel):
     def updated(self, **fields: Any) -> ExperimentConfig:
         """A copy with some of :data:`UPDATABLE` changed while the experiment runs, validated by this model as a
         config file's values are (the REST server, the CLI and the Python API all come through here)."""
+
         def key(name: str) -> str:
             info = type(self).model_fields.get(name)
             return (info.alias or name) if info is not None else name

@@ -65,7 +65,9 @@ def build_model(
 
 def unacted_warnings(model: BaseModel) -> list[str]:
     """One line per field set in ``model`` that is accepted but not acted on (the manager logs them)."""
-    return [f"{format_key_path(path)}: accepted but not acted on: {why}" for path, why in unacted_fields(model)]
+    return [
+        f"{format_key_path(path)}: accepted but not acted on: {why}" for path, why in unacted_fields(model)
+    ]
 
 
 def unacted_fields(model: BaseModel, path: KeyPath = ()) -> list[tuple[KeyPath, str]]:
@@ -74,7 +76,10 @@ def unacted_fields(model: BaseModel, path: KeyPath = ()) -> list[tuple[KeyPath, 
     not_acted_on: dict[str, str] = getattr(model, "not_acted_on", {})
     for name, info in type(model).model_fields.items():
         alias = info.alias or name
-        if name in not_acted_on and name in model.model_fields_set:
+        set_here = name in model.model_fields_set and getattr(model, name) != info.get_default(
+            call_default_factory=True
+        )
+        if name in not_acted_on and set_here:  # (a stored config holds the defaults too)
             found.append(((*path, alias), not_acted_on[name]))
         value = getattr(model, name)
         items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]

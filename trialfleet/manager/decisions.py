@@ -110,7 +110,10 @@ def scalar_of(value: object) -> float | None:
         value = value.get("default")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an integer no float holds
+        return None
 
 
 def contiguous_history(points: dict[int, object]) -> Sequence[object] | None:

@@ -18,6 +18,7 @@ import logging
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialfleet.manager import decisions
@@ -28,8 +29,15 @@ if TYPE_CHECKING:
     from trialfleet.config.algorithm import AlgorithmConfig
     from trialfleet.tuning.base import Assessor, Tuner
 
-log = logging.getLogger("trialfleet.manager")
+log = logging.getLogger("trialfleet.manager.driver")
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What the tuner proposed: any JSON value (a dict usually; NNI's BatchTuner may hand out ``None``)."""
+
+    parameters: Any
 
 
 class AlgorithmDriver:
@@ -71,7 +79,9 @@ class AlgorithmDriver:
             if not trial.status.is_terminal and not getattr(tuner, "restores_live_trials", False):
                 self._unknown_to_tuner.add(trial.id)
             value = decisions.decode_metric(trial.final_data) if trial.final_data else None
-            history.append(HistoryRecord(trial.parameter_id, trial.hyper_parameters, value, trial.status.value))
+            history.append(
+                HistoryRecord(trial.parameter_id, trial.hyper_parameters, value, trial.status.value)
+            )
         await self._call(tuner.restore, history)
         if self.assessor is not None:
             await self._restore_assessor(trials, periodical)
@@ -97,14 +107,14 @@ class AlgorithmDriver:
 
     # ---- proposals and results -----------------------------------------------------------------------
 
-    async def propose(self, parameter_id: int) -> dict[str, Any] | None:
+    async def propose(self, parameter_id: int) -> Proposal | None:
         """Parameters for a new trial, or None when the tuner has none now (or failed)."""
         from trialfleet.tuning import NoMoreTrialError
 
         if self.failed:
             return None
         try:
-            params: dict[str, Any] = await self._call(self._tuner().generate_parameters, parameter_id)
+            params = await self._call(self._tuner().generate_parameters, parameter_id)
         except NoMoreTrialError:
             log.info("the tuner has no more trials")
             self.tuner_done = True
@@ -112,7 +122,7 @@ class AlgorithmDriver:
         except Exception:
             self._fail(f"tuner failed in generate_parameters:\n{traceback.format_exc()}")
             return None
-        return params
+        return Proposal(params)
 
     async def final_result(self, trial: TrialRow) -> None:
         """The trial's first FINAL metric (``trial.final_data``), for the tuner, once."""

@@ -17,15 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trialfleet.config import ExperimentConfig
-from trialfleet.errors import ExperimentStateError
+from trialfleet.errors import ExperimentStateError, TrialfleetError
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock, SystemClock, wait_for_event
 from trialfleet.manager.driver import AlgorithmDriver
 from trialfleet.manager.reconciler import Reconciler
 from trialfleet.manager.scheduler import Scheduler
 from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
-from trialfleet.storage import ExperimentStore, TrialRow
+from trialfleet.storage import ExperimentStore, TrialRow, secrets
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 
 log = logging.getLogger("trialfleet.manager")
@@ -33,8 +32,11 @@ log = logging.getLogger("trialfleet.manager")
 _LOOP_STATUSES = frozenset(
     {ExperimentStatus.RUNNING, ExperimentStatus.NO_MORE_TRIAL, ExperimentStatus.TUNER_NO_MORE_TRIAL}
 )
+FIRST_FAILURE_EVENT = "FIRST_FAILURE"
+FAILURE_TAIL_LINES = 15
+_ENDED = frozenset({ExperimentStatus.DONE, ExperimentStatus.STOPPED, ExperimentStatus.ERROR})
 _STOP_GRACE_SECONDS = 20.0
-_PERSIST_DURATION_EVERY = 10.0
+_PERSIST_DURATION_EVERY = 1.0  # the CLI's progress and the web UI read it from the store
 
 ServiceFactory = Callable[[ExperimentContext], TrainingService]
 
@@ -43,7 +45,8 @@ class ExperimentManager:
     """Runs (or views) one experiment whose directory and database already exist.
 
     ``service_factory`` builds the training service (default: the platform registry's class for the
-    config's ``platform``); ``clock`` is the manager's time.
+    config's ``platform``); ``clock`` is the manager's time; ``port`` the one its REST server listens on (a
+    platform's relay listens on the next one, as NNI's REST channel did).
     """
 
     def __init__(
@@ -53,6 +56,7 @@ class ExperimentManager:
         clock: Clock | None = None,
         readonly: bool = False,
         service_factory: ServiceFactory | None = None,
+        port: int | None = None,
     ) -> None:
         self.experiment_dir = Path(experiment_dir)
         self.clock: Clock = clock or SystemClock()
@@ -60,7 +64,7 @@ class ExperimentManager:
         self.store = ExperimentStore.for_experiment_dir(self.experiment_dir)
         row = self.store.experiment()
         self.experiment_id = row.id
-        self.config = ExperimentConfig.from_json(row.config)
+        self.config = secrets.manager_config(self.store, self.experiment_dir)
         self.status = ExperimentStatus.VIEWED if readonly else row.status
         self.error: str | None = row.error
         self.exec_duration = row.exec_duration
@@ -69,8 +73,12 @@ class ExperimentManager:
         self.reconciler = Reconciler(self.store, self.driver, self.clock)
         self.scheduler = Scheduler(self.store, self.driver, self.clock)
         self._service_factory = service_factory
+        self.port = port
         self._kick = asyncio.Event()
         self._stop_requested = asyncio.Event()
+        self._keep_status = False
+        #: the first failed trial's message and stderr tail, while none succeeded (overview, progress)
+        self.first_failure: dict[str, str] | None = None
         self._last_tick = self.clock.monotonic()
         self._last_persist = self._last_tick
 
@@ -89,20 +97,23 @@ class ExperimentManager:
         await self.driver.start(self.config.tuner, self.config.assessor, self.config.search_space)
         self.service = self._build_service()
         await self.service.start()
+        log.info("%s experiment: %s", "Resuming" if resume else "Starting", self.experiment_id)
         if resume:
             self.scheduler.pending = (await self.reconciler.resume(self.service)).pending
         else:
             waiting = self.store.trials(status=TrialStatus.WAITING)
             self.scheduler.pending = [t.id for t in waiting if t.handle is None]
-        self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING")
+        self._set_status(ExperimentStatus.RUNNING, event="EXPERIMENT_RUNNING", end_time=None)
 
     def _build_service(self) -> TrainingService:
         services = self.config.training_service
         if isinstance(services, list):
             from trialfleet.errors import PlatformNotAvailableError
 
-            raise PlatformNotAvailableError("hybrid experiments (trainingService as a list) are not available yet")
-        context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, services)
+            raise PlatformNotAvailableError(
+                "hybrid experiments (trainingService as a list) are not available yet"
+            )
+        context = ExperimentContext(self.experiment_id, self.experiment_dir, self.config, services, self.port)
         if self._service_factory is not None:
             return self._service_factory(context)
         from trialfleet.training_services.registry import get_training_service_class
@@ -145,12 +156,40 @@ class ExperimentManager:
             await self._trial_ended(trial)
 
     async def _trial_ended(self, trial: TrialRow) -> None:
+        if trial.failure_kind == FailureKind.EXPERIMENT_STOPPED.value and self.status in _LOOP_STATUSES:
+            # an interrupted stop's cancel reached it after this manager resumed: re-run it, as resume would
+            self.store.retry_trial(trial.id, self.clock.time(), "re-run: the experiment's stop ended it")
+            self.scheduler.queue(trial.id)
+            return
+        if trial.status is TrialStatus.FAILED and self.first_failure is None:
+            await self._explain_failure(trial)
         await self.driver.trial_ended(trial)
         if decisions.should_retry(
             trial.status, trial.failure_kind, trial.attempt, self.config.max_trial_retries
         ):
             self.store.retry_trial(trial.id, self.clock.time(), f"retry after: {trial.message}")
             self.scheduler.queue(trial.id)
+
+    async def _explain_failure(self, trial: TrialRow) -> None:
+        """While no trial has succeeded, the first failure's stderr is what the user needs (a missing module,
+        the wrong python): logged, kept for the web UI's overview and the CLI's progress, in the store."""
+        if self.store.trial_counts().get(TrialStatus.SUCCEEDED):
+            return
+        tail = ""
+        if trial.handle is not None and self.service is not None:
+            try:
+                stderr = await self.service.read_trial_file(trial.id, trial.handle, "stderr")
+                tail = "\n".join(stderr.decode("utf-8", "replace").splitlines()[-FAILURE_TAIL_LINES:])
+            except (OSError, ValueError, TrialfleetError) as exc:
+                tail = f"(its stderr cannot be read: {exc})"
+        self.first_failure = {"trialId": trial.id, "message": trial.message or "", "stderrTail": tail}
+        self.store.add_event(FIRST_FAILURE_EVENT, self.clock.time(), trial.id, self.first_failure)
+        log.warning(
+            "trial %s failed (%s) before any succeeded; its stderr ends with:\n%s",
+            trial.id,
+            trial.message,
+            tail,
+        )
 
     async def _wait(self) -> None:
         assert self.service is not None
@@ -166,7 +205,10 @@ class ExperimentManager:
                 fut.cancel()
         self._kick.clear()
 
-    def request_stop(self) -> None:
+    def request_stop(self, *, keep_status: bool = False) -> None:
+        """End the loop; the experiment is then STOPPED, unless ``keep_status`` (it finished: DONE or ERROR
+        stays what it was)."""
+        self._keep_status = keep_status
         self._stop_requested.set()
 
     async def wait_until(self, statuses: set[ExperimentStatus], timeout: float | None = None) -> None:
@@ -177,9 +219,14 @@ class ExperimentManager:
         await asyncio.wait_for(_poll(), timeout)
 
     async def _shutdown(self) -> None:
+        final = self.status if self._keep_status else ExperimentStatus.STOPPED
         self._set_status(ExperimentStatus.STOPPING)
         assert self.service is not None
-        for trial_id in list(self.service.live):
+        live = list(self.service.live)
+        self.store.request_cancel(
+            live, TrialStatus.SYS_CANCELED
+        )  # before any is sent: see Reconciler._ending
+        for trial_id in live:
             await self.service.cancel(trial_id, TrialStatus.SYS_CANCELED)
         deadline = self.clock.monotonic() + _STOP_GRACE_SECONDS
         while self.service.live and self.clock.monotonic() < deadline:
@@ -188,15 +235,14 @@ class ExperimentManager:
         await self.service.close(kill_trials=True)
         now = self.clock.time()
         for trial in self.store.trials(status=(TrialStatus.WAITING, TrialStatus.RUNNING)):
-            self.store.end_trial(
-                trial.id,
-                TrialStatus.SYS_CANCELED,
-                now,
-                message="experiment stopped",
-                failure_kind=FailureKind.EXPERIMENT_STOPPED.value,
-            )
+            status: TrialStatus = TrialStatus.SYS_CANCELED
+            kind = FailureKind.EXPERIMENT_STOPPED  # re-run by resume
+            if trial.cancel_status in (TrialStatus.USER_CANCELED, TrialStatus.EARLY_STOPPED):
+                status, kind = trial.cancel_status, FailureKind.CANCELED  # as it was asked
+            self.store.end_trial(trial.id, status, now, message="experiment stopped", failure_kind=kind.value)
         self._tick_duration(force_persist=True)
-        self._set_status(ExperimentStatus.STOPPED, event="EXPERIMENT_STOPPED", end_time=now)
+        end_time = self.store.experiment().end_time if final is ExperimentStatus.DONE else now
+        self._set_status(final, event=f"EXPERIMENT_{final.value}", end_time=end_time or now)
         self.driver.close()
 
     # ---- status --------------------------------------------------------------------------------------
@@ -211,7 +257,6 @@ class ExperimentManager:
             live_trials=self.scheduler.live_count(),
         )
         if new is not self.status:
-            log.info("experiment %s: %s", self.experiment_id, new.value)
             self._set_status(
                 new,
                 event=f"EXPERIMENT_{new.value}",
@@ -228,6 +273,12 @@ class ExperimentManager:
             self.store.update_experiment(exec_duration=self.exec_duration)
 
     def _set_status(self, status: ExperimentStatus, *, event: str | None = None, **fields: Any) -> None:
+        if status is not self.status:  # NNI's lines, which users' scripts grep in nnimanager.log
+            log.info("Change NNIManager status from: %s to: %s", self.status.value, status.value)
+            if status is ExperimentStatus.DONE:
+                log.info("Experiment done.")
+            elif status is ExperimentStatus.STOPPED:
+                log.info("Experiment stopped.")
         self.status = status
         self.store.update_experiment(
             now=self.clock.time(),
@@ -238,12 +289,16 @@ class ExperimentManager:
         )
         from trialfleet.storage import manifest
 
-        manifest.upsert(self.experiment_id, status=status.value)
+        ended = status in _ENDED and "end_time" in fields
+        end_ms = int(fields["end_time"] * 1000) if ended and fields["end_time"] is not None else None
+        manifest.upsert(self.experiment_id, status=status.value, endTime=end_ms if ended else None)
 
     def fail(self, message: str) -> None:
         log.error("experiment %s failed: %s", self.experiment_id, message)
         self.error = message
-        self._set_status(ExperimentStatus.ERROR, event="EXPERIMENT_ERROR", error=message)
+        self._set_status(
+            ExperimentStatus.ERROR, event="EXPERIMENT_ERROR", error=message, end_time=self.clock.time()
+        )
 
     # ---- commands (REST, CLI, Python API) -------------------------------------------------------------
 
@@ -253,6 +308,9 @@ class ExperimentManager:
 
     async def cancel_trial(self, trial_id: str, status: TrialStatus = TrialStatus.USER_CANCELED) -> None:
         self._require_writable()
+        trial = self.store.trial(trial_id)
+        if trial.status.is_terminal:
+            raise ExperimentStateError(f"trial {trial_id} has already ended ({trial.status.value})")
         await self._cancel(trial_id, status)
 
     async def _cancel(self, trial_id: str, status: TrialStatus) -> None:
@@ -277,6 +335,7 @@ class ExperimentManager:
             )
             await self._trial_ended(self.store.trial(trial_id))
         elif self.service is not None:
+            self.store.request_cancel([trial_id], status)  # durable before it is sent
             await self.service.cancel(trial_id, status)
         self._kick.set()
 
@@ -306,7 +365,7 @@ class ExperimentManager:
                 raise ConfigError(exc.message, file="update", key_path=where) from exc
         self.config = updated
         self.store.update_experiment(
-            now=self.clock.time(), event="CONFIG_UPDATED", config=self.config.to_json(include_secrets=True)
+            now=self.clock.time(), event="CONFIG_UPDATED", config=secrets.stored_form(self.config)[0]
         )
         if "search_space" in fields and self.driver.tuner is not None:
             assert self.config.search_space is not None

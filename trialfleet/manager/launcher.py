@@ -22,7 +22,8 @@ from trialfleet.config import ExperimentConfig
 from trialfleet.errors import ExperimentStateError, ManagerUnreachableError, PortInUseError, TrialfleetError
 from trialfleet.manager.decisions import new_experiment_id
 from trialfleet.status import ExperimentStatus
-from trialfleet.storage import ExperimentStore, manifest
+from trialfleet.storage import ExperimentStore, manifest, secrets
+from trialfleet.storage.manager_lock import manager_running
 
 DEFAULT_PORT = 8080
 READY_TIMEOUT = 60.0
@@ -92,9 +93,11 @@ def create_experiment(config: ExperimentConfig, experiment_id: str | None = None
         raise ExperimentStateError(f"experiment {experiment_id} already exists in {experiment_dir}")
     for sub in ("db", "log", "trials"):
         (experiment_dir / sub).mkdir(parents=True, exist_ok=True)
+    stored, secret_values = secrets.stored_form(config)
+    secrets.save(experiment_dir, secret_values)
     store = ExperimentStore.for_experiment_dir(experiment_dir)
     try:
-        store.init_experiment(experiment_id, config.to_json(include_secrets=True), time.time())
+        store.init_experiment(experiment_id, stored, time.time())
     finally:
         store.close()
     _link_latest(experiment_dir)
@@ -216,8 +219,8 @@ def wait_ready(
     raise ManagerUnreachableError(f"the manager did not answer at {url} within {timeout:.0f} s")
 
 
-def stop_manager(pid: int, timeout: float = 60.0) -> bool:
-    """SIGTERM the manager (it stops its trials) and wait for it to exit; True if it did."""
+def stop_manager(pid: int, experiment_dir: Path, timeout: float = 60.0) -> bool:
+    """SIGTERM the manager (it stops its trials) and wait until it let go of the experiment; True if it did."""
     import signal
 
     try:
@@ -226,14 +229,7 @@ def stop_manager(pid: int, timeout: float = 60.0) -> bool:
         return True
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not manifest.pid_alive(pid) or _is_zombie(pid):
+        if not manager_running(experiment_dir):
             return True
         time.sleep(0.05)
     return False
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False

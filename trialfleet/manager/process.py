@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -19,10 +20,12 @@ from typing import Any
 
 from trialfleet.access import AccessPolicy
 from trialfleet.errors import TrialfleetError
+from trialfleet.layout import log_files
 from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import bind_socket, connect_url
 from trialfleet.status import ExperimentStatus
 from trialfleet.storage import manifest
+from trialfleet.storage.manager_lock import ManagerLock
 
 log = logging.getLogger("trialfleet.manager")
 
@@ -40,8 +43,13 @@ LOG_LEVELS = {
 }
 
 
+#: the loggers NNI's dispatcher.log held: built-in and custom tuners and assessors
+DISPATCHER_LOGGERS = ("trialfleet.tuning", "trialfleet.manager.driver", "nni")
+
+
 def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
-    handlers: list[logging.Handler] = [logging.FileHandler(experiment_dir / "log" / "manager.log")]
+    files = log_files(experiment_dir)
+    handlers: list[logging.Handler] = [logging.FileHandler(files.manager)]
     if console:
         handlers.append(logging.StreamHandler(sys.stderr))
     logging.basicConfig(
@@ -50,6 +58,11 @@ def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
         handlers=handlers,
         force=True,
     )
+    if files.dispatcher is not None:
+        dispatcher = logging.FileHandler(files.dispatcher)
+        dispatcher.setFormatter(handlers[0].formatter)
+        for name in DISPATCHER_LOGGERS:
+            logging.getLogger(name).addHandler(dispatcher)
 
 
 async def serve(
@@ -62,8 +75,9 @@ async def serve(
     url_prefix: str = "",
 ) -> int:
     """Run the manager and its server until stopped; returns a process exit code. Beyond loopback the
-    server asks for the experiment's access token (``public_read``: for changes only)."""
-    manager = ExperimentManager(experiment_dir, readonly=action == "view")
+    server asks for the experiment's access token (``public_read``: for changes only). The caller holds the
+    experiment's lock (:func:`hold_experiment`)."""
+    manager = ExperimentManager(experiment_dir, readonly=action == "view", port=sock.getsockname()[1])
     config = manager.config
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # --debug on the command line wins
         debug = config.debug or any(service.debug for service in config.training_services)
@@ -99,6 +113,16 @@ async def serve(
     return 1 if manager.error else 0
 
 
+def hold_experiment(experiment_dir: Path) -> ManagerLock:
+    """Take the experiment's lock for the rest of this process's life (the kernel releases it at exit, so
+    whoever waits for it sees the process gone), or raise ExperimentStateError naming the holder."""
+    lock = ManagerLock(experiment_dir)
+    lock.acquire()
+    with contextlib.suppress(OSError):  # its owner's only (docs/security.md); older versions left it open
+        Path(experiment_dir).chmod(0o700)
+    return lock
+
+
 def _import_server() -> Callable[..., Any]:
     import uvicorn  # noqa: F401 - imported here, off the event loop's thread
 
@@ -109,7 +133,7 @@ def _import_server() -> Callable[..., Any]:
 
 async def _stop_when_finished(manager: ExperimentManager) -> None:
     await manager.wait_until(_FINISHED)
-    manager.request_stop()
+    manager.request_stop(keep_status=True)  # it finished: DONE (or ERROR) stays, not STOPPED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.experiment_dir, args.debug, console=args.foreground)
     try:
+        hold_experiment(args.experiment_dir)
         sock = bind_socket(args.port, args.host)
     except TrialfleetError as exc:
+        log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     return asyncio.run(

@@ -9,6 +9,7 @@ silently dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,9 +21,11 @@ from trialfleet.manager.driver import AlgorithmDriver
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric, TrialRow
 from trialfleet.training_services.base import TrainingService
-from trialfleet.training_services.events import PollBatch, TrialMetric, TrialProblem
+from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialProblem
 
 log = logging.getLogger("trialfleet.manager")
+
+_CANCELED = (TrialStatus.USER_CANCELED, TrialStatus.SYS_CANCELED, TrialStatus.EARLY_STOPPED)
 
 
 @dataclass
@@ -43,6 +46,12 @@ class Resumed:
     )
 
 
+def log_status_change(trial_id: str, before: TrialStatus, after: TrialStatus) -> None:
+    """NNI's line for it, which users' scripts grep in nnimanager.log."""
+    if before is not after:
+        log.info("Trial job %s status changed from %s to %s", trial_id, before.value, after.value)
+
+
 class Reconciler:
     def __init__(self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock) -> None:
         self.store = store
@@ -55,7 +64,9 @@ class Reconciler:
         for waiting in batch.waiting:
             self.store.set_waiting_reason(waiting.trial_id, waiting.reason)
         for started in batch.started:
+            before = self.store.trial(started.trial_id).status
             self.store.mark_running(started.trial_id, started.timestamp)
+            log_status_change(started.trial_id, before, TrialStatus.RUNNING)
         if batch.metrics or batch.problems:
             self._store_metrics(batch)
         for problem in batch.problems:
@@ -65,14 +76,11 @@ class Reconciler:
             if not await self._feed(metric):
                 applied.early_stop.append(metric.trial_id)
         for ended in batch.ended:
-            status = ended.status
-            failure_kind = ended.failure_kind.value if ended.failure_kind else None
-            if ended.trial_id in self.cancel_requested and status is TrialStatus.FAILED:
-                failure_kind = FailureKind.CANCELED.value
-            if stopping and status is TrialStatus.SYS_CANCELED:
-                failure_kind = FailureKind.EXPERIMENT_STOPPED.value  # re-run by resume
+            stored = self.store.trial(ended.trial_id)
+            status, failure_kind = self._ending(ended, stored, stopping)
             self.cancel_requested.discard(ended.trial_id)
             self.driver.forget(ended.trial_id)
+            before = stored.status
             self.store.end_trial(
                 ended.trial_id,
                 status,
@@ -82,7 +90,25 @@ class Reconciler:
                 failure_kind=failure_kind,
             )
             applied.ended.append(self.store.trial(ended.trial_id))
+            log_status_change(ended.trial_id, before, status)
         return applied
+
+    def _ending(self, ended: TrialEnded, stored: TrialRow, stopping: bool) -> tuple[TrialStatus, str | None]:
+        """The status and failure kind to store. A trial the manager asked to end ends with the reason stored
+        before the request was sent — which the platform, or a service that re-adopted the trial after the
+        manager was killed, may not know; one the experiment's stop ended is re-run (by resume, or at once
+        when a resumed manager sees it end)."""
+        status = ended.status
+        failure_kind = ended.failure_kind.value if ended.failure_kind else None
+        requested = stored.cancel_status
+        if requested is not None or ended.trial_id in self.cancel_requested:
+            if status is TrialStatus.FAILED:
+                failure_kind = FailureKind.CANCELED.value  # killed by the request
+            elif requested is not None and status in _CANCELED:
+                status = requested
+        if status is TrialStatus.SYS_CANCELED and (stopping or requested is TrialStatus.SYS_CANCELED):
+            failure_kind = FailureKind.EXPERIMENT_STOPPED.value
+        return status, failure_kind
 
     async def _feed(self, metric: TrialMetric) -> bool:
         """Give a stored metric to the driver; False when the assessor wants the trial stopped."""
@@ -99,14 +125,15 @@ class Reconciler:
         return False
 
     def _store_metrics(self, batch: PollBatch) -> None:
+        # a live trial's metrics are its current attempt's: an earlier attempt ended before this one ran
+        attempts = {tid: self.store.trial(tid).attempt for tid in {m.trial_id for m in batch.metrics}}
         rows = []
         for m in batch.metrics:
             final_value = None
             if m.type == "FINAL":
                 final_value = decisions.scalar_of(decisions.decode_metric(m.data))
-            rows.append(
-                NewMetric(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, final_value)
-            )
+            row = NewMetric(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, final_value)
+            rows.append(dataclasses.replace(row, attempt=attempts[m.trial_id]))
         cursors: dict[str, dict[str, Any]] = {}
         items: list[TrialMetric | TrialProblem] = [*batch.metrics, *batch.problems]
         for item in items:
@@ -147,6 +174,10 @@ class Reconciler:
         if trial.handle is not None:
             await service.adopt(trial.id, trial.handle, trial.cursor)
             self.store.add_event("ADOPTED", self.clock.time(), trial.id)
+            if trial.cancel_status in (TrialStatus.USER_CANCELED, TrialStatus.EARLY_STOPPED):
+                # asked of the previous manager, which may have been killed before sending it
+                self.cancel_requested.add(trial.id)
+                await service.cancel(trial.id, trial.cancel_status)
             return trial, "adopted"
         queue(trial.id)
         return trial, "queued"

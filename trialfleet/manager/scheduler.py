@@ -17,6 +17,7 @@ from trialfleet.errors import TrialfleetError
 from trialfleet.manager import decisions
 from trialfleet.manager.clock import Clock
 from trialfleet.manager.driver import AlgorithmDriver
+from trialfleet.manager.reconciler import log_status_change
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, TrialRow
 from trialfleet.training_services.base import TrainingService
@@ -71,10 +72,10 @@ class Scheduler:
         )
         for _ in range(wanted):
             (parameter_id,) = self.store.allocate_parameter_ids(1)
-            params = await self.driver.propose(parameter_id)
-            if params is None:
+            proposal = await self.driver.propose(parameter_id)
+            if proposal is None:
                 return
-            record = decisions.parameter_record(parameter_id, params)
+            record = decisions.parameter_record(parameter_id, proposal.parameters)
             self.queue(self.store.add_trial(decisions.new_trial_id(), record, self.clock.time()).id)
 
     # ---- submission ----------------------------------------------------------------------------------
@@ -98,6 +99,7 @@ class Scheduler:
                     message=str(exc),
                     failure_kind=FailureKind.INFRASTRUCTURE.value,
                 )
+                log_status_change(trial.id, TrialStatus.WAITING, TrialStatus.FAILED)
                 refused.append(self.store.trial(trial.id))
                 continue
             if isinstance(result, Deferred):
@@ -108,6 +110,8 @@ class Scheduler:
             self.store.mark_submitted(
                 trial.id, result.handle, result.location, self.clock.time(), running=result.started
             )
+            if result.started:
+                log_status_change(trial.id, TrialStatus.WAITING, TrialStatus.RUNNING)
         return refused
 
     @staticmethod

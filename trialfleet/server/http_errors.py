@@ -24,6 +24,7 @@ from trialfleet.errors import (
     ConfigError,
     ExperimentNotFoundError,
     ExperimentStateError,
+    TrialFileRefusedError,
     TrialfleetError,
 )
 
@@ -35,6 +36,7 @@ _STATUS_OF: Sequence[tuple[type[TrialfleetError], int]] = (
     (ConfigError, 422),
     (ExperimentNotFoundError, 404),
     (ExperimentStateError, 409),
+    (TrialFileRefusedError, 403),
 )
 
 

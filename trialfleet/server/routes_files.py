@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Iterator
+from pathlib import Path as FilePath
+from typing import Any, BinaryIO
 
 from fastapi import APIRouter, Depends, Path, Response
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from trialfleet.server.context import ServerContext, context
 from trialfleet.server.http_errors import not_found
+from trialfleet.training_services.trial_dir import open_trial_file
 
 api_router = APIRouter()
 logs_router = APIRouter()
 
 #: what NNI's web UI asks for → the manager's log (the tuner runs inside the manager)
-_LOG_ALIASES = {"nnimanager.log": "manager.log", "dispatcher.log": "manager.log"}
+#: NNI's log names and trialfleet's, for an experiment made with the other layout (trialfleet/layout.py)
+_LOG_ALIASES = {
+    "nnimanager.log": "manager.log",
+    "dispatcher.log": "manager.log",
+    "manager.log": "nnimanager.log",
+}
 
 
 #: a plain file name: no separators (the schema states it, so a bad name is a 422 like any bad parameter)
 PLAIN_NAME = r"^[^/\\\x00]+$"
+
+
+_CHUNK = 1 << 16
 
 
 def _check_name(name: str) -> None:
@@ -55,16 +67,63 @@ async def trial_file(
     if row.handle is None:
         raise not_found(f"trial {trial_id} has not started yet; it has no files")
     service = ctx.manager.service
-    if service is not None:
-        content = await service.read_trial_file(trial_id, row.handle, filename)
-    else:  # a viewed experiment: no training service, the trial directory is read directly
-        content = await run_in_threadpool(ctx.reader.read_trial_file, row, filename)
+    # a viewed experiment has no training service: its trial directories are read here
+    here = service.trial_dir_here(row.handle) if service is not None else ctx.reader.trial_dir(row)
+    if here is not None:
+        return await run_in_threadpool(_streamed, here, filename, trial_id)
+    assert service is not None
+    content = await service.read_trial_file(trial_id, row.handle, filename)
     if not content:
         return Response(f"{filename} is empty.", media_type="text/plain")
     try:
         return Response(content.decode("utf-8"), media_type="text/plain")
     except UnicodeDecodeError:
         return Response(content, media_type="application/octet-stream")
+
+
+def _streamed(trial_dir: FilePath, filename: str, trial_id: str) -> Response:
+    """The file as it is now (its size when opened), in chunks: a 100 MB log costs the server one chunk of
+    memory, not the file's size several times over."""
+    try:
+        f = open_trial_file(trial_dir, filename)
+    except ValueError:
+        raise not_found(f"{filename!r} is outside the directory of trial {trial_id}") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise not_found(f"trial {trial_id} has no file {filename!r} (looked in {trial_dir})") from None
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(min(size, _CHUNK))
+    if not head:
+        f.close()
+        return Response(f"{filename} is empty.", media_type="text/plain")
+    text = _utf8(head, complete=len(head) == size)
+    return StreamingResponse(
+        _chunks(f, head, size),
+        media_type="text/plain" if text else "application/octet-stream",
+        headers={"Content-Length": str(size)},
+    )
+
+
+def _chunks(f: BinaryIO, head: bytes, size: int) -> Iterator[bytes]:
+    try:
+        yield head
+        left = size - len(head)
+        while left > 0:
+            chunk = f.read(min(left, _CHUNK))
+            if not chunk:
+                return  # truncated meanwhile: the client sees a short body
+            left -= len(chunk)
+            yield chunk
+    finally:
+        f.close()
+
+
+def _utf8(head: bytes, *, complete: bool) -> bool:
+    """Whether the file looks like UTF-8 text from its first chunk (a character cut at the chunk's end is fine)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return not complete and exc.reason == "unexpected end of data" and exc.start >= len(head) - 3
+    return True
 
 
 @logs_router.get(

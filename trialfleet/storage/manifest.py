@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from trialfleet.storage.manager_lock import manager_running
+
 
 def trialfleet_home() -> Path:
     return Path(os.environ.get("TRIALFLEET_HOME") or Path.home() / ".trialfleet")
@@ -69,12 +71,20 @@ def remove(experiment_id: str) -> None:
         entries.pop(experiment_id, None)
 
 
+def manager_alive(entry: dict[str, Any]) -> bool:
+    """Whether the entry's manager runs: its experiment's lock is held (a pid may be a zombie or reused)."""
+    directory = entry.get("experimentDir")
+    if directory:
+        return manager_running(Path(directory))
+    return pid_alive(entry.get("pid"))
+
+
 def entries() -> dict[str, dict[str, Any]]:
-    """All entries; an entry whose manager process is gone is shown STOPPED (or its final status)."""
+    """All entries; an entry whose manager is gone is shown STOPPED, unless it ended DONE or in ERROR."""
     result = _read(manifest_path())
     for entry in result.values():
-        if not pid_alive(entry.get("pid")):
-            if entry.get("status") != "ERROR":
+        if not manager_alive(entry):
+            if entry.get("status") not in ("ERROR", "DONE"):
                 entry["status"] = "STOPPED"
             entry.pop("port", None)
     return result

@@ -21,6 +21,7 @@ _SUMMARY_COLUMNS = (
     "location, message, parameter_source"
 )
 
+
 @dataclass(frozen=True)
 class TrialPage:
     total: int
@@ -122,7 +123,8 @@ class TrialQueries:
         (total,) = self._rows(f"SELECT COUNT(*) FROM trials{where}", args)[0]
         rows = self._rows(
             f"SELECT {_SUMMARY_COLUMNS}, "
-            "(SELECT COUNT(*) FROM metrics m WHERE m.trial_id = trials.id AND m.type = 'PERIODICAL') "
+            "(SELECT COUNT(*) FROM metrics m WHERE m.trial_id = trials.id AND m.attempt = trials.attempt "
+            "AND m.type = 'PERIODICAL') "
             f"FROM trials{where}{order_by(sort, descending=descending)} LIMIT ? OFFSET ?",
             [*args, limit, offset],
         )
@@ -144,8 +146,9 @@ class TrialQueries:
 
     def trial_metrics(self, trial_id: str, after: int = 0) -> list[dict[str, Any]]:
         rows = self._rows(
-            "SELECT id, type, sequence, data, timestamp FROM metrics WHERE trial_id = ? AND id > ? ORDER BY id",
-            (trial_id, after),
+            "SELECT id, type, sequence, data, timestamp FROM metrics WHERE trial_id = ? AND id > ? "
+            "AND attempt = (SELECT attempt FROM trials WHERE id = ?) ORDER BY id",
+            (trial_id, after, trial_id),
         )
         return [
             {"id": r[0], "type": r[1], "sequence": r[2], "value": json.loads(r[3]), "timestamp": _ms(r[4])}
@@ -168,8 +171,9 @@ class TrialQueries:
         if ids:
             value = _metric_value_sql(selection.key)
             rows = self._rows(
-                f"SELECT trial_id, sequence, {value} FROM metrics WHERE type = 'PERIODICAL' "
-                f"AND trial_id IN ({', '.join('?' for _ in ids)}) ORDER BY trial_id, sequence",
+                f"SELECT m.trial_id, m.sequence, {value} FROM metrics m JOIN trials t ON t.id = m.trial_id "
+                "AND t.attempt = m.attempt WHERE m.type = 'PERIODICAL' "
+                f"AND m.trial_id IN ({', '.join('?' for _ in ids)}) ORDER BY m.trial_id, m.sequence",
                 ids,
             )
             for trial_id, step, v in rows:

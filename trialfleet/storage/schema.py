@@ -2,6 +2,8 @@
 
 Version history (never edit a released step; add one):
   1  experiment, trials, attempts, metrics, events (append-only), imported_data
+  2  metrics.attempt: a metric belongs to the attempt of its trial that reported it (a re-run starts afresh);
+     trials.cancel_status: why the manager asked a trial to end, stored before the request is sent
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import sqlite3
 
 from trialfleet.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = """
 CREATE TABLE experiment (
@@ -86,8 +88,16 @@ CREATE TABLE imported_data (
 );
 """
 
+# metrics stored before version 2 are taken to be their trial's current attempt's, as they were shown
+_V2 = """
+ALTER TABLE metrics ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+UPDATE metrics SET attempt = (SELECT attempt FROM trials WHERE trials.id = metrics.trial_id);
+CREATE INDEX metrics_trial_attempt ON metrics(trial_id, attempt, id);
+ALTER TABLE trials ADD COLUMN cancel_status TEXT;
+"""
+
 #: MIGRATIONS[n] upgrades a database at version n-1 to version n
-MIGRATIONS: dict[int, str] = {1: _V1}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
 
 
 def current_version(conn: sqlite3.Connection) -> int:

@@ -67,12 +67,14 @@ class TrialRow:
     cursor: dict[str, Any]
     final_data: str | None
     final_value: float | None
+    #: the status the manager asked the running trial to end with (a cancel not yet seen to end), else None
+    cancel_status: TrialStatus | None = None
 
     @property
-    def hyper_parameters(self) -> dict[str, Any]:
+    def hyper_parameters(self) -> Any:
+        """The parameters the trial was given: a dict usually, any JSON value (NNI's BatchTuner)."""
         record: dict[str, Any] = json.loads(self.parameters)
-        params: dict[str, Any] = record.get("parameters", {})
-        return params
+        return record.get("parameters", {})
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class MetricRow:
     sequence: int
     data: str
     timestamp: float
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,11 +107,12 @@ class NewMetric:
     data: str
     timestamp: float
     final_value: float | None = None  # the default metric of a FINAL one, for sorting
+    attempt: int = 0  # the trial's attempt that reported it
 
 
 _TRIAL_COLUMNS = (
     "id, sequence_id, parameter_id, parameter_source, parameters, status, message, failure_kind, submit_time, "
-    "start_time, end_time, exit_code, attempt, handle, location, cursor, final_data, final_value"
+    "start_time, end_time, exit_code, attempt, handle, location, cursor, final_data, final_value, cancel_status"
 )
 
 
@@ -132,7 +136,13 @@ def _trial(row: Sequence[Any]) -> TrialRow:
         cursor=json.loads(row[15]),
         final_data=row[16],
         final_value=row[17],
+        cancel_status=TrialStatus(row[18]) if row[18] else None,
     )
+
+
+_METRIC_COLUMNS = "m.id, m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, m.attempt"
+#: a metric of a trial's current attempt (``t`` is its trial)
+_CURRENT_ATTEMPT = " JOIN trials t ON t.id = m.trial_id AND t.attempt = m.attempt"
 
 
 def _metric(row: Sequence[Any]) -> MetricRow:
@@ -318,6 +328,18 @@ class ExperimentStore:
             if running:
                 self._event(conn, "RUNNING", trial_id, None, now)
 
+    def request_cancel(self, trial_ids: Iterable[str], status: TrialStatus) -> None:
+        """Record, before the request is sent, that the manager asks these unfinished trials to end with
+        ``status``: a manager killed meanwhile learns the reason on resume."""
+        # the stop's reason never replaces another; the user's or the assessor's replaces the stop's (the
+        # trial a resumed manager re-adopted after an interrupted stop may then be canceled for good)
+        reason = "COALESCE(cancel_status, ?)" if status is TrialStatus.SYS_CANCELED else "?"
+        with self._transaction() as conn:
+            conn.executemany(
+                f"UPDATE trials SET cancel_status = {reason} WHERE id = ? AND status IN ('WAITING', 'RUNNING')",
+                [(status.value, trial_id) for trial_id in trial_ids],
+            )
+
     def mark_running(self, trial_id: str, now: float) -> None:
         with self._transaction() as conn:
             conn.execute(
@@ -330,11 +352,13 @@ class ExperimentStore:
     def add_metrics(self, metrics: Sequence[NewMetric], cursors: Mapping[str, Mapping[str, Any]]) -> None:
         """Store metrics and the channel cursor after them, in one transaction (exactly-once delivery).
         The first FINAL metric of a trial becomes its final result."""
-        rows = [(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp) for m in metrics]
+        rows = [
+            (m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, m.attempt) for m in metrics
+        ]
         with self._transaction() as conn:
             conn.executemany(
-                "INSERT INTO metrics (trial_id, parameter_id, type, sequence, data, timestamp) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO metrics (trial_id, parameter_id, type, sequence, data, timestamp, attempt) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             conn.executemany(
@@ -367,8 +391,8 @@ class ExperimentStore:
             if row is None:
                 raise StoreError(f"unknown trial {trial_id}")
             conn.execute(
-                "UPDATE trials SET status = ?, end_time = ?, exit_code = ?, message = ?, failure_kind = ? "
-                "WHERE id = ?",
+                "UPDATE trials SET status = ?, end_time = ?, exit_code = ?, message = ?, failure_kind = ?, "
+                "cancel_status = NULL WHERE id = ?",
                 (status.value, now, exit_code, message, failure_kind, trial_id),
             )
             conn.execute(
@@ -387,10 +411,11 @@ class ExperimentStore:
     def retry_trial(self, trial_id: str, now: float, reason: str) -> TrialRow:
         """Start a new attempt of a finished trial with the same parameters (back to WAITING)."""
         with self._transaction() as conn:
+            # the new attempt starts afresh: the earlier one's metrics stay with it (attempts, metrics.attempt)
             conn.execute(
                 "UPDATE trials SET status = 'WAITING', attempt = attempt + 1, message = ?, handle = NULL, "
                 "location = NULL, cursor = '{}', start_time = NULL, end_time = NULL, exit_code = NULL, "
-                "failure_kind = NULL WHERE id = ?",
+                "failure_kind = NULL, final_data = NULL, final_value = NULL, cancel_status = NULL WHERE id = ?",
                 (reason, trial_id),
             )
             self._event(conn, "RETRY", trial_id, {"reason": reason}, now)
@@ -459,16 +484,22 @@ class ExperimentStore:
         type: str | None = None,
         after_id: int = 0,
         limit: int | None = None,
+        every_attempt: bool = False,
     ) -> list[MetricRow]:
-        sql = "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics WHERE id > ?"
+        """Metrics in the order they were stored: of each trial's current attempt (NNI's routes show those),
+        or of every attempt."""
+        sql = f"SELECT {_METRIC_COLUMNS} FROM metrics m"
+        if not every_attempt:
+            sql += _CURRENT_ATTEMPT
+        sql += " WHERE m.id > ?"
         args: list[Any] = [after_id]
         if trial_id is not None:
-            sql += " AND trial_id = ?"
+            sql += " AND m.trial_id = ?"
             args.append(trial_id)
         if type is not None:
-            sql += " AND type = ?"
+            sql += " AND m.type = ?"
             args.append(type)
-        sql += " ORDER BY id"
+        sql += " ORDER BY m.id"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
@@ -480,8 +511,8 @@ class ExperimentStore:
         for start in range(0, len(trial_ids), 500):
             chunk = list(trial_ids[start : start + 500])
             rows += self._query(
-                "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics "
-                f"WHERE type = 'FINAL' AND trial_id IN ({', '.join('?' for _ in chunk)}) ORDER BY id",
+                f"SELECT {_METRIC_COLUMNS} FROM metrics m{_CURRENT_ATTEMPT} "
+                f"WHERE m.type = 'FINAL' AND m.trial_id IN ({', '.join('?' for _ in chunk)}) ORDER BY m.id",
                 chunk,
             )
         return [_metric(r) for r in rows]
@@ -490,8 +521,8 @@ class ExperimentStore:
         return [
             _metric(r)
             for r in self._query(
-                "SELECT m.id, m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp FROM metrics m "
-                "JOIN trials t ON t.id = m.trial_id WHERE t.sequence_id BETWEEN ? AND ? ORDER BY m.id",
+                f"SELECT {_METRIC_COLUMNS} FROM metrics m{_CURRENT_ATTEMPT} "
+                "WHERE t.sequence_id BETWEEN ? AND ? ORDER BY m.id",
                 (low, high),
             )
         ]
@@ -501,9 +532,9 @@ class ExperimentStore:
         return [
             _metric(r)
             for r in self._query(
-                "SELECT id, trial_id, parameter_id, type, sequence, data, timestamp FROM metrics "
-                "WHERE type != 'PERIODICAL' OR id IN (SELECT MAX(id) FROM metrics WHERE type = 'PERIODICAL' "
-                "GROUP BY trial_id) ORDER BY id"
+                f"SELECT {_METRIC_COLUMNS} FROM metrics m{_CURRENT_ATTEMPT} "
+                "WHERE m.type != 'PERIODICAL' OR m.id IN (SELECT MAX(id) FROM metrics WHERE type = 'PERIODICAL' "
+                "GROUP BY trial_id, attempt) ORDER BY m.id"
             )
         ]
 
@@ -517,7 +548,9 @@ class ExperimentStore:
                 conditions.append(f"{column} = ?")
                 args.append(value)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        rows = self._query(f"SELECT id, timestamp, trial_id, event, data FROM events{where} ORDER BY id", args)
+        rows = self._query(
+            f"SELECT id, timestamp, trial_id, event, data FROM events{where} ORDER BY id", args
+        )
         return [EventRow(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None) for r in rows]
 
     def add_event(

@@ -150,6 +150,11 @@ class TrainingService(ABC):
     async def read_trial_file(self, trial_id: str, handle: Mapping[str, Any], name: str) -> bytes:
         return await self._read_file(handle, name)
 
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        """The trial's directory as this machine sees it, when its files can be opened here (the server then
+        streams them to clients, whatever their size); None: they are read whole with ``read_trial_file``."""
+        return None
+
     async def close(self, kill_trials: bool = True) -> None:
         if kill_trials:
             for live in list(self.live.values()):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from trialfleet.training_services.spec import TrialSpec
 
@@ -60,3 +60,22 @@ def trial_environment(
         else:
             env[key] = value
     return env
+
+
+def environment_change(
+    env: Mapping[str, str], inherited: Mapping[str, str], keep: Iterable[str] = ()
+) -> tuple[dict[str, str], list[str]]:
+    """What turns ``inherited`` (the worker's environment) into ``env``: the variables to set and the names to
+    remove. ``command.json`` holds only this — never the worker's whole environment, with whatever secrets it
+    has. NNI's variables, the GPU ones and ``keep`` (the spec's own) are always set, even where they happen to
+    equal the inherited value: a re-adopting manager reads them there."""
+    kept = set(keep)
+    overlay = {
+        name: value
+        for name, value in env.items()
+        if inherited.get(name) != value or name.startswith("NNI_") or name in _GPU_VARIABLES or name in kept
+    }
+    return overlay, sorted(name for name in inherited if name not in env)
+
+
+_GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")

@@ -21,8 +21,11 @@ from typing import Any
 
 from trialfleet.training_services.events import TrialMetric, TrialProblem
 from trialfleet.training_services.trial_dir import METRICS_FILE, STDOUT_FILE
+from trialfleet.trial_keeper import keeper
 
 MAX_METRIC_BYTES = 1_000_000
+MAX_ID = 2**63 - 1  # sequence numbers and parameter ids are stored as SQLite integers
+MAX_VALUE_DEPTH = 32  # a metric value nests lists and objects at most this deep (SQLite's JSON reads it)
 METRIC_TYPES = {"FINAL": "FINAL", "PERIODICAL": "PERIODICAL", "INTERMEDIATE": "PERIODICAL"}
 
 _HEADER = re.compile(rb"ME(\d{6})")
@@ -132,6 +135,8 @@ def decode_metric(
         record = json.loads(payload)
     except ValueError as exc:
         return problem(f"metric record is not JSON ({exc}): {payload[:80]!r}")
+    except RecursionError:
+        return problem(f"metric record is nested too deeply to read: {payload[:80]!r}")
     if not isinstance(record, dict):
         return problem(f"metric record is not a JSON object: {payload[:80]!r}")
     if record.get("type") == "REQUEST_PARAMETER":
@@ -140,10 +145,10 @@ def decode_metric(
     sequence, parameter_id, value = record.get("sequence", 0), record.get("parameter_id"), record.get("value")
     if kind is None:
         return problem(f"unknown metric type {record.get('type')!r} (expected FINAL or PERIODICAL)")
-    if not _is_int(sequence):
-        return problem(f"metric sequence {sequence!r} is not an integer")
-    if parameter_id is not None and not _is_int(parameter_id):
-        return problem(f"metric parameter_id {parameter_id!r} is not an integer")
+    if not _is_int(sequence) or not 0 <= sequence <= MAX_ID:
+        return problem(f"metric sequence {_short(sequence)} is not an integer from 0 to {MAX_ID}")
+    if parameter_id is not None and (not _is_int(parameter_id) or not 0 <= parameter_id <= MAX_ID):
+        return problem(f"metric parameter_id {_short(parameter_id)} is not an integer from 0 to {MAX_ID}")
     if not isinstance(value, str):
         return problem(f"metric value must be a JSON string (NNI's nni.dump), got {type(value).__name__}")
     why = _metric_value_problem(value)
@@ -156,17 +161,41 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def _metric_value_problem(value: str) -> str | None:
     try:
         metric = json.loads(value)
     except ValueError:
         return f"metric value is not JSON: {value[:80]!r}"
+    except RecursionError:
+        return f"metric value is nested too deeply to read: {value[:80]!r}"
+    if _depth(metric) > MAX_VALUE_DEPTH:
+        return f"metric value is nested more than {MAX_VALUE_DEPTH} levels deep: {value[:80]!r}"
     number = metric.get("default") if isinstance(metric, dict) else metric
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         return f"metric must be a number or a dict with a numeric 'default', got {value[:80]!r}"
-    if not math.isfinite(number):
+    try:
+        finite = math.isfinite(number)
+    except OverflowError:  # an integer no float can hold
+        return f"metric is too large for a number: {value[:80]!r}"
+    if not finite:
         return f"metric is not a finite number: {value[:80]!r}"
     return None
+
+
+def _depth(value: object) -> int:
+    """How deeply ``value`` nests lists and objects (walked without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack += [(child, level + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return deepest
 
 
 Parser = Callable[..., tuple[list[RawRecord], int, list[StreamProblem]]]
@@ -225,13 +254,11 @@ class MetricReader:
 
 def _read_from(path: Path, offset: int) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+        f = keeper.open_regular(str(path))
+    except (FileNotFoundError, keeper.NotRegularFile):  # a FIFO the trial made there is never waited on
         return b""
-    try:
-        return os.pread(fd, _READ_CHUNK, offset)
-    finally:
-        os.close(fd)
+    with f:
+        return os.pread(f.fileno(), _READ_CHUNK, offset)
 
 
 def channel_offsets(cursor: Mapping[str, Any]) -> dict[str, int]:

@@ -92,8 +92,8 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
         _builtin("kubeflow", "kubernetes", "KubeflowConfig", None),
         _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", None),
         _builtin("adl", "kubernetes", "AdlConfig", None),
-        _builtin("dlts", "dlts", "DltsConfig", None),
-        _builtin("aml", "aml", "AmlConfig", None),
+        _builtin("dlts", "dlts", "DltsConfig", "DltsTrainingService"),
+        _builtin("aml", "aml", "AmlConfig", "AmlTrainingService"),
         _builtin("dlc", "dlc", "DlcConfig", None),
     )
 }

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import os
 import re
 import secrets
 import socket
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import PlatformError
@@ -37,6 +38,7 @@ from trialfleet.training_services.trial_dir import (
     STDOUT_FILE,
     write_record,
 )
+from trialfleet.training_services.trial_files import LocalTrialFiles, TrialFiles
 
 if TYPE_CHECKING:
     import uvicorn
@@ -51,6 +53,26 @@ STREAMS = (METRICS_FILE, STDOUT_FILE, STDERR_FILE)
 RECORDS = (KEEPER_RECORD, RESULT_RECORD)
 MAX_CHUNK = 16 * 1024 * 1024  # a keeper sends at most this much per request
 _ATTEMPT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def manager_address(configured: str | None) -> str:
+    """The address workers reach this machine at: ``nniManagerIp`` when set, else the address of the
+    interface that routes outwards (no packet is sent), else loopback."""
+    if configured:
+        return configured
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))
+            return str(probe.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+
+
+def relay_port(manager_port: int | None, configured: int | None) -> int:
+    """NNI's REST channel listened on the manager's port + 1; a configured port wins; else any free one."""
+    if configured is not None:
+        return configured
+    return manager_port + 1 if manager_port is not None else 0
 
 
 def relay_secret(experiment_dir: Path) -> str:
@@ -124,6 +146,15 @@ class Relay:
         host = f"[{address}]" if ":" in address else address
         return f"http://{host}:{self.port}{API}"
 
+    def keeper_settings(self, attempt: str, address: str, *, patience: float = 3600.0) -> dict[str, Any]:
+        """``command.json``'s ``relay`` for the keeper of the trial directory named ``attempt``."""
+        return {"url": self.url(address), "secret": self.secret, "attempt": attempt, "patience": patience}
+
+    def trial_files(self) -> TrialFiles:
+        """The mirrors, read as local trial directories: a handle's ``trial_dir`` (a worker's path) is mapped
+        to the mirror of the same attempt name."""
+        return LocalTrialFiles(lambda trial_dir: self.trials_dir / PurePosixPath(trial_dir).name)
+
     async def close(self) -> None:
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
@@ -151,7 +182,10 @@ class Relay:
             return JSONResponse({"error": f"a chunk is at most {MAX_CHUNK} bytes"}, 413)
         path = self.trials_dir / attempt / name
         if name in RECORDS:
-            await asyncio.to_thread(_write_record, path, body)
+            try:
+                await asyncio.to_thread(_write_record, path, body)
+            except ValueError:
+                return JSONResponse({"error": f"{name}: expected a JSON object"}, 400)
             return JSONResponse({"size": len(body)})
         try:
             offset = int(request.query_params.get("offset", ""))
@@ -165,10 +199,11 @@ class Relay:
 
 
 def _write_record(path: Path, body: bytes) -> None:
-    import json
-
+    record = json.loads(body)
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_record(path, json.loads(body))
+    write_record(path, record)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -180,6 +215,8 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise PlatformError(f"the relay cannot listen on {host}:{port} ({exc.strerror}); set relayPort") from exc
+        raise PlatformError(
+            f"the relay cannot listen on {host}:{port} ({exc.strerror}); set relayPort"
+        ) from exc
     sock.listen(128)
     return sock

@@ -15,11 +15,12 @@ import asyncio
 import logging
 import os
 import posixpath
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trialfleet.errors import PlatformError
+from trialfleet.errors import PlatformError, TrialFileRefusedError
 
 if TYPE_CHECKING:
     import asyncssh
@@ -252,9 +253,13 @@ class SshHost:
         await self._sftp_call(upload, f"upload {local} to {remote}", timeout)
 
     async def read(self, remote: str, *, timeout: float = 120.0) -> bytes:
-        """Read a whole remote file; FileNotFoundError when it does not exist."""
+        """Read a whole remote regular file; FileNotFoundError when it does not exist, TrialFileRefusedError for a
+        FIFO (whose reader would wait for ever), a device or a directory."""
 
         async def read(sftp: asyncssh.SFTPClient) -> bytes:
+            mode = (await sftp.stat(remote)).permissions or 0
+            if not stat.S_ISREG(mode):
+                raise TrialFileRefusedError(f"{remote} is not a regular file; only regular files are read")
             async with sftp.open(remote, "rb") as f:
                 data: bytes = await f.read()
             return data

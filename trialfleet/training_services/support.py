@@ -1,7 +1,7 @@
 """The support bundle: what a worker needs of trialfleet, one archive for every platform.
 
-The stdlib trial keeper, the probe (the manager's hands on a worker, ``trial_keeper/probe.py``) and the ``nni``
-shim, packed once. A worker unpacks it into ``<root>/.trialfleet/<version>/``, a directory named after the
+The stdlib trial keeper (with its relay forwarder), the probe (the manager's hands on a worker,
+``trial_keeper/probe.py``) and the ``nni`` shim, packed once. A worker unpacks it into ``<root>/.trialfleet/<version>/``, a directory named after the
 bundle's content, so a newer manager never rewrites files that running trials of an older one use, and a worker
 that has this version already is not sent it again.
 """
@@ -20,9 +20,11 @@ from trialfleet.compat import SHIM_PATH
 from trialfleet.training_services.trial_dir import KEEPER_SCRIPT
 
 PROBE_SCRIPT = KEEPER_SCRIPT.with_name("probe.py")
+FORWARDER_SCRIPT = KEEPER_SCRIPT.with_name("forwarder.py")
 MIN_PYTHON = (3, 8)  # what the keeper and the probe need on a worker
 KEEPER_PATH = "keeper/keeper.py"
 PROBE_PATH = "keeper/probe.py"
+FORWARDER_PATH = "keeper/forwarder.py"
 SHIM_DIR = "nni-shim"
 
 #: unpacks an uploaded archive as ``target``, which appears whole or not at all; runs on the worker's python,
@@ -49,7 +51,7 @@ os.unlink(archive)
 
 
 def _bundle_files() -> list[tuple[str, Path]]:
-    files = [(KEEPER_PATH, KEEPER_SCRIPT), (PROBE_PATH, PROBE_SCRIPT)]
+    files = [(KEEPER_PATH, KEEPER_SCRIPT), (PROBE_PATH, PROBE_SCRIPT), (FORWARDER_PATH, FORWARDER_SCRIPT)]
     files += [
         (f"{SHIM_DIR}/{p.relative_to(SHIM_PATH).as_posix()}", p) for p in (SHIM_PATH / "nni").rglob("*.py")
     ]

@@ -15,8 +15,9 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from trialfleet.errors import TrialFileRefusedError
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.trial_keeper import keeper
@@ -38,6 +39,8 @@ STDERR_FILE = "trial.stderr"
 STALE_RECORDS = (KEEPER_RECORD, RESULT_RECORD, METRICS_FILE, STDOUT_FILE, STDERR_FILE)
 #: what users and NNI's REST routes call the trial's outputs
 FILE_ALIASES = {"stdout": STDOUT_FILE, "stderr": STDERR_FILE}
+#: files of the trial directory that are never served (command.json may hold the relay's secret)
+PRIVATE_FILES = frozenset({COMMAND_FILE})
 #: what a platform whose workers are elsewhere keeps here once a trial ended (its logs and records)
 LOG_FILES = (STDOUT_FILE, STDERR_FILE, "trial.log", "keeper.log", KEEPER_RECORD, RESULT_RECORD)
 
@@ -46,7 +49,8 @@ _FAULT_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGFPE, signal.SIGBUS, 
 
 def relative_file(name: str, trial_dir: object = "") -> str:
     """A file name a user asked for (``stdout``, ``trial.log``, ``sub/x.txt``) as a normalised path inside the
-    trial directory; ValueError for one that leads outside it (absolute, or through ``..``).
+    trial directory; ValueError for one that leads outside it (absolute, or through ``..``),
+    TrialFileRefusedError for a private one.
 
     Symbolic links a trial made inside its directory are checked where the file is read: see
     :func:`inside_trial_dir`.
@@ -54,6 +58,8 @@ def relative_file(name: str, trial_dir: object = "") -> str:
     relative = posixpath.normpath(FILE_ALIASES.get(name, name))
     if not name or posixpath.isabs(relative) or relative in (".", "..") or relative.startswith("../"):
         raise ValueError(f"{name!r} is not a file of the trial directory {trial_dir}")
+    if relative in PRIVATE_FILES:
+        raise TrialFileRefusedError(f"{name} is the keeper's private input; it is not served")
     return relative
 
 
@@ -63,12 +69,22 @@ def inside_trial_dir(base: str, resolved: str, name: str) -> None:
         raise ValueError(f"{name!r} leads outside the trial directory {base}")
 
 
-def read_local_file(trial_dir: Path, name: str) -> bytes:
-    """A file of a trial directory on this machine, links resolved: ValueError outside it, FileNotFoundError."""
+def open_trial_file(trial_dir: Path, name: str) -> BinaryIO:
+    """Open a file of a trial directory on this machine for reading, links resolved: ValueError outside it,
+    FileNotFoundError, TrialFileRefusedError for a private file or one that is not a regular file (a FIFO
+    the trial made would block its reader for ever, a device would never end)."""
     base = trial_dir.resolve()
     path = (base / relative_file(name, base)).resolve()
     inside_trial_dir(str(base), str(path), name)
-    return path.read_bytes()
+    try:
+        return keeper.open_regular(str(path), name)
+    except keeper.NotRegularFile as exc:
+        raise TrialFileRefusedError(str(exc)) from None
+
+
+def read_local_file(trial_dir: Path, name: str) -> bytes:
+    with open_trial_file(trial_dir, name) as f:
+        return f.read()
 
 
 def command_record(
@@ -76,18 +92,26 @@ def command_record(
     cwd: str,
     env: Mapping[str, str] | None,
     *,
+    env_unset: Sequence[str] = (),
     max_duration: float | None = None,
     kill_grace: float = 5.0,
+    relay: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``command.json``. ``env=None`` lets the trial inherit the keeper's environment (a Slurm job's)."""
-    return {
+    """``command.json``. The trial runs with the keeper's environment (the worker's: a login's, a Slurm job's,
+    a container's) less ``env_unset``, plus ``env`` (see :func:`~.environment.environment_change`);
+    ``relay``: where the keeper sends the trial's files (:meth:`~.relay.Relay.keeper_settings`)."""
+    record: dict[str, Any] = {
         "argv": list(argv),
         "cwd": cwd,
-        "env": None if env is None else dict(env),
+        "env": dict(env or {}),
+        "env_unset": list(env_unset),
         "max_duration": max_duration,
         "kill_grace": kill_grace,
         "protocol": KEEPER_PROTOCOL,
     }
+    if relay is not None:
+        record["relay"] = dict(relay)
+    return record
 
 
 def input_files(parameter_record: str, command: Mapping[str, Any]) -> dict[str, str]:
@@ -121,8 +145,9 @@ def write_record(path: Path, record: Mapping[str, Any]) -> None:
 def read_record(path: Path) -> dict[str, Any] | None:
     """keeper.json / result.json, or None while it does not exist (they are written atomically)."""
     try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
+        with keeper.open_regular(str(path)) as f:
+            data = json.loads(f.read())
+    except (FileNotFoundError, keeper.NotRegularFile):
         return None
     return data if isinstance(data, dict) else None
 
@@ -136,11 +161,14 @@ def canceled_by_manager() -> dict[str, Any]:
 def ended_from_result(
     trial_id: str, result: Mapping[str, Any], cancel_status: TrialStatus | None = None
 ) -> TrialEnded:
-    """The keeper's result.json → how the trial ended, for the manager."""
-    exit_code = result.get("exit_code")
-    signo = result.get("signal")
-    reason = str(result.get("reason") or "ended")
-    when = float(result.get("end_time") or time.time())
+    """The keeper's result.json → how the trial ended, for the manager. The trial can write its directory,
+    so the record is read defensively: what is not a plausible value is left out, never trusted."""
+    exit_code = _small_int(result.get("exit_code"))
+    signo = _small_int(result.get("signal"))
+    reason = str(result.get("reason") or "ended")[:500]
+    end_time = result.get("end_time")
+    plausible = isinstance(end_time, (int, float)) and not isinstance(end_time, bool) and 0 < end_time < 1e11
+    when = float(end_time) if plausible and end_time is not None else time.time()
 
     def ended(status: TrialStatus, kind: FailureKind | None, message: str = reason) -> TrialEnded:
         return TrialEnded(trial_id, status, when, exit_code, message, kind)
@@ -158,6 +186,12 @@ def ended_from_result(
         kind = FailureKind.USER_CODE if signo in _FAULT_SIGNALS else FailureKind.INFRASTRUCTURE
         return ended(TrialStatus.FAILED, kind, f"killed by signal {signo}")
     return ended(TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
+
+
+def _small_int(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31:
+        return value
+    return None
 
 
 def lost(

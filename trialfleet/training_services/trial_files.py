@@ -76,6 +76,9 @@ class TrialFiles(Protocol):
     async def read(self, trial_dir: str, name: str) -> bytes:
         """A file of the trial directory: ValueError when the name leads outside it, FileNotFoundError."""
 
+    def here(self, trial_dir: str) -> Path | None:
+        """The trial directory as this machine sees it, when its files can be opened here; else None."""
+
     async def exists(self, trial_dir: str, name: str) -> bool:
         """Whether the trial directory holds ``name`` (``keeper.json``: the trial's command started)."""
 
@@ -115,6 +118,9 @@ class LocalTrialFiles:
     async def read(self, trial_dir: str, name: str) -> bytes:
         return await asyncio.to_thread(read_local_file, self.to_local(trial_dir), name)
 
+    def here(self, trial_dir: str) -> Path:
+        return self.to_local(trial_dir)
+
     async def exists(self, trial_dir: str, name: str) -> bool:
         return (self.to_local(trial_dir) / relative_file(name, trial_dir)).exists()
 
@@ -122,7 +128,8 @@ class LocalTrialFiles:
         return {
             t.trial_id
             for t in trials
-            if (self.to_local(t.handle["trial_dir"]) / RESULT_RECORD).exists() or _keeper_alive(t.handle) is False
+            if (self.to_local(t.handle["trial_dir"]) / RESULT_RECORD).exists()
+            or _keeper_alive(t.handle) is False
         }
 
 
@@ -158,6 +165,9 @@ class ProbeTrialFiles:
             offsets = {channel: _EVERYTHING_READ for channel in offsets}
         keeper_keys = {key: trial.handle.get(key) for key in KEEPER_KEYS}
         return {"name": trial.trial_id, "dir": trial.handle["trial_dir"], **offsets, **keeper_keys}
+
+    def here(self, trial_dir: str) -> None:
+        return None  # on the host: read through SFTP
 
     async def read(self, trial_dir: str, name: str) -> bytes:
         relative = relative_file(name, trial_dir)

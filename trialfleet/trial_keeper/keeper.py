@@ -6,7 +6,9 @@ Usage: ``python3 -I -S keeper.py <trial_dir>`` or ``python3 keeper.py --version`
 Standalone on purpose (stdlib only, Linux, Python >= 3.8): it is copied to SSH hosts and cluster nodes where
 nothing of trialfleet is installed. The protocol is described in docs/trial-directory.md:
 
-* reads ``command.json``: ``{"argv", "cwd", "env" (complete), "max_duration", "kill_grace", "protocol": 1}``
+* reads ``command.json``: ``{"argv", "cwd", "env", "env_unset", "max_duration", "kill_grace", "protocol": 2}``;
+  the command gets the keeper's own environment less ``env_unset``, plus ``env`` (so the file holds only what
+  trialfleet adds, never the worker's secrets)
 * the command writes ``trial.stdout`` / ``trial.stderr`` itself (opened O_APPEND; nothing flows through here)
 * writes ``keeper.json`` once the command runs and ``result.json`` once it ended (temp file + fsync + rename)
 
@@ -14,7 +16,11 @@ SIGTERM, SIGINT or SIGHUP cancel the trial; past ``max_duration`` it times out. 
 normal exit (stragglers left in the background), the whole process tree gets SIGTERM, then SIGKILL after
 ``kill_grace`` seconds. The tree is the command's process group and session plus every descendant of the
 keeper, which makes itself a child subreaper so that processes that detach (setsid, double fork) are
-re-parented to it instead of escaping to init. The keeper never writes to its own stdio: its parent may be gone.
+re-parented to it instead of escaping to init. Every process of the trial is also found by something that
+survives the keeper's own death: a cgroup v2 of its own where the keeper may create one, and in any case the
+environment variable TRIALFLEET_TRIAL_MARKER with a value unique to the attempt (both are in launch.json and
+keeper.json, for whoever ends the trial without its keeper). The keeper never writes to its own stdio: its
+parent may be gone.
 """
 
 from __future__ import annotations
@@ -23,16 +29,18 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 
-PROTOCOL = 1
-VERSION = "trialfleet-keeper 1.0 protocol 1"
+PROTOCOL = 2
+VERSION = "trialfleet-keeper 1.1 protocol 2"
 CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 WATCHED = (signal.SIGCHLD, *CANCEL_SIGNALS)
 PR_SET_CHILD_SUBREAPER = 36
 SIGKILL_WAIT = 10.0  # after SIGKILL, how long to wait for processes stuck in the kernel (D state)
+MARKER_VARIABLE = "TRIALFLEET_TRIAL_MARKER"
 
 
 def write_json_atomically(path: str, data: dict, durable: bool = True) -> None:
@@ -90,12 +98,19 @@ def process_alive(pid: int | None, ticks: int | None, boot: str | None = None) -
     return fields is not None and fields[0] != "Z" and (ticks is None or int(fields[19]) == ticks)
 
 
-def trial_tree(leader: int, also_below: tuple = (), leader_ticks: int | None = None) -> set:
-    """Live (non-zombie) processes of a trial: the process group and session ``leader`` leads, and every
-    descendant of them and of ``also_below`` (the keeper, whose re-parented orphans are the trial's too).
+def trial_tree(
+    leader: int,
+    also_below: tuple = (),
+    leader_ticks: int | None = None,
+    marker: str | None = None,
+    cgroup: str | None = None,
+) -> set:
+    """Live (non-zombie) processes of a trial: the process group and session ``leader`` leads, the members of
+    its ``cgroup``, the processes whose environment holds its ``marker``, and every descendant of them and of
+    ``also_below`` (the keeper, whose re-parented orphans are the trial's too).
 
     ``leader_ticks``: the leader's start time; when the pid now belongs to another process, its old group and
-    session are gone (Linux keeps those ids busy while any member lives) and only ``also_below`` is searched.
+    session are gone (Linux keeps those ids busy while any member lives) and only the rest is searched.
     """
     table = {}
     for name in os.listdir("/proc"):
@@ -106,7 +121,10 @@ def trial_tree(leader: int, also_below: tuple = (), leader_ticks: int | None = N
     for pid, (_, ppid, _, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
     reused = leader in table and leader_ticks is not None and table[leader][4] != leader_ticks
-    found = set() if reused else {pid for pid, row in table.items() if leader in (row[2], row[3])}
+    found = (
+        set() if reused or not leader else {pid for pid, row in table.items() if leader in (row[2], row[3])}
+    )
+    found |= (cgroup_members(cgroup) | marked(marker, table)) & set(table)
     stack = [*also_below, *found]
     while stack:
         for kid in children.get(stack.pop(), ()):
@@ -115,6 +133,81 @@ def trial_tree(leader: int, also_below: tuple = (), leader_ticks: int | None = N
                 stack.append(kid)
     found.discard(os.getpid())
     return {pid for pid in found if table[pid][0] != "Z"}
+
+
+def marked(marker: str | None, pids) -> set:
+    """The processes among ``pids`` whose environment holds ``marker`` (those this user may read)."""
+    if not marker:
+        return set()
+    needle = f"{MARKER_VARIABLE}={marker}".encode()
+    found = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
+# ---- cgroup v2: where the keeper may create one, every process of the trial stays in it -----------------
+
+
+def own_cgroup() -> str | None:
+    """This process's cgroup v2 directory, or None without a cgroup v2 hierarchy."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next((line.rstrip("\n")[3:] for line in f if line.startswith("0::")), None)
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f if " - cgroup2 " in line]
+    except OSError:
+        return None
+    for fields in mounts:
+        root, mount_point = fields[3], fields[4]
+        if path is not None and (path + "/").startswith(root.rstrip("/") + "/"):
+            return os.path.join(mount_point, path[len(root.rstrip("/")) :].lstrip("/"))
+    return None
+
+
+def make_cgroup(marker: str) -> str | None:
+    """A new cgroup below the keeper's for the trial, or None where this user may not make and fill one."""
+    base = own_cgroup()
+    if base is None or not os.access(os.path.join(base, "cgroup.procs"), os.W_OK):
+        return None
+    path = os.path.join(base, f"trialfleet-{marker}")
+    try:
+        os.mkdir(path)
+    except OSError:
+        return None
+    if not os.access(os.path.join(path, "cgroup.procs"), os.W_OK):
+        remove_cgroup(path)
+        return None
+    return path
+
+
+def enter_cgroup(path: str | None) -> None:
+    """Move the calling process into ``path`` (in the trial command's child, before exec)."""
+    if path:
+        procs = os.path.join(path, "cgroup.procs")
+        with contextlib.suppress(OSError), open(procs, "w") as f:  # if not, still found by its marker
+            f.write("0")
+
+
+def cgroup_members(path: str | None) -> set:
+    if not path:
+        return set()
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return {int(line) for line in f if line.strip()}
+    except (OSError, ValueError):
+        return set()
+
+
+def remove_cgroup(path: str | None) -> None:
+    if path:
+        with contextlib.suppress(OSError):  # not empty yet, or already gone
+            os.rmdir(path)
 
 
 def send(pids: set, *signals: int) -> None:
@@ -142,9 +235,53 @@ def end_tree(members, grace: float, pause=time.sleep) -> None:
         alive = members()
 
 
+class NotRegularFile(OSError):
+    """A path that is not a regular file (a FIFO, a socket, a device, a directory)."""
+
+
+def open_regular(path: str, name: str = ""):  # -> BinaryIO
+    """Open a regular file for reading, never waiting: a FIFO opens at once here (O_NONBLOCK) and is refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = (
+            "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        )
+        raise NotRegularFile(f"{name or path} is {kind}; only regular files are read")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_record(path: str) -> dict | None:
+    """A JSON record of the trial directory, or None (missing, being replaced, not a record)."""
+    try:
+        with open_regular(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def end_without_keeper(trial_dir: str, canceled: bool, grace: float) -> None:
+    """Do the job of a keeper that died or does not answer: end every process of the trial (found by the
+    records it left) and, for a cancel, record that the manager canceled it."""
+    record = read_record(os.path.join(trial_dir, "keeper.json"))
+    record = record or read_record(os.path.join(trial_dir, "launch.json")) or {}
+    if record.get("boot_id") == boot_id():
+        pid, ticks, cgroup = record.get("pid") or 0, record.get("start_ticks"), record.get("cgroup")
+        end_tree(lambda: trial_tree(pid, (), ticks, record.get("marker"), cgroup), grace)
+        remove_cgroup(cgroup)
+    result = os.path.join(trial_dir, "result.json")
+    if canceled and read_record(result) is None:
+        write_json_atomically(result, result_record("canceled", canceled=True, written_by="manager"))
+
+
 class Trial:
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, marker: str, cgroup: str | None) -> None:
         self.pid = pid
+        self.marker = marker
+        self.cgroup = cgroup
         self.status: int | None = None  # raw wait status of the command, once reaped
 
     def reap(self) -> None:
@@ -176,8 +313,10 @@ class Trial:
     def end_tree(self, grace: float) -> None:
         """SIGTERM every process of the trial, SIGKILL what is left after ``grace`` seconds."""
         me = os.getpid()
-        end_tree(lambda: trial_tree(self.pid, also_below=(me,)), grace, pause=self._pause)
+        members = lambda: trial_tree(self.pid, (me,), marker=self.marker, cgroup=self.cgroup)  # noqa: E731
+        end_tree(members, grace, pause=self._pause)
         self.reap()
+        remove_cgroup(self.cgroup)
 
     def _pause(self, seconds: float) -> None:
         signal.sigtimedwait((signal.SIGCHLD,), seconds)
@@ -206,16 +345,12 @@ def result_record(reason: str, **fields: object) -> dict:
     return record
 
 
-def keeper_record(pid: int) -> dict:
-    me = os.getpid()
+def keeper_record(pid: int, launch: dict) -> dict:
     return {
-        "protocol": PROTOCOL,
-        "keeper_pid": me,
-        "keeper_start_ticks": start_ticks(me),
+        **launch,
         "pid": pid,
         "pgid": pid,  # the command runs in a new session, so it leads its own group
         "start_ticks": start_ticks(pid),
-        "boot_id": boot_id(),
         "hostname": os.uname().nodename,
         "start_time": time.time(),
     }
@@ -225,23 +360,54 @@ def open_output(trial_dir: str, name: str) -> int:
     return os.open(os.path.join(trial_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
 
-def start(command: dict, trial_dir: str) -> subprocess.Popen:
+def command_env(command: dict, marker: str) -> dict:
+    """The keeper's environment less ``env_unset``, plus ``env`` and the trial's marker."""
+    env = dict(os.environ)
+    for name in command.get("env_unset") or ():
+        env.pop(name, None)
+    env.update(command.get("env") or {})
+    env[MARKER_VARIABLE] = marker
+    return env
+
+
+def start(command: dict, trial_dir: str, marker: str, cgroup: str | None) -> subprocess.Popen:
     out, err = open_output(trial_dir, "trial.stdout"), open_output(trial_dir, "trial.stderr")
+
+    def in_child() -> None:
+        # the keeper blocks the signals it waits for; the command must not inherit that mask
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        enter_cgroup(cgroup)
+
+    with contextlib.suppress(OSError):  # NNI's name for the trial's output, which its users' scripts read
+        os.symlink("trial.stdout", os.path.join(trial_dir, "trial.log"))
     try:
         return subprocess.Popen(
             command["argv"],
             cwd=command["cwd"],
-            env=command["env"],
+            env=command_env(command, marker),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             start_new_session=True,
-            # the keeper blocks the signals it waits for; the command must not inherit that mask
-            preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, []),
+            preexec_fn=in_child,
         )
     finally:
         os.close(out)
         os.close(err)
+
+
+def forwarder_for(trial_dir: str, command: dict):  # -> Forwarder | None
+    """The relay forwarder when the manager reads this trial's files through its relay (see forwarder.py)."""
+    if not command.get("relay"):
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)  # -I leaves the script's directory out
+    from forwarder import Forwarder
+
+    forwarder = Forwarder(trial_dir, command["relay"])
+    forwarder.start()
+    return forwarder
 
 
 def run(trial_dir: str) -> None:
@@ -249,8 +415,30 @@ def run(trial_dir: str) -> None:
         command = json.load(f)
     if command.get("protocol") != PROTOCOL:
         raise ValueError(
-            f"command.json has protocol {command.get('protocol')!r}, this keeper speaks {PROTOCOL}"
+            f"command.json has protocol {command.get('protocol')!r}, this keeper speaks {PROTOCOL}; "
+            "the manager and the keeper on this worker are of different trialfleet versions"
         )
+    forwarder = forwarder_for(trial_dir, command)
+    try:
+        supervised(trial_dir, command, forwarder)
+    except Exception as exc:  # whatever went wrong must end up in result.json, forwarded too
+        record_error(trial_dir, exc)
+        raise KeeperFailed from exc
+    finally:
+        if forwarder is not None:
+            forwarder.finish()
+
+
+class KeeperFailed(Exception):
+    """The keeper failed after recording why in result.json."""
+
+
+def record_error(trial_dir: str, exc: BaseException) -> None:
+    path = os.path.join(trial_dir, "result.json")
+    write_json_atomically(path, result_record(f"keeper error: {exc}", error=repr(exc)))
+
+
+def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: Forwarder | None
     result_path = os.path.join(trial_dir, "result.json")
     if set(CANCEL_SIGNALS) & signal.sigpending():
         write_json_atomically(result_path, result_record("canceled", canceled=True))
@@ -258,24 +446,32 @@ def run(trial_dir: str) -> None:
     become_subreaper()
     # written before the command exists: whoever finds this attempt already launched adopts this keeper
     me = os.getpid()
+    marker = os.urandom(8).hex()
+    cgroup = make_cgroup(marker)
     launch = {
         "protocol": PROTOCOL,
         "keeper_pid": me,
         "keeper_start_ticks": start_ticks(me),
         "boot_id": boot_id(),
+        "marker": marker,
+        "cgroup": cgroup,
     }
     # launch.json and keeper.json describe live processes, which a host crash ends anyway (the boot id tells
     # a restarted manager so): their fsyncs bought nothing and cost ~10 ms before every trial could start
     write_json_atomically(os.path.join(trial_dir, "launch.json"), launch, durable=False)
     try:
-        process = start(command, trial_dir)
+        process = start(command, trial_dir, marker, cgroup)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         with open(os.path.join(trial_dir, "trial.stderr"), "a") as f:
             f.write(f"trialfleet: could not start the trial command: {exc}\n")
         write_json_atomically(result_path, result_record(f"could not start: {exc}", error=str(exc)))
+        remove_cgroup(cgroup)
         return
-    write_json_atomically(os.path.join(trial_dir, "keeper.json"), keeper_record(process.pid), durable=False)
-    trial = Trial(process.pid)
+    record = keeper_record(process.pid, launch)
+    write_json_atomically(os.path.join(trial_dir, "keeper.json"), record, durable=False)
+    if forwarder is not None:
+        forwarder.send_record("keeper.json")
+    trial = Trial(process.pid, marker, cgroup)
     cause = trial.supervise(command.get("max_duration"))
     trial.end_tree(float(command.get("kill_grace", 5)))
     process.returncode = trial.status  # reaped here; keeps Popen from waiting on a reused pid
@@ -294,10 +490,10 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
         run(argv[1])
+    except KeeperFailed:
+        return 1
     except Exception as exc:  # whatever went wrong must end up in result.json
-        write_json_atomically(
-            os.path.join(argv[1], "result.json"), result_record(f"keeper error: {exc}", error=repr(exc))
-        )
+        record_error(argv[1], exc)
         return 1
     return 0
 

@@ -49,12 +49,7 @@ def answer(data: dict) -> None:
 
 
 def read_json(path: str) -> dict | None:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return keeper.read_record(path)
 
 
 def disk_free(path: str) -> int:
@@ -209,14 +204,12 @@ def poll_one(trial: dict, share: int) -> dict:
 
 def read_from(path: str, offset: int, limit: int) -> tuple:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        f = keeper.open_regular(path)  # a FIFO the trial made there is never waited on
     except OSError:
         return b"", False
-    try:
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, min(limit, max(0, size - offset)), offset)
-    finally:
-        os.close(fd)
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        data = os.pread(f.fileno(), min(limit, max(0, size - offset)), offset)
     return data, offset + len(data) < size
 
 
@@ -242,11 +235,12 @@ def kill(request: dict) -> dict:
     if keeper.process_alive(
         request.get("keeper_pid"), request.get("keeper_start_ticks"), request.get("boot_id") or ""
     ):
-        os.kill(request["keeper_pid"], signal.SIGTERM)  # the keeper ends the tree and writes result.json
+        keeper.send({request["keeper_pid"]}, signal.SIGTERM, signal.SIGCONT)  # even a stopped keeper acts
         return {"action": "signalled the keeper"}
     if read_json(os.path.join(trial_dir, "result.json")) is not None:
         return {"action": "already ended"}
-    detach(lambda: clean_up(trial_dir, bool(request.get("canceled")), float(request.get("grace", 5))))
+    canceled, grace = bool(request.get("canceled")), float(request.get("grace", 5))
+    detach(lambda: keeper.end_without_keeper(trial_dir, canceled, grace))
     return {"action": "ending the tree without its keeper"}
 
 
@@ -264,17 +258,6 @@ def detach(work) -> None:
         work()
     finally:
         os._exit(0)
-
-
-def clean_up(trial_dir: str, canceled: bool, grace: float) -> None:
-    record = read_json(os.path.join(trial_dir, "keeper.json")) or {}
-    pid, ticks = record.get("pid"), record.get("start_ticks")
-    if pid and record.get("boot_id") == keeper.boot_id():
-        keeper.end_tree(lambda: keeper.trial_tree(pid, leader_ticks=ticks), grace)
-    result = os.path.join(trial_dir, "result.json")
-    if canceled and read_json(result) is None:
-        record = keeper.result_record("canceled", canceled=True, written_by="manager")
-        keeper.write_json_atomically(result, record)
 
 
 COMMANDS = {"prepare": prepare, "launch": launch, "poll": poll, "kill": kill, "write": write}

@@ -56,6 +56,8 @@ def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> d
         "logDir": str(manager.experiment_dir),
         "searchSpace": config.get("searchSpace"),
         "config": config,
+        # while no trial succeeded, what the first failure said (a wrong python, a missing module)
+        "firstFailure": None if counts.get("SUCCEEDED") else getattr(manager, "first_failure", None),
     }
 
 

@@ -86,9 +86,13 @@ class DltsEmulator:
         self.email = self.config.users[0].email
         self.faults = Faults()
         self._log = RequestLog()
-        self.backends = {c.name: Backend(c, self.config, self.clock, self.faults) for c in self.config.clusters}
+        self.backends = {
+            c.name: Backend(c, self.config, self.clock, self.faults) for c in self.config.clusters
+        }
         self.managers = {name: JobManager(backend) for name, backend in self.backends.items()}
-        app = DashboardApp(self.config, self.backends, self.faults, self._log, lambda r: control.handle(self, r))
+        app = DashboardApp(
+            self.config, self.backends, self.faults, self._log, lambda r: control.handle(self, r)
+        )
         self._server = Server(app.dispatch, host, port)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -102,7 +106,9 @@ class DltsEmulator:
             for user in self.config.users:
                 (spec.work_root / user.alias).mkdir(exist_ok=True)  # DLTS creates each user's home on the NFS
         for name, manager in self.managers.items():
-            thread = threading.Thread(target=manager.run, args=(self._stop,), name=f"dlts-jobs-{name}", daemon=True)
+            thread = threading.Thread(
+                target=manager.run, args=(self._stop,), name=f"dlts-jobs-{name}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
         self._server.start()
@@ -222,8 +228,10 @@ class DltsEmulator:
     def pause(self, job_id: str) -> None:
         """An admin pauses the job (DLTS's PauseJob): ``pausing``, then ``paused`` once the pod is gone."""
         backend, job = self._find(job_id)
-        admin = next((u.email for u in self.config.users if self.config.has_access(u.email, job.vc_name, "Admin")),
-                     job.user_name)
+        admin = next(
+            (u.email for u in self.config.users if self.config.has_access(u.email, job.vc_name, "Admin")),
+            job.user_name,
+        )
         if not backend.op_job(admin, job_id, "pause"):
             raise ValueError(f"job {job_id} cannot be paused from {job.status!r}")
 

@@ -27,35 +27,40 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.emulators.dlts", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="dashboard port (0: a free one)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--storage", type=Path, required=True, help="host directory standing in for the NFS export")
+    parser.add_argument(
+        "--storage", type=Path, required=True, help="host directory standing in for the NFS export"
+    )
     parser.add_argument("--cluster", default="emu-cluster")
     parser.add_argument("--team", default="platform")
     parser.add_argument("--email", default="trialfleet@example.com")
     parser.add_argument("--master-token", default=None, help="the dashboard's masterToken (default: random)")
     parser.add_argument("--delay", type=_delay, action="append", default=[], metavar="STATE=SECONDS")
-    parser.add_argument("--no-wait-for-poll", action="store_true",
-                        help="let jobs leave a state even if no client has read it")
+    parser.add_argument(
+        "--no-wait-for-poll", action="store_true", help="let jobs leave a state even if no client has read it"
+    )
     parser.add_argument("--log-backend", choices=("elasticsearch", "legacy"), default="elasticsearch")
     return parser.parse_args(argv)
 
 
 def banner(dlts: DltsEmulator) -> str:
-    return "\n".join([
-        f"DLTS dashboard emulator listening on {dlts.url}",
-        "",
-        "NNI config (trainingServicePlatform: dlts):",
-        "dltsConfig:",
-        f"  dashboard: {dlts.url}",
-        f"  cluster: {dlts.cluster}",
-        f"  team: {dlts.team}",
-        f"  email: {dlts.email}",
-        f"  password: {dlts.password}",
-        "",
-        f"password = md5('{dlts.email}:<masterToken>'), masterToken: {dlts.master_token}",
-        f"jobs' /work and /home/<alias> (default workPath): {dlts.work_dir()}",
-        f"jobs' /job: {dlts.storage / 'work'}/<jobPath>; /data: {dlts.data_dir()}",
-        f"control API: {dlts.url}_emu/config",
-    ])
+    return "\n".join(
+        [
+            f"DLTS dashboard emulator listening on {dlts.url}",
+            "",
+            "NNI config (trainingServicePlatform: dlts):",
+            "dltsConfig:",
+            f"  dashboard: {dlts.url}",
+            f"  cluster: {dlts.cluster}",
+            f"  team: {dlts.team}",
+            f"  email: {dlts.email}",
+            f"  password: {dlts.password}",
+            "",
+            f"password = md5('{dlts.email}:<masterToken>'), masterToken: {dlts.master_token}",
+            f"jobs' /work and /home/<alias> (default workPath): {dlts.work_dir()}",
+            f"jobs' /job: {dlts.storage / 'work'}/<jobPath>; /data: {dlts.data_dir()}",
+            f"control API: {dlts.url}_emu/config",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -178,7 +178,10 @@ class Backend:
                     continue
                 admin = self.config.has_access(email, job.vc_name, "Admin")
                 if job.user_name != email and not admin:
-                    return f"Operation aborted. User {job.user_name} is unauthorized to update priority for job {job_id}", 403
+                    return (
+                        f"Operation aborted. User {job.user_name} is unauthorized to update priority for job {job_id}",
+                        403,
+                    )
                 low, high = PRIORITY_RANGES["Admin" if admin else "User"]
                 job.priority = min(max(int(priority), low), high)
                 if job.status in ACTIVE_STATUS:
@@ -213,7 +216,10 @@ def _categorize(records: list[dict[str, Any]]) -> dict[str, Any]:
     A running job of any other ``jobType`` is dropped, as DLTS does.
     """
     groups: dict[str, list[dict[str, Any]]] = {
-        "queuedJobs": [], "runningJobs": [], "finishedJobs": [], "visualizationJobs": [],
+        "queuedJobs": [],
+        "runningJobs": [],
+        "finishedJobs": [],
+        "visualizationJobs": [],
     }
     for record in records:
         if record["jobStatus"] == "running":

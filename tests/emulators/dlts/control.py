@@ -45,7 +45,9 @@ def _body(request: Request) -> dict[str, Any]:
 def _fault(emulator: DltsEmulator, kind: str, body: dict[str, Any]) -> None:
     faults = emulator.faults
     if kind == "http":
-        faults.http_error(int(body.get("status", 503)), int(body.get("count", 1)), body.get("method"), body.get("path"))
+        faults.http_error(
+            int(body.get("status", 503)), int(body.get("count", 1)), body.get("method"), body.get("path")
+        )
     elif kind == "submit-error":
         message = str(body.get("message", DEFAULT_SUBMIT_ERROR))
         faults.submit_error(message, count=int(body.get("count", 1)))
@@ -71,7 +73,9 @@ def _post(emulator: DltsEmulator, path: str, body: dict[str, Any]) -> Any:
         return emulator.config.delays
     if path == "/_emu/clock/advance":
         if not isinstance(emulator.clock, ManualClock):
-            raise ValueError("the emulator runs on the system clock; start it with a ManualClock to advance time")
+            raise ValueError(
+                "the emulator runs on the system clock; start it with a ManualClock to advance time"
+            )
         return {"time": emulator.clock.advance(float(body["seconds"]))}
     if path == "/_emu/step":
         emulator.step()

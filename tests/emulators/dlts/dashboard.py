@@ -22,7 +22,12 @@ from tests.emulators.dlts.schemas import validate, validate_job_body
 from tests.emulators.dlts.submit import BackendFailure
 from tests.emulators.dlts.web import Request, Response, error, flask_text, flask_value, json_body, text
 
-_JSON_TYPES = ("application/json", "application/json-patch+json", "application/vnd.api+json", "application/csp-report")
+_JSON_TYPES = (
+    "application/json",
+    "application/json-patch+json",
+    "application/vnd.api+json",
+    "application/csp-report",
+)
 # (operation of job_op.py, success text, failure text) for each status the PUT accepts
 _STATUS_OPS = {
     "approved": ("approve", "Success, the job has been approved.", "Cannot approve the job. Job ID:"),
@@ -37,7 +42,9 @@ def authenticate(request: Request, config: EmulatorConfig) -> str | Response:
     given = request.arg("email")
     if given is None:
         return error(403)  # the cookie JWT of the web UI is the only other way in, and it is not emulated
-    email = ",".join(given) if isinstance(given, list) else given  # a repeated parameter, as a template string
+    email = (
+        ",".join(given) if isinstance(given, list) else given
+    )  # a repeated parameter, as a template string
     password = request.arg("password")
     if password is None:
         password = request.arg("token")

@@ -117,5 +117,12 @@ def advance_endpoints(job: Job) -> None:
             endpoint.update(status="running", port=pod.services[endpoint_id].port, nodeName=NODE_NAME)
 
 
-__all__ = ["BUILTIN", "NODE_NAME", "advance_endpoints", "check_request", "list_endpoints", "reset_endpoints",
-           "update_endpoints"]
+__all__ = [
+    "BUILTIN",
+    "NODE_NAME",
+    "advance_endpoints",
+    "check_request",
+    "list_endpoints",
+    "reset_endpoints",
+    "update_endpoints",
+]

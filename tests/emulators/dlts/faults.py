@@ -77,7 +77,9 @@ class Faults:
         with self._lock:
             return self._submit.pop(0) if self._submit else None
 
-    def launch_error(self, message: str = DEFAULT_LAUNCH_ERROR, count: int = 1, job_id: str | None = None) -> None:
+    def launch_error(
+        self, message: str = DEFAULT_LAUNCH_ERROR, count: int = 1, job_id: str | None = None
+    ) -> None:
         """The next ``count`` pod creations (of ``job_id`` only, if given) fail with ``message``."""
         with self._lock:
             self._launch.append(LaunchFault(message, count, job_id))
@@ -113,9 +115,14 @@ class Faults:
         with self._lock:
             return {
                 "http": [
-                    {"status": f.status, "remaining": f.remaining, "method": f.method,
-                     "path": f.path.pattern if f.path else None}
-                    for f in self._http if f.remaining > 0
+                    {
+                        "status": f.status,
+                        "remaining": f.remaining,
+                        "method": f.method,
+                        "path": f.path.pattern if f.path else None,
+                    }
+                    for f in self._http
+                    if f.remaining > 0
                 ],
                 "submit": list(self._submit),
                 "launch": [vars(f).copy() for f in self._launch if f.remaining > 0],

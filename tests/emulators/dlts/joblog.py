@@ -76,7 +76,9 @@ class JobLog:
         stamp_ms = int(now * 1000)
         nsec = round(now * 1e9) % 1_000_000_000
         if self._lines and self._lines[-1].stamp_ms == stamp_ms:
-            nsec = max(nsec, self._lines[-1].nsec + 1)  # keep one order for lines stamped in the same millisecond
+            nsec = max(
+                nsec, self._lines[-1].nsec + 1
+            )  # keep one order for lines stamped in the same millisecond
         self._lines.append(LogLine(stamp_ms, nsec, pod, text))
 
     def text(self) -> str:
@@ -92,7 +94,9 @@ class JobLog:
             lines = [ln for ln in self._lines if after is None or ln.sort_key > (after[0], after[1])][:size]
         pods: dict[str, str] = {}
         for pod, group in itertools.groupby(lines, key=lambda ln: ln.pod):
-            pods[pod] = "".join(ln.text for ln in group)  # a later group of the same pod replaces it, as in DLTS
+            pods[pod] = "".join(
+                ln.text for ln in group
+            )  # a later group of the same pod replaces it, as in DLTS
         if not lines:
             return pods, None
         return pods, f"{lines[-1].stamp_ms}.{lines[-1].nsec}"

@@ -20,7 +20,14 @@ from tests.emulators.dlts.joblog import JobLog
 ACTIVE_STATUS = frozenset({"unapproved", "queued", "scheduling", "running", "pausing", "paused"})
 TERMINAL_STATUS = frozenset({"finished", "failed", "error", "killed"})
 # varchar columns of the jobs table; MySQL in strict mode refuses longer values
-_COLUMN_LIMITS = {"jobId": 50, "familyToken": 50, "jobName": 1024, "userName": 255, "vcName": 255, "jobType": 255}
+_COLUMN_LIMITS = {
+    "jobId": 50,
+    "familyToken": 50,
+    "jobName": 1024,
+    "userName": 255,
+    "vcName": 255,
+    "jobType": 255,
+}
 _REQUIRED_COLUMNS = ("jobId", "familyToken", "isParent", "jobName", "userName", "vcName", "jobType")
 
 
@@ -62,7 +69,10 @@ def _remove_creds(params: dict[str, Any]) -> dict[str, Any]:
     params = copy.deepcopy(params)
     plugins = params.get("plugins")
     if isinstance(plugins, dict):
-        for name, keys in (("blobfuse", ("accountName", "accountKey")), ("imagePull", ("username", "password"))):
+        for name, keys in (
+            ("blobfuse", ("accountName", "accountKey")),
+            ("imagePull", ("username", "password")),
+        ):
             entries = plugins.get(name)
             if isinstance(entries, list):
                 for entry in entries:

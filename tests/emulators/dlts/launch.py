@@ -29,8 +29,17 @@ from tests.emulators.dlts.forwarder import Forwarder
 
 POD_IP = "127.0.0.1"  # the process shares this machine's network, so services it opens are reached here
 _REQUIRED = (
-    "jobtrainingtype", "jobName", "jobPath", "workPath", "dataPath", "cmd", "userId", "resourcegpu",
-    "userName", "vcName", "sku",
+    "jobtrainingtype",
+    "jobName",
+    "jobPath",
+    "workPath",
+    "dataPath",
+    "cmd",
+    "userId",
+    "resourcegpu",
+    "userName",
+    "vcName",
+    "sku",
 )
 
 
@@ -130,9 +139,13 @@ def _user_mount(entry: Any, cluster: ClusterSpec) -> Mount | None:
         root = cluster.nfs_path.rstrip("/") + "/"
         path = posixpath.normpath(str(entry["path"]))
         if entry["server"] == cluster.nfs_server and (path + "/").startswith(root):
-            return Mount(cluster.storage / path[len(root) :], str(entry["mountPath"]), bool(entry.get("readOnly")))
+            return Mount(
+                cluster.storage / path[len(root) :], str(entry["mountPath"]), bool(entry.get("readOnly"))
+            )
     if kind in ("nfs", "hostPath", "blobfuse"):
-        raise LaunchError(f"emulator: mountpoint {entry!r} is not emulated (only NFS under the cluster's export)")
+        raise LaunchError(
+            f"emulator: mountpoint {entry!r} is not emulated (only NFS under the cluster's export)"
+        )
     return None
 
 
@@ -161,7 +174,9 @@ def missing_volumes(mounts: list[Mount]) -> list[Mount]:
     return [m for m in mounts if m.target != "/job" and not m.source.is_dir()]
 
 
-def start_pod(params: dict[str, Any], mounts: list[Mount], env: dict[str, str], logs: Path, now: float) -> Pod:
+def start_pod(
+    params: dict[str, Any], mounts: list[Mount], env: dict[str, str], logs: Path, now: float
+) -> Pod:
     mounts[0].source.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{params['jobId']}-{time.monotonic_ns()}.log"
     alias = alias_of(str(params["userName"]))

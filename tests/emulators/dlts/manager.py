@@ -92,17 +92,29 @@ class JobManager:
         preemptible = _preemptible(job)
         if not preemptible and team.user_quota is not None:
             held = sum(
-                job_gpus(j) for j in self.table.all()
-                if j.user_name == job.user_name and j.vc_name == job.vc_name
-                and j.status in ("running", "queued", "scheduling") and not _preemptible(j)
+                job_gpus(j)
+                for j in self.table.all()
+                if j.user_name == job.user_name
+                and j.vc_name == job.vc_name
+                and j.status in ("running", "queued", "scheduling")
+                and not _preemptible(j)
             )
             wanted = job_gpus(job)
             if wanted > 0 and team.user_quota < held + wanted:
-                job.detail = [{"message": (
-                    f"exceeds the user quota in VC: {held} (used) + {wanted} (requested) > "
-                    f"{team.user_quota} (user quota). Will need admin approval.")}]
+                job.detail = [
+                    {
+                        "message": (
+                            f"exceeds the user quota in VC: {held} (used) + {wanted} (requested) > "
+                            f"{team.user_quota} (user quota). Will need admin approval."
+                        )
+                    }
+                ]
                 return
-        message = "waiting for available preemptible resource." if preemptible else "waiting for available resource."
+        message = (
+            "waiting for available preemptible resource."
+            if preemptible
+            else "waiting for available resource."
+        )
         job.detail = [{"message": message}]
         self.backend.set_status(job.job_id, "queued")
 
@@ -141,8 +153,9 @@ class JobManager:
         job.entered_at = self.backend.clock.time()  # the next attempt comes one queued delay later
         if job.launch_failures >= self.config.launch_retries:
             job.error_msg = "Cannot submit job!" + message
-            job.detail = with_finished_time(job.detail, "error", self.backend.clock.time(),
-                                            "Server error in job submission")
+            job.detail = with_finished_time(
+                job.detail, "error", self.backend.clock.time(), "Server error in job submission"
+            )
             self.backend.set_status(job.job_id, "error")
 
     def _start(self, job: Job) -> None:

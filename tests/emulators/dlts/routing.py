@@ -70,7 +70,9 @@ def find(path: str, method: str, v1: list[Route], v2: list[Route]) -> Match | Re
             allowed = sorted(methods | ({"HEAD"} if "GET" in methods else set()))
             if method == "OPTIONS":
                 return Response(200, b"", None, {"Allow": ", ".join(allowed)})
-            return Response(405, b"Method Not Allowed", "text/plain; charset=utf-8", {"Allow": ", ".join(allowed)})
+            return Response(
+                405, b"Method Not Allowed", "text/plain; charset=utf-8", {"Allow": ", ".join(allowed)}
+            )
     return error(404)
 
 

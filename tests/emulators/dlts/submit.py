@@ -94,7 +94,9 @@ def _fill_defaults(params: dict[str, Any], ctx: SubmitContext, uniq: str) -> Non
     if "userId" not in params or not _strip(params["userId"]):
         user = ctx.config.user(params["userName"])
         params["userId"] = user.uid if user is not None else -1  # IdentityManager's INVALID_INFO
-    params["preemptionAllowed"] = to_bool(params["preemptionAllowed"]) if "preemptionAllowed" in params else False
+    params["preemptionAllowed"] = (
+        to_bool(params["preemptionAllowed"]) if "preemptionAllowed" in params else False
+    )
     if "jobId" not in params or params["jobId"] == "":
         params["jobId"] = uniq
     gpus = params.setdefault("resourcegpu", 0)

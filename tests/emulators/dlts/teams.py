@@ -103,10 +103,18 @@ def team_cluster_v2(backend: Backend, email: str, team: str) -> Response:
     vc = backend.get_vc(email, team)
     if vc is None:
         return error(404, "Team is not found")
-    body: dict[str, Any] = {"config": json.loads(cluster_config(backend).text()),
-                            "runningJobs": vc["AvaliableJobNum"], "types": {}}
-    for metric, name in (("capacity", "total"), ("unschedulable", "unschedulable"), ("used", "used"),
-                         ("preemptable_used", "preemptable"), ("available", "available")):
+    body: dict[str, Any] = {
+        "config": json.loads(cluster_config(backend).text()),
+        "runningJobs": vc["AvaliableJobNum"],
+        "types": {},
+    }
+    for metric, name in (
+        ("capacity", "total"),
+        ("unschedulable", "unschedulable"),
+        ("used", "used"),
+        ("preemptable_used", "preemptable"),
+        ("available", "available"),
+    ):
         for sku, number in vc[f"gpu_{metric}"].items():
             body["types"].setdefault(sku, {}).setdefault("gpu", {})[name] = number
     users: dict[str, Any] = {}
@@ -120,9 +128,17 @@ def team_cluster_v2(backend: Backend, email: str, team: str) -> Response:
     workers = {}
     for node in vc["node_status"]:
         if node["labels"].get("worker") == "active":
-            status = {"gpu": {"total": next(iter(node["gpu_capacity"].values())),
-                              "allocatable": next(iter(node["gpu_allocatable"].values()))}}
-            workers[node["name"]] = {"healthy": not node["unschedulable"], "ip": node["InternalIP"], "status": status}
+            status = {
+                "gpu": {
+                    "total": next(iter(node["gpu_capacity"].values())),
+                    "allocatable": next(iter(node["gpu_allocatable"].values())),
+                }
+            }
+            workers[node["name"]] = {
+                "healthy": not node["unschedulable"],
+                "ip": node["InternalIP"],
+                "status": status,
+            }
     if workers:
         body["workers"] = workers
     return json_body(body)

@@ -31,7 +31,9 @@ def test_password_is_hex_md5_of_email_and_master_token(dlts: DltsEmulator) -> No
         ({"email": "trialfleet@example.com", "password": "not-hex"}, "Invalid token"),
     ],
 )
-def test_bad_credentials_answer_403_with_koa_text(dlts: DltsEmulator, params: dict[str, str], body: str) -> None:
+def test_bad_credentials_answer_403_with_koa_text(
+    dlts: DltsEmulator, params: dict[str, str], body: str
+) -> None:
     answer = httpx.get(f"{dlts.url}api/v2/clusters/{dlts.cluster}/jobs/some-job", params=params)
     assert answer.status_code == 403
     assert answer.text == body
@@ -54,7 +56,9 @@ def test_legacy_token_parameter_and_nodes_lenient_hex_parsing(dlts: DltsEmulator
 
 
 def test_unknown_cluster_is_404_before_credentials_are_checked(dlts: DltsEmulator) -> None:
-    answer = httpx.get(f"{dlts.url}api/clusters/nowhere/jobs/x/status", params={"email": "a@b", "password": "0"})
+    answer = httpx.get(
+        f"{dlts.url}api/clusters/nowhere/jobs/x/status", params={"email": "a@b", "password": "0"}
+    )
     assert (answer.status_code, answer.text) == (404, "Cluster is not found")
     answer = httpx.get(f"{dlts.url}api/v2/clusters/nowhere/jobs/x", params=dlts.credentials)
     assert (answer.status_code, answer.text) == (404, "Cluster is not found")

@@ -94,9 +94,22 @@ def _read_banner(process: subprocess.Popen[bytes], timeout: float = 30) -> str:
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.emulators.dlts", "--port", "0", "--storage", str(tmp_path / "nfs"),
-         "--master-token", "cli-token", "--delay", "queued=0.01"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "tests.emulators.dlts",
+            "--port",
+            "0",
+            "--storage",
+            str(tmp_path / "nfs"),
+            "--master-token",
+            "cli-token",
+            "--delay",
+            "queued=0.01",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:
@@ -109,7 +122,9 @@ def cli(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
         process.stdout.close()
 
 
-def test_cli_prints_what_an_nni_config_needs(cli: tuple[subprocess.Popen[bytes], str], tmp_path: Path) -> None:
+def test_cli_prints_what_an_nni_config_needs(
+    cli: tuple[subprocess.Popen[bytes], str], tmp_path: Path
+) -> None:
     process, banner = cli
     dashboard = re.search(r"^  dashboard: (http://127\.0\.0\.1:\d+/)$", banner, re.M)
     password = re.search(r"^  password: ([0-9a-f]{32})$", banner, re.M)

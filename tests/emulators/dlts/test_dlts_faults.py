@@ -46,7 +46,9 @@ def test_launch_errors_turn_the_job_error_after_the_retries(dlts: DltsEmulator, 
     assert status == {"status": "error", "message": "Cannot submit job!node out of disk"}
 
 
-def test_fewer_launch_errors_than_retries_only_delay_the_job(dlts: DltsEmulator, client: httpx.Client) -> None:
+def test_fewer_launch_errors_than_retries_only_delay_the_job(
+    dlts: DltsEmulator, client: httpx.Client
+) -> None:
     dlts.faults.launch_error(count=2)
     job_id = submit(client, dlts, "true")
     assert poll(client, dlts, job_id)[0] == ["unapproved", "queued", "scheduling", "running", "finished"]
@@ -60,7 +62,9 @@ def test_a_job_without_image_ends_in_error(dlts: DltsEmulator, client: httpx.Cli
     assert message == "Cannot submit job!'ApiException' object has no attribute 'message'"
 
 
-def test_an_unknown_training_type_stays_queued_with_an_error_message(dlts: DltsEmulator, client: httpx.Client) -> None:
+def test_an_unknown_training_type_stays_queued_with_an_error_message(
+    dlts: DltsEmulator, client: httpx.Client
+) -> None:
     job_id = submit(client, dlts, "true", jobtrainingtype="MagicJob")
     poll(client, dlts, job_id, "queued")
     wait_for(lambda: "message" in client.get(f"api/clusters/{dlts.cluster}/jobs/{job_id}/status").json())

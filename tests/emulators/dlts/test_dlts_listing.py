@@ -29,7 +29,11 @@ def test_vc_usage_counts_running_jobs(dlts: DltsEmulator, client: httpx.Client) 
     assert vc["user_status"] == [{"userName": "trialfleet", "userGPU": {"Standard_P40": 3}}]
     v2 = client.get(f"api/v2/teams/{dlts.team}/clusters/{dlts.cluster}").json()
     assert v2["types"]["Standard_P40"]["gpu"] == {
-        "total": 8, "unschedulable": 0, "used": 3, "preemptable": 0, "available": 5,
+        "total": 8,
+        "unschedulable": 0,
+        "used": 3,
+        "preemptable": 0,
+        "available": 5,
     }
     assert v2["users"]["trialfleet"]["types"]["Standard_P40"]["gpu"]["used"] == 3
 
@@ -38,16 +42,25 @@ def test_teams_across_clusters(tmp_path: Path) -> None:
     clusters = [ClusterSpec("east", tmp_path / "east"), ClusterSpec("west", tmp_path / "west")]
     teams = [Team("platform", gpus=8, user_quota=2)]
     users = [User("ana@example.com", {"platform": "Admin"})]
-    with DltsEmulator(tmp_path, clusters=clusters, teams=teams, users=users) as dlts, httpx.Client(
-        base_url=dlts.url, params=dlts.credentials
-    ) as client:
+    with (
+        DltsEmulator(tmp_path, clusters=clusters, teams=teams, users=users) as dlts,
+        httpx.Client(base_url=dlts.url, params=dlts.credentials) as client,
+    ):
         listing = client.get("api/teams").json()
         entry = {"admin": True, "gpus": {"P40": {"perNode": 4, "quota": 8}, "user_quota": {}}, "userQuota": 2}
         assert listing == [{"id": "platform", "clusters": [{"id": "east", **entry}, {"id": "west", **entry}]}]
         assert client.get("api/clusters/.default").json() == client.get("api/clusters/east").json()
-        answer = client.post("api/clusters/west/jobs", json={"vcName": "platform", "jobName": "w",
-                                                             "jobType": "training", "image": "i", "cmd": "true",
-                                                             "jobtrainingtype": "RegularJob"})
+        answer = client.post(
+            "api/clusters/west/jobs",
+            json={
+                "vcName": "platform",
+                "jobName": "w",
+                "jobType": "training",
+                "image": "i",
+                "cmd": "true",
+                "jobtrainingtype": "RegularJob",
+            },
+        )
         job_id = answer.json()["jobId"]
         assert client.get(f"api/v2/clusters/east/jobs/{job_id}").json() == {}
         assert client.get(f"api/v2/clusters/west/jobs/{job_id}").json()["jobId"] == job_id
@@ -64,8 +77,18 @@ def test_team_job_lists_v1_and_v2(dlts: DltsEmulator, client: httpx.Client) -> N
     assert all(j["cluster"] == dlts.cluster and "errorMsg" in j for j in v1)
     v2 = client.get(f"api/v2/clusters/{dlts.cluster}/teams/{dlts.team}/jobs").json()
     assert {j["jobId"] for j in v2} == {done, waiting}
-    assert set(v2[0]) == {"jobId", "jobName", "jobParams", "jobStatus", "jobStatusDetail", "jobTime", "jobType",
-                          "priority", "userName", "vcName"}
+    assert set(v2[0]) == {
+        "jobId",
+        "jobName",
+        "jobParams",
+        "jobStatus",
+        "jobStatusDetail",
+        "jobTime",
+        "jobType",
+        "priority",
+        "userName",
+        "vcName",
+    }
 
 
 def test_priority_is_clamped_to_the_users_range(dlts: DltsEmulator, client: httpx.Client) -> None:
@@ -79,7 +102,11 @@ def test_priority_is_clamped_to_the_users_range(dlts: DltsEmulator, client: http
 def test_router_answers(dlts: DltsEmulator, client: httpx.Client) -> None:
     job_url = f"api/clusters/{dlts.cluster}/jobs/x"
     answer = client.delete(job_url)
-    assert (answer.status_code, answer.text, answer.headers["allow"]) == (405, "Method Not Allowed", "GET, HEAD")
+    assert (answer.status_code, answer.text, answer.headers["allow"]) == (
+        405,
+        "Method Not Allowed",
+        "GET, HEAD",
+    )
     assert client.get("api/nothing/here").status_code == 404
     assert client.get("index.html").status_code == 404
     assert client.get("api/").json() == {"version": "0.1.0"}

@@ -14,7 +14,7 @@ import pytest
 from tests.emulators.dlts import DltsEmulator
 from tests.emulators.dlts.testing import job, poll, set_status, submit, wait_for
 
-DUMP_ENV = "python3 -c 'import json, os; print(json.dumps({\"env\": dict(os.environ), \"cwd\": os.getcwd()}))'"
+DUMP_ENV = 'python3 -c \'import json, os; print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}))\''
 
 
 def run_and_read(client: httpx.Client, dlts: DltsEmulator, cmd: str, **overrides: object) -> tuple[str, str]:
@@ -24,7 +24,9 @@ def run_and_read(client: httpx.Client, dlts: DltsEmulator, cmd: str, **overrides
     return job_id, client.get(f"api/clusters/{dlts.cluster}/jobs/{job_id}/log").json()["log"][job_id]
 
 
-def test_environment_of_a_job(dlts: DltsEmulator, client: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_of_a_job(
+    dlts: DltsEmulator, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MANAGER_ONLY", "the emulator's own environment must not leak into jobs")
     envs = [{"name": "TRIAL", "value": "a b'c"}, {"name": "PATHOLOGY", "value": "dropped by init_user.sh"}]
     job_id, log = run_and_read(client, dlts, DUMP_ENV, resourcegpu=2, envs=envs)
@@ -39,7 +41,9 @@ def test_environment_of_a_job(dlts: DltsEmulator, client: httpx.Client, monkeypa
         assert env[f"{prefix}_NUM_GPU_PER_WORKER"] == "2"
         assert env[f"{prefix}_ROLE_NAME"] == "master"
         assert (env[f"{prefix}_UID"], env[f"{prefix}_GID"]) == ("20001", "20000")
-    assert env["DLTS_JOB_TOKEN"] == dlts.password  # md5(userName:master_token), usable as the dashboard password
+    assert (
+        env["DLTS_JOB_TOKEN"] == dlts.password
+    )  # md5(userName:master_token), usable as the dashboard password
     assert env["HOME"] == f"/home/{alias}" and env["USER"] == alias and env["POD_NAME"] == job_id
     assert len(env["NVIDIA_VISIBLE_DEVICES"].split(",")) == 2
     assert env["DLTS_PREEMPTIBLE"] == "false" and env["DLTS_LAUNCH_CMD"] == DUMP_ENV
@@ -74,11 +78,15 @@ def test_paths_of_the_job_point_into_the_export(dlts: DltsEmulator, client: http
     (dlts.storage / "storage" / "sets" / "a.txt").write_text("A\n")
     (dlts.work_dir() / "proj").mkdir()
     (dlts.work_dir() / "proj" / "w.txt").write_text("W\n")
-    _, log = run_and_read(client, dlts, "cat /data/a.txt /work/w.txt ~/proj/w.txt", dataPath="sets", workPath="proj")
+    _, log = run_and_read(
+        client, dlts, "cat /data/a.txt /work/w.txt ~/proj/w.txt", dataPath="sets", workPath="proj"
+    )
     assert log.splitlines()[:3] == ["A", "W", "W"]
 
 
-def test_a_work_path_missing_on_the_nfs_leaves_the_pod_creating(dlts: DltsEmulator, client: httpx.Client) -> None:
+def test_a_work_path_missing_on_the_nfs_leaves_the_pod_creating(
+    dlts: DltsEmulator, client: httpx.Client
+) -> None:
     job_id = submit(client, dlts, "true", workPath="no/such/dir")
     poll(client, dlts, job_id, "scheduling")
     for _ in range(3):
@@ -121,9 +129,10 @@ def test_a_running_jobs_log_grows(dlts: DltsEmulator, client: httpx.Client) -> N
 
 
 def test_legacy_log_backend_returns_the_whole_text(tmp_path: Path) -> None:
-    with DltsEmulator(tmp_path / "nfs", log_backend="legacy") as dlts, httpx.Client(
-        base_url=dlts.url, params=dlts.credentials
-    ) as client:
+    with (
+        DltsEmulator(tmp_path / "nfs", log_backend="legacy") as dlts,
+        httpx.Client(base_url=dlts.url, params=dlts.credentials) as client,
+    ):
         job_id = submit(client, dlts, "seq 1 3")
         assert poll(client, dlts, job_id)[0][-1] == "finished"
         answer = client.get(f"api/clusters/{dlts.cluster}/jobs/{job_id}/log").json()
@@ -142,9 +151,15 @@ def test_endpoint_is_served_on_its_own_port(dlts: DltsEmulator, client: httpx.Cl
     assert answer.status_code == 200 and answer.json()[f"e-{job_id}-port-{pod_port}"]["status"] == "pending"
     wait_for(lambda: client.get(url).json()[0]["status"] == "running", message="the endpoint to run")
     (endpoint,) = client.get(url).json()
-    assert endpoint["podPort"] == pod_port and endpoint["port"] != pod_port and endpoint["name"] == "nni-rest-server"
-    wait_for(lambda: _get(f"http://{endpoint['nodeName']}:{endpoint['port']}/hello.txt") == "from the pod\n",
-             message="the pod's server behind the node port")
+    assert (
+        endpoint["podPort"] == pod_port
+        and endpoint["port"] != pod_port
+        and endpoint["name"] == "nni-rest-server"
+    )
+    wait_for(
+        lambda: _get(f"http://{endpoint['nodeName']}:{endpoint['port']}/hello.txt") == "from the pod\n",
+        message="the pod's server behind the node port",
+    )
     set_status(client, dlts, job_id, "killing")
     poll(client, dlts, job_id, "killed")
     assert client.get(url).json()[0]["status"] == "stopped"
@@ -171,7 +186,10 @@ def _get(url: str) -> str | None:
 def test_endpoint_requests_the_restapi_refuses_are_502(dlts: DltsEmulator, client: httpx.Client) -> None:
     job_id = submit(client, dlts, "sleep 300")
     url = f"api/clusters/{dlts.cluster}/jobs/{job_id}/endpoints"
-    for endpoints in ([{"name": "x", "podPort": 8080}], [{"name": "a-very-long-port-name", "podPort": 40001}]):
+    for endpoints in (
+        [{"name": "x", "podPort": 8080}],
+        [{"name": "a-very-long-port-name", "podPort": 40001}],
+    ):
         answer = client.post(url, json={"endpoints": endpoints})
         assert (answer.status_code, answer.text) == (502, "Bad Gateway")
     answer = client.post(f"api/clusters/{dlts.cluster}/jobs/nope/endpoints", json={"endpoints": ["ssh"]})
@@ -193,11 +211,21 @@ def test_job_mountpoints_on_the_clusters_export(dlts: DltsEmulator, client: http
     (dlts.data_dir() / "shared" / "s.txt").write_text("shared\n")
     target = f"/mnt/dlts-emulator-test-{uuid.uuid4().hex[:8]}"
     mountpoints = [
-        {"name": "shared", "mountPath": target, "mountType": "nfs", "server": spec.nfs_server,
-         "path": f"{spec.nfs_path}/storage/shared"},
+        {
+            "name": "shared",
+            "mountPath": target,
+            "mountType": "nfs",
+            "server": spec.nfs_server,
+            "path": f"{spec.nfs_path}/storage/shared",
+        },
         {"name": "broken"},  # no mountPath: make_mountpoint's result is invalid and skipped
-        {"name": "data2", "mountPath": "/data", "mountType": "nfs", "server": spec.nfs_server,
-         "path": f"{spec.nfs_path}/storage/shared"},  # /data is taken: a duplicate mount path is dropped
+        {
+            "name": "data2",
+            "mountPath": "/data",
+            "mountType": "nfs",
+            "server": spec.nfs_server,
+            "path": f"{spec.nfs_path}/storage/shared",
+        },  # /data is taken: a duplicate mount path is dropped
     ]
     _, log = run_and_read(client, dlts, f"cat {target}/s.txt; ls /data", mountpoints=mountpoints)
     assert log.splitlines()[:2] == ["shared", "shared"]  # /data is still the data path (holding "shared/")

@@ -83,7 +83,9 @@ def test_kill_ends_the_whole_process_tree(dlts: DltsEmulator, client: httpx.Clie
     assert set_status(client, dlts, job_id, "killing") == f"Cannot Kill the job. Job ID:{job_id}"
 
 
-def test_killing_a_waiting_job_reports_the_kill_time_as_start(dlts: DltsEmulator, client: httpx.Client) -> None:
+def test_killing_a_waiting_job_reports_the_kill_time_as_start(
+    dlts: DltsEmulator, client: httpx.Client
+) -> None:
     dlts.faults.hold("queued")
     job_id = submit(client, dlts, "true")
     poll(client, dlts, job_id, "queued")
@@ -117,7 +119,10 @@ def test_pause_and_resume(dlts: DltsEmulator, client: httpx.Client) -> None:
 def test_status_values_outside_the_schema_are_400(dlts: DltsEmulator, client: httpx.Client) -> None:
     for body in ({"status": "killed"}, {"status": "running"}):
         answer = client.put(f"api/clusters/{dlts.cluster}/jobs/x/status", json=body)
-        assert (answer.status_code, answer.text) == (400, ".status should be equal to one of the allowed values")
+        assert (answer.status_code, answer.text) == (
+            400,
+            ".status should be equal to one of the allowed values",
+        )
     answer = client.put(f"api/clusters/{dlts.cluster}/jobs/x/status", json={})
     assert (answer.status_code, answer.text) == (400, " should have required property 'status'")
 
@@ -139,7 +144,11 @@ def test_approval_and_who_may_see_and_change_a_job(two_users: DltsEmulator) -> N
     def client_of(email: str) -> httpx.Client:
         return httpx.Client(base_url=dlts.url, params={"email": email, "password": dlts.password_for(email)})
 
-    with client_of("ana@example.com") as ana, client_of("bo@example.com") as bo, client_of("cy@example.com") as cy:
+    with (
+        client_of("ana@example.com") as ana,
+        client_of("bo@example.com") as bo,
+        client_of("cy@example.com") as cy,
+    ):
         job_id = submit(ana, dlts, "sleep 300")
         assert job(bo, dlts, job_id) == {}  # neither owner nor collaborator
         assert set_status(bo, dlts, job_id, "killing") == f"Cannot Kill the job. Job ID:{job_id}"
@@ -148,7 +157,9 @@ def test_approval_and_who_may_see_and_change_a_job(two_users: DltsEmulator) -> N
         assert set_status(cy, dlts, job_id, "approved") == "Success, the job has been approved."
         assert set_status(cy, dlts, job_id, "approved") == f"Cannot approve the job. Job ID:{job_id}"
         poll(ana, dlts, job_id, "running")
-        batch = cy.post(f"api/clusters/{dlts.cluster}/jobs/status", json={"status": {job_id: "killing", "x": "killing"}})
+        batch = cy.post(
+            f"api/clusters/{dlts.cluster}/jobs/status", json={"status": {job_id: "killing", "x": "killing"}}
+        )
         assert batch.status_code == 200
         assert batch.json() == {"killing": f'{{"result":{{"{job_id}":"successfully killed"}}}}\n'}
         poll(ana, dlts, job_id, "killed")
@@ -156,17 +167,23 @@ def test_approval_and_who_may_see_and_change_a_job(two_users: DltsEmulator) -> N
 
 def test_user_quota_holds_jobs_for_approval(tmp_path: Path) -> None:
     teams = [Team("platform", gpus=8, user_quota=2)]
-    with DltsEmulator(tmp_path / "nfs", teams=teams, kill_grace=0.2) as dlts, httpx.Client(
-        base_url=dlts.url, params=dlts.credentials
-    ) as client:
+    with (
+        DltsEmulator(tmp_path / "nfs", teams=teams, kill_grace=0.2) as dlts,
+        httpx.Client(base_url=dlts.url, params=dlts.credentials) as client,
+    ):
         first = submit(client, dlts, "sleep 300", resourcegpu=2)
         poll(client, dlts, first, "running")
         second = submit(client, dlts, "true", resourcegpu=1)
         wait_for(lambda: "exceeds the user quota" in str(job(client, dlts, second)["jobStatusDetail"]))
         detail = job(client, dlts, second)
         assert detail["jobStatus"] == "unapproved"
-        assert detail["jobStatusDetail"] == [{"message": (
-            "exceeds the user quota in VC: 2 (used) + 1 (requested) > 2 (user quota). Will need admin approval.")}]
+        assert detail["jobStatusDetail"] == [
+            {
+                "message": (
+                    "exceeds the user quota in VC: 2 (used) + 1 (requested) > 2 (user quota). Will need admin approval."
+                )
+            }
+        ]
         for _ in range(3):
             dlts.step()
         assert job(client, dlts, second)["jobStatus"] == "unapproved"
@@ -178,9 +195,10 @@ def test_user_quota_holds_jobs_for_approval(tmp_path: Path) -> None:
 
 
 def test_jobs_beyond_the_vc_quota_stay_queued(tmp_path: Path) -> None:
-    with DltsEmulator(tmp_path / "nfs", teams=[Team("platform", gpus=1)], kill_grace=0.2) as dlts, httpx.Client(
-        base_url=dlts.url, params=dlts.credentials
-    ) as client:
+    with (
+        DltsEmulator(tmp_path / "nfs", teams=[Team("platform", gpus=1)], kill_grace=0.2) as dlts,
+        httpx.Client(base_url=dlts.url, params=dlts.credentials) as client,
+    ):
         first = submit(client, dlts, "sleep 300", resourcegpu=1)
         poll(client, dlts, first, "running")
         second = submit(client, dlts, "true", resourcegpu=1)

@@ -131,14 +131,22 @@ def test_a_client_chosen_job_id_makes_submit_idempotent(dlts: DltsEmulator, clie
 
 def test_paths_are_put_under_the_alias_and_normalized(dlts: DltsEmulator, client: httpx.Client) -> None:
     alias = dlts.email.split("@")[0]
-    body = {**nni_job_body(dlts, "true"), "jobPath": "exp/./t1/", "workPath": "code\\v2", "dataPath": "sets/x"}
+    body = {
+        **nni_job_body(dlts, "true"),
+        "jobPath": "exp/./t1/",
+        "workPath": "code\\v2",
+        "dataPath": "sets/x",
+    }
     params = job(client, dlts, post(client, dlts, body).json()["jobId"])["jobParams"]
     assert params["jobPath"] == f"{alias}/exp/t1"
     assert params["workPath"] == f"{alias}/code/v2"
     assert params["dataPath"] == "sets/x"
     # startswith(alias) without a slash: a path of another user that merely starts with the alias is kept
     body = {**nni_job_body(dlts, "true"), "workPath": f"{alias}2/code"}
-    assert job(client, dlts, post(client, dlts, body).json()["jobId"])["jobParams"]["workPath"] == f"{alias}2/code"
+    assert (
+        job(client, dlts, post(client, dlts, body).json()["jobId"])["jobParams"]["workPath"]
+        == f"{alias}2/code"
+    )
 
 
 def test_string_gpus_and_flags_are_normalized(dlts: DltsEmulator, client: httpx.Client) -> None:
@@ -147,7 +155,9 @@ def test_string_gpus_and_flags_are_normalized(dlts: DltsEmulator, client: httpx.
     assert params["resourcegpu"] == 0 and params["preemptionAllowed"] is True
 
 
-def test_log_dir_without_job_id_collides_with_its_tensorboard_job(dlts: DltsEmulator, client: httpx.Client) -> None:
+def test_log_dir_without_job_id_collides_with_its_tensorboard_job(
+    dlts: DltsEmulator, client: httpx.Client
+) -> None:
     """SubmitJob gives the TensorBoard job and the job the same fresh uuid, so the job's INSERT fails."""
     answer = post(client, dlts, {**nni_job_body(dlts, "true"), "logDir": "/job/tb"})
     assert answer.json() == {"error": "Cannot create job!Cannot schedule job. Cannot add job into database."}
@@ -162,11 +172,27 @@ def test_log_dir_without_job_id_collides_with_its_tensorboard_job(dlts: DltsEmul
 def dlworkspace_test_job(dlts: DltsEmulator, job_type: str, cmd: str) -> dict[str, Any]:
     """``gen_default_job_description`` of DLWorkspace's ``src/ClusterManager/test/utils.py`` (uid a string)."""
     body: dict[str, Any] = {
-        "userName": dlts.email, "userId": "20001", "jobType": "training", "gpuType": "P40", "vcName": dlts.team,
-        "containerUserId": 0, "jobName": f"test_regular_job.{job_type}", "preemptionAllowed": False,
-        "image": "indexserveregistry.azurecr.io/deepscale:1.0.post0", "cmd": cmd, "workPath": "./",
-        "enableworkpath": True, "dataPath": "./", "enabledatapath": True, "jobPath": "", "enablejobpath": True,
-        "env": [], "resourcegpu": 0, "memorylimit": "500M", "cpulimit": 1, "_allow_partial_node": True,
+        "userName": dlts.email,
+        "userId": "20001",
+        "jobType": "training",
+        "gpuType": "P40",
+        "vcName": dlts.team,
+        "containerUserId": 0,
+        "jobName": f"test_regular_job.{job_type}",
+        "preemptionAllowed": False,
+        "image": "indexserveregistry.azurecr.io/deepscale:1.0.post0",
+        "cmd": cmd,
+        "workPath": "./",
+        "enableworkpath": True,
+        "dataPath": "./",
+        "enabledatapath": True,
+        "jobPath": "",
+        "enablejobpath": True,
+        "env": [],
+        "resourcegpu": 0,
+        "memorylimit": "500M",
+        "cpulimit": 1,
+        "_allow_partial_node": True,
     }
     if job_type == "regular":
         body.update(jobtrainingtype="RegularJob", hostNetwork=False, isPrivileged=False)

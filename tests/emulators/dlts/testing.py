@@ -15,7 +15,9 @@ from tests.emulators.dlts import DltsEmulator
 TERMINAL = ("finished", "failed", "error", "killed")
 
 
-def nni_job_body(dlts: DltsEmulator, cmd: str, *, gpus: int = 0, name: str = "nni_exp_abc_trial_x") -> dict[str, Any]:
+def nni_job_body(
+    dlts: DltsEmulator, cmd: str, *, gpus: int = 0, name: str = "nni_exp_abc_trial_x"
+) -> dict[str, Any]:
     """The body NNI's ``DLTSJobConfig`` posted (field for field, in its order), with ``gpuType`` fetched."""
     return {
         "team": dlts.team,

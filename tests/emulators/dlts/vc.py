@@ -31,21 +31,25 @@ def _compact(value: Any) -> str:
 
 def resource_quota(team: Team) -> str:
     nodes = max(1, -(-team.gpus // max(team.gpus_per_node, 1)))
-    return _compact({
-        "cpu": {team.sku: CPUS_PER_NODE * nodes * 0.9},
-        "memory": {team.sku: f"{MEMORY_PER_NODE_GI * nodes}Gi"},
-        "gpu": {team.sku: team.gpus},
-        "gpu_memory": {team.sku: 0},
-    })
+    return _compact(
+        {
+            "cpu": {team.sku: CPUS_PER_NODE * nodes * 0.9},
+            "memory": {team.sku: f"{MEMORY_PER_NODE_GI * nodes}Gi"},
+            "gpu": {team.sku: team.gpus},
+            "gpu_memory": {team.sku: 0},
+        }
+    )
 
 
 def resource_metadata(team: Team) -> str:
-    return _compact({
-        "cpu": {team.sku: {"per_node": CPUS_PER_NODE, "schedulable_ratio": 0.9}},
-        "memory": {team.sku: {"per_node": f"{MEMORY_PER_NODE_GI}Gi", "schedulable_ratio": 0.9}},
-        "gpu": {team.sku: {"per_node": team.gpus_per_node, "gpu_type": team.gpu_type}},
-        "gpu_memory": {team.sku: {"per_node": "0Gi"}},
-    })
+    return _compact(
+        {
+            "cpu": {team.sku: {"per_node": CPUS_PER_NODE, "schedulable_ratio": 0.9}},
+            "memory": {team.sku: {"per_node": f"{MEMORY_PER_NODE_GI}Gi", "schedulable_ratio": 0.9}},
+            "gpu": {team.sku: {"per_node": team.gpus_per_node, "gpu_type": team.gpu_type}},
+            "gpu_memory": {team.sku: {"per_node": "0Gi"}},
+        }
+    )
 
 
 def vc_row(team: Team) -> dict[str, Any]:
@@ -63,7 +67,10 @@ def _usage(jobs: list[Job], preemptible: bool) -> dict[str, int]:
     """GPUs in use by alias, for jobs holding pods (scheduling or running) of the given kind."""
     usage: dict[str, int] = {}
     for job in jobs:
-        if job.status in ("scheduling", "running") and bool(job.params.get("preemptionAllowed")) == preemptible:
+        if (
+            job.status in ("scheduling", "running")
+            and bool(job.params.get("preemptionAllowed")) == preemptible
+        ):
             alias = alias_of(job.user_name)
             usage[alias] = usage.get(alias, 0) + job_gpus(job)
     return usage
@@ -76,18 +83,22 @@ def vc_status(team: Team, jobs: list[Job], node_status: list[dict[str, Any]]) ->
     available = max(0, team.gpus - used_total)
     sku = team.sku
     record = vc_row(team)
-    record.update({
-        "gpu_capacity": {sku: team.gpus},
-        "gpu_used": {sku: used_total},
-        "gpu_preemptable_used": {sku: preemptable_total},
-        "gpu_available": {sku: available},
-        "gpu_unschedulable": {sku: 0},
-        "gpu_reserved": {sku: 0},
-        "user_status": [{"userName": name, "userGPU": {sku: n}} for name, n in used.items()],
-        "user_status_preemptable": [{"userName": name, "userGPU": {sku: n}} for name, n in preemptable.items()],
-        "available_job_num": sum(1 for j in jobs if j.status in ACTIVE_STATUS),
-        "node_status": node_status,
-    })
+    record.update(
+        {
+            "gpu_capacity": {sku: team.gpus},
+            "gpu_used": {sku: used_total},
+            "gpu_preemptable_used": {sku: preemptable_total},
+            "gpu_available": {sku: available},
+            "gpu_unschedulable": {sku: 0},
+            "gpu_reserved": {sku: 0},
+            "user_status": [{"userName": name, "userGPU": {sku: n}} for name, n in used.items()],
+            "user_status_preemptable": [
+                {"userName": name, "userGPU": {sku: n}} for name, n in preemptable.items()
+            ],
+            "available_job_num": sum(1 for j in jobs if j.status in ACTIVE_STATUS),
+            "node_status": node_status,
+        }
+    )
     record["gpu_avaliable"] = record["gpu_available"]
     record["AvaliableJobNum"] = record["available_job_num"]
     return record
@@ -99,14 +110,16 @@ def node_status(teams: list[Team]) -> list[dict[str, Any]]:
     for team in teams:
         count = max(1, -(-team.gpus // max(team.gpus_per_node, 1)))
         for index in range(count):
-            nodes.append({
-                "name": f"{team.name.lower()}-worker-{index}",
-                "InternalIP": "127.0.0.1",
-                "labels": {"worker": "active", "sku": team.sku},
-                "unschedulable": False,
-                "gpu_capacity": {team.sku: team.gpus_per_node},
-                "gpu_allocatable": {team.sku: team.gpus_per_node},
-            })
+            nodes.append(
+                {
+                    "name": f"{team.name.lower()}-worker-{index}",
+                    "InternalIP": "127.0.0.1",
+                    "labels": {"worker": "active", "sku": team.sku},
+                    "unschedulable": False,
+                    "gpu_capacity": {team.sku: team.gpus_per_node},
+                    "gpu_allocatable": {team.sku: team.gpus_per_node},
+                }
+            )
     return nodes
 
 

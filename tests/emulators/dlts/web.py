@@ -156,14 +156,19 @@ class _Handler(BaseHTTPRequestHandler):
 class Server:
     """A threaded HTTP server on ``host``:``port`` (0: a free port) calling ``dispatch`` for each request."""
 
-    def __init__(self, dispatch: Callable[[Request], Response], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, dispatch: Callable[[Request], Response], host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         handler = type("DltsHandler", (_Handler,), {"dispatch": staticmethod(dispatch)})
         self._httpd = ThreadingHTTPServer((host, port), handler)
         self._httpd.daemon_threads = True
         self.host = host
         self.port: int = self._httpd.server_address[1]
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="dlts-dashboard", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="dlts-dashboard",
+            daemon=True,
         )
 
     def start(self) -> None:

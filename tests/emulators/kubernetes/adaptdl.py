@@ -49,7 +49,9 @@ def webhooks(name: str) -> list[ValidatingWebhook]:
             invalid = fe.invalid_error("PodTemplate", "", "spec.template", problems)
             return err.webhook_denied(name, 422, "Invalid", invalid.message)
         if spec.get("maxReplicas", float("inf")) < spec.get("minReplicas", 0):
-            return err.webhook_denied(name, 422, "Invalid", "spec.maxReplicas must be greater than or equal to spec.minReplicas")
+            return err.webhook_denied(
+                name, 422, "Invalid", "spec.maxReplicas must be greater than or equal to spec.minReplicas"
+            )
         return None
 
     return [ValidatingWebhook(name, KEY, ("CREATE", "UPDATE"), check)]
@@ -63,8 +65,17 @@ def _isoformat(seconds: float) -> str:
 class AdaptDLController(Loop):
     name = "adaptdl"
 
-    def __init__(self, api: ApiServer, store: Store, clock: Clock, *, delay: float, tick: float = 0.02,
-                 supervisor_url: str = "http://adaptdl-supervisor:8080", version: str = "0.2.11") -> None:
+    def __init__(
+        self,
+        api: ApiServer,
+        store: Store,
+        clock: Clock,
+        *,
+        delay: float,
+        tick: float = 0.02,
+        supervisor_url: str = "http://adaptdl-supervisor:8080",
+        version: str = "0.2.11",
+    ) -> None:
         super().__init__(store, clock, delay=delay, tick=tick)
         self.api = api
         self.supervisor_url = supervisor_url
@@ -92,8 +103,14 @@ class AdaptDLController(Loop):
         rt = self.api.registry.find(GROUP, "v1", "adaptdljobs")
         if rt is None:
             raise ValueError("AdaptDL is not installed")
-        self.api.patch(rt, namespace, name, "application/merge-patch+json", {"status": {"allocation": allocation}},
-                       subresource="status")
+        self.api.patch(
+            rt,
+            namespace,
+            name,
+            "application/merge-patch+json",
+            {"status": {"allocation": allocation}},
+            subresource="status",
+        )
 
     # ---- allocator -----------------------------------------------------------------------------------
 
@@ -119,7 +136,9 @@ class AdaptDLController(Loop):
             conditions = (node.get("status") or {}).get("conditions") or []
             if not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
                 continue
-            free[node["metadata"]["name"]] = {k: parse(v) for k, v in (node["status"].get("allocatable") or {}).items()}
+            free[node["metadata"]["name"]] = {
+                k: parse(v) for k, v in (node["status"].get("allocatable") or {}).items()
+            }
         for pod in self.store.list(POD_TYPE.key):
             node = pod["spec"].get("nodeName")
             if node in free and pod["status"].get("phase") not in ("Succeeded", "Failed"):
@@ -131,8 +150,11 @@ class AdaptDLController(Loop):
 
     def _pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         name = job["metadata"]["name"]
-        return [p for p in self.store.list(POD_TYPE.key, job["metadata"]["namespace"])
-                if (p["metadata"].get("labels") or {}).get("adaptdl/job") == name]
+        return [
+            p
+            for p in self.store.list(POD_TYPE.key, job["metadata"]["namespace"])
+            if (p["metadata"].get("labels") or {}).get("adaptdl/job") == name
+        ]
 
     def _sync(self, rt: ResourceType, job: dict[str, Any]) -> None:
         pods = self._pods(job)
@@ -172,8 +194,14 @@ class AdaptDLController(Loop):
         if patch:
             self._patch(rt, job, patch)
 
-    def _starting(self, job: dict[str, Any], new: dict[str, Any], pods: list[dict[str, Any]], allocation: list[str],
-                  replicas: int) -> None:
+    def _starting(
+        self,
+        job: dict[str, Any],
+        new: dict[str, Any],
+        pods: list[dict[str, Any]],
+        allocation: list[str],
+        replicas: int,
+    ) -> None:
         if (_scheduled(pods) != replicas and _restart(pods, allocation)) or not allocation:
             new["phase"] = "Stopping"
         elif allocation and not pods:
@@ -184,15 +212,23 @@ class AdaptDLController(Loop):
                 for rank in range(len(allocation)):
                     created.append(self._create_pod(job, allocation, new["group"], rank))
             except err.ApiError as error:
-                new.update({"phase": "Failed", "reason": "PodCreationError", "message": f"({error.code})\nReason: {error.reason}\n"
-                            f"HTTP response body: {error.status}"})
+                new.update(
+                    {
+                        "phase": "Failed",
+                        "reason": "PodCreationError",
+                        "message": f"({error.code})\nReason: {error.reason}\n"
+                        f"HTTP response body: {error.status}",
+                    }
+                )
                 self._delete_pods(created)
         elif len(pods) != replicas:
             new["phase"] = "Stopping"
         elif _ready(pods) == replicas:
             new["phase"] = "Running"
 
-    def _create_pod(self, job: dict[str, Any], allocation: list[str], group: int, rank: int) -> dict[str, Any]:
+    def _create_pod(
+        self, job: dict[str, Any], allocation: list[str], group: int, rank: int
+    ) -> dict[str, Any]:
         meta = job["metadata"]
         nodes = self.api.registry.by_key(*NODES)
         assert nodes is not None
@@ -201,14 +237,31 @@ class AdaptDLController(Loop):
         pod.update({"apiVersion": "v1", "kind": "Pod"})
         pod_meta = pod.setdefault("metadata", {})
         pod_meta["name"] = f"{meta['name']}-{meta['uid']}-{group}-{rank}"
-        pod_meta["ownerReferences"] = [{"apiVersion": f"{GROUP}/v1", "controller": True, "blockOwnerDeletion": True,
-                                        "kind": "AdaptDLJob", "name": meta["name"], "uid": meta["uid"]}]
-        pod_meta.setdefault("labels", {}).update({"adaptdl": "true", "adaptdl/job": meta["name"],
-                                                  "petuum.com/nodegroup": "all"})
-        pod_meta.setdefault("annotations", {}).update({"adaptdl/replicas": str(len(allocation)), "adaptdl/group": str(group),
-                                                       "adaptdl/rank": str(rank), "adaptdl/node": node["metadata"]["name"]})
+        pod_meta["ownerReferences"] = [
+            {
+                "apiVersion": f"{GROUP}/v1",
+                "controller": True,
+                "blockOwnerDeletion": True,
+                "kind": "AdaptDLJob",
+                "name": meta["name"],
+                "uid": meta["uid"],
+            }
+        ]
+        pod_meta.setdefault("labels", {}).update(
+            {"adaptdl": "true", "adaptdl/job": meta["name"], "petuum.com/nodegroup": "all"}
+        )
+        pod_meta.setdefault("annotations", {}).update(
+            {
+                "adaptdl/replicas": str(len(allocation)),
+                "adaptdl/group": str(group),
+                "adaptdl/rank": str(rank),
+                "adaptdl/node": node["metadata"]["name"],
+            }
+        )
         spec = pod.setdefault("spec", {})
-        spec.setdefault("nodeSelector", {})["kubernetes.io/hostname"] = node["metadata"]["labels"]["kubernetes.io/hostname"]
+        spec.setdefault("nodeSelector", {})["kubernetes.io/hostname"] = node["metadata"]["labels"][
+            "kubernetes.io/hostname"
+        ]
         spec["hostname"] = f"{meta['name']}-{group}-{rank}"
         spec["restartPolicy"] = "Never"
         spec.setdefault("volumes", []).append({"name": "adaptdl-shm", "emptyDir": {"medium": "Memory"}})
@@ -217,8 +270,9 @@ class AdaptDLController(Loop):
             container.setdefault("env", []).extend(self._env(job, allocation, group, rank, container))
         return self.api.create(POD_TYPE, meta["namespace"], pod)
 
-    def _env(self, job: dict[str, Any], allocation: list[str], group: int, rank: int,
-             container: dict[str, Any]) -> list[dict[str, str]]:
+    def _env(
+        self, job: dict[str, Any], allocation: list[str], group: int, rank: int, container: dict[str, Any]
+    ) -> list[dict[str, str]]:
         meta = job["metadata"]
         env = [
             {"name": "ADAPTDL_JOB_ID", "value": f"{meta['namespace']}/{meta['name']}"},
@@ -239,15 +293,23 @@ class AdaptDLController(Loop):
             if pod["metadata"].get("deletionTimestamp"):
                 continue
             try:
-                self.api.delete(POD_TYPE, pod["metadata"]["namespace"], pod["metadata"]["name"], DeleteOptions())
+                self.api.delete(
+                    POD_TYPE, pod["metadata"]["namespace"], pod["metadata"]["name"], DeleteOptions()
+                )
             except err.ApiError as error:
                 if error.code != 404:
                     raise
 
     def _patch(self, rt: ResourceType, job: dict[str, Any], status: dict[str, Any]) -> None:
         meta = job["metadata"]
-        self.api.patch(rt, meta["namespace"], meta["name"], "application/merge-patch+json", {"status": status},
-                       subresource="status")
+        self.api.patch(
+            rt,
+            meta["namespace"],
+            meta["name"],
+            "application/merge-patch+json",
+            {"status": status},
+            subresource="status",
+        )
         self.hold(meta["uid"])
 
 
@@ -262,9 +324,17 @@ def _invalid_pods(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
             group, count, rank = (int(_annotation(pod, k)) for k in ("group", "replicas", "rank"))
             node = (pod["metadata"].get("annotations") or {})["adaptdl/node"]
         except (KeyError, ValueError):
-            return {"phase": "Failed", "reason": "Invalid", "message": f"invalid annotations for pod {pod['metadata']['name']}"}
+            return {
+                "phase": "Failed",
+                "reason": "Invalid",
+                "message": f"invalid annotations for pod {pod['metadata']['name']}",
+            }
         if pod["spec"].get("nodeName") and pod["spec"]["nodeName"] != node:
-            return {"phase": "Failed", "reason": "Invalid", "message": f"incorrect node for pod {pod['metadata']['name']}"}
+            return {
+                "phase": "Failed",
+                "reason": "Invalid",
+                "message": f"incorrect node for pod {pod['metadata']['name']}",
+            }
         groups.add(group)
         replicas.add(count)
         ranks.append(rank)
@@ -276,7 +346,9 @@ def _invalid_pods(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
 def _completion(pods: list[dict[str, Any]], preemptible: bool) -> dict[str, Any]:
     if not pods:
         return {}
-    if all(len(pods) == int(_annotation(p, "replicas")) and p["status"].get("phase") == "Succeeded" for p in pods):
+    if all(
+        len(pods) == int(_annotation(p, "replicas")) and p["status"].get("phase") == "Succeeded" for p in pods
+    ):
         return {"phase": "Succeeded"}
     for pod in pods:
         phase = pod["status"].get("phase")
@@ -285,8 +357,10 @@ def _completion(pods: list[dict[str, Any]], preemptible: bool) -> dict[str, Any]
         reason = str(pod["status"].get("reason"))
         if reason == "UnexpectedAdmissionError" or reason.startswith("Outof"):
             continue
-        exited_143 = any(((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 143
-                         for s in pod["status"].get("containerStatuses") or [])
+        exited_143 = any(
+            ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 143
+            for s in pod["status"].get("containerStatuses") or []
+        )
         if preemptible and (pod["metadata"].get("deletionTimestamp") is not None or exited_143):
             continue
         return {"phase": "Failed", "reason": "PodFailure", "message": f"{pod['metadata']['name']} {phase}"}
@@ -296,17 +370,29 @@ def _completion(pods: list[dict[str, Any]], preemptible: bool) -> dict[str, Any]
 def _restart(pods: list[dict[str, Any]], allocation: list[str]) -> bool:
     for pod in pods:
         rank = int(_annotation(pod, "rank"))
-        if int(_annotation(pod, "replicas")) != len(allocation) or rank >= len(allocation) \
-                or _annotation(pod, "node") != allocation[rank]:
+        if (
+            int(_annotation(pod, "replicas")) != len(allocation)
+            or rank >= len(allocation)
+            or _annotation(pod, "node") != allocation[rank]
+        ):
             return True
     return False
 
 
 def _ready(pods: list[dict[str, Any]]) -> int:
-    return sum(1 for p in pods if p["status"].get("containerStatuses")
-               and all(s.get("ready") for s in p["status"]["containerStatuses"]))
+    return sum(
+        1
+        for p in pods
+        if p["status"].get("containerStatuses")
+        and all(s.get("ready") for s in p["status"]["containerStatuses"])
+    )
 
 
 def _scheduled(pods: list[dict[str, Any]]) -> int:
-    return sum(1 for p in pods if any(c["type"] == "PodScheduled" and c["status"] == "True"
-                                      for c in p["status"].get("conditions") or []))
+    return sum(
+        1
+        for p in pods
+        if any(
+            c["type"] == "PodScheduled" and c["status"] == "True" for c in p["status"].get("conditions") or []
+        )
+    )

@@ -29,8 +29,16 @@ from .store import Store, TypeKey
 from .strategies import Strategy, strategy_for
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-_SERVER_META = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                "generation", "managedFields", "selfLink")
+_SERVER_META = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "managedFields",
+    "selfLink",
+)
 
 
 @dataclass(frozen=True)
@@ -76,15 +84,26 @@ class ApiServer:
             raise err.not_found(rt.plural, rt.group, name)
         return obj
 
-    def list(self, rt: ResourceType, namespace: str | None, label_selector: str = "", field_selector: str = "",
-             limit: int | None = None, continue_token: str | None = None) -> dict[str, Any]:
+    def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> dict[str, Any]:
         wanted = selectors.parse_labels(label_selector)
         fields = selectors.parse_fields(field_selector, rt.fields)
         with self.store.lock:
             rv = self.store.rv
             items = self.store.list(rt.key, self._scope(rt, namespace) if namespace is not None else None)
-        items = [o for o in items if selectors.labels_match(wanted, o["metadata"].get("labels"))
-                 and selectors.fields_match(fields, o)]
+        items = [
+            o
+            for o in items
+            if selectors.labels_match(wanted, o["metadata"].get("labels"))
+            and selectors.fields_match(fields, o)
+        ]
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         items, meta = self._page(items, meta, limit, continue_token, filtered=bool(wanted or fields))
         if not rt.custom:
@@ -93,8 +112,14 @@ class ApiServer:
                 item.pop("apiVersion", None)
         return {"apiVersion": rt.api_version, "kind": rt.list_kind, "metadata": meta, "items": items}
 
-    def _page(self, items: builtins.list[dict[str, Any]], meta: dict[str, Any], limit: int | None, token: str | None,
-              filtered: bool) -> tuple[builtins.list[dict[str, Any]], dict[str, Any]]:
+    def _page(
+        self,
+        items: builtins.list[dict[str, Any]],
+        meta: dict[str, Any],
+        limit: int | None,
+        token: str | None,
+        filtered: bool,
+    ) -> tuple[builtins.list[dict[str, Any]], dict[str, Any]]:
         if token:
             start_rv, after = _decode_continue(token)
             if self.store.events_after(start_rv) is None:
@@ -103,7 +128,8 @@ class ApiServer:
                     "a new list without the continue parameter, or use the continue token in this response to "
                     "retrieve the remainder of the results. Continuing with the provided token results in an "
                     "inconsistent list - objects that were created, modified, or deleted between the time the "
-                    "first chunk was returned and now may show up in the list.")
+                    "first chunk was returned and now may show up in the list."
+                )
             meta["resourceVersion"] = str(start_rv)
             items = [o for o in items if _slot(o) > after]
         if limit and len(items) > limit:
@@ -122,7 +148,9 @@ class ApiServer:
         namespace = self._scope(rt, namespace)
         if rt.namespaced:
             if meta.get("namespace") not in (None, "", namespace):
-                raise err.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+                raise err.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
@@ -157,9 +185,13 @@ class ApiServer:
         if rt.custom and not kind:
             raise err.bad_request(f"Object 'Kind' is missing in '{json.dumps(body, separators=(',', ':'))}'")
         if api_version and api_version != rt.api_version:
-            raise err.bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})")
+            raise err.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})"
+            )
         if kind and kind != rt.kind:
-            raise err.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+            raise err.bad_request(
+                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         return obj
 
@@ -171,7 +203,10 @@ class ApiServer:
             what = f'{rt.qualified} "{name}"' if name else rt.qualified
             raise err.forbidden(
                 f"{what} is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
-                name=name, group=rt.group, plural=rt.plural)
+                name=name,
+                group=rt.group,
+                plural=rt.plural,
+            )
 
     def _stamp_new(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -180,14 +215,18 @@ class ApiServer:
         if rt.custom or rt.group in ("apps", "apiextensions.k8s.io"):
             meta["generation"] = 1
 
-    def _validate(self, rt: ResourceType, strategy: Strategy, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _validate(
+        self, rt: ResourceType, strategy: Strategy, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         meta = obj.get("metadata") or {}
         problems = names.validate_object_meta(meta, namespaced=rt.namespaced, name_check=strategy.name_check)
         problems += strategy.validate(rt, obj, old)
         if problems:
             raise fe.invalid_error(rt.kind, rt.group, meta.get("name", ""), problems)
 
-    def _admit(self, operation: str, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _admit(
+        self, operation: str, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> None:
         for webhook in list(self.webhooks):
             if webhook.key == rt.key and operation in webhook.operations:
                 refusal = webhook.check(operation, copy.deepcopy(obj), copy.deepcopy(old))
@@ -196,19 +235,38 @@ class ApiServer:
 
     # ---- update and patch ----------------------------------------------------------------------------
 
-    def update(self, rt: ResourceType, namespace: str, name: str, body: Any, *, subresource: str | None = None,
-               dry_run: bool = False) -> dict[str, Any]:
+    def update(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
         with self.store.lock:
             old = self.get(rt, namespace, name)
             obj = self._decode(rt, body)
             meta = obj.setdefault("metadata", {})
             if meta.get("name") not in (None, name):
-                raise err.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
+                raise err.bad_request(
+                    f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+                )
             self._check_version(rt, meta.get("resourceVersion"), old)
             return self._write(rt, self._merge_update(rt, obj, old, subresource), old, subresource, dry_run)
 
-    def patch(self, rt: ResourceType, namespace: str, name: str, content_type: str, body: Any, *,
-              subresource: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        content_type: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
         with self.store.lock:
             old = self.get(rt, namespace, name)
             patched = patch.apply_patch(content_type, copy.deepcopy(old), body, custom=rt.custom)
@@ -230,8 +288,9 @@ class ApiServer:
         if version != old["metadata"]["resourceVersion"]:
             raise err.stale(rt.plural, rt.group, old["metadata"]["name"])
 
-    def _merge_update(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any],
-                      subresource: str | None) -> dict[str, Any]:
+    def _merge_update(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any], subresource: str | None
+    ) -> dict[str, Any]:
         if subresource == "status":
             merged = copy.deepcopy(old)
             if "status" in obj:
@@ -240,8 +299,14 @@ class ApiServer:
                 merged.pop("status", None)
             return merged
         meta = obj["metadata"]
-        for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
-                    "namespace"):
+        for key in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+        ):
             if key in old["metadata"]:
                 meta[key] = old["metadata"][key]
             else:
@@ -254,8 +319,14 @@ class ApiServer:
                 obj.pop("status", None)
         return obj
 
-    def _write(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any], subresource: str | None,
-               dry_run: bool) -> dict[str, Any]:
+    def _write(
+        self,
+        rt: ResourceType,
+        obj: dict[str, Any],
+        old: dict[str, Any],
+        subresource: str | None,
+        dry_run: bool,
+    ) -> dict[str, Any]:
         strategy = strategy_for(rt, self.strategies)
         if subresource is None:
             strategy.prepare_update(rt, obj, old)
@@ -282,7 +353,9 @@ class ApiServer:
 
     # ---- delete --------------------------------------------------------------------------------------
 
-    def delete(self, rt: ResourceType, namespace: str, name: str, options: DeleteOptions) -> tuple[int, dict[str, Any]]:
+    def delete(
+        self, rt: ResourceType, namespace: str, name: str, options: DeleteOptions
+    ) -> tuple[int, dict[str, Any]]:
         with self.store.lock:
             obj = self.get(rt, namespace, name)
             meta = obj["metadata"]
@@ -290,8 +363,10 @@ class ApiServer:
                 why = f"Precondition failed: UID in precondition: {options.uid}, UID in object meta: {meta['uid']}"
                 raise err.conflict(rt.plural, rt.group, name, why)
             if options.resource_version is not None and options.resource_version != meta["resourceVersion"]:
-                why = (f"Precondition failed: ResourceVersion in precondition: {options.resource_version}, "
-                       f"ResourceVersion in object meta: {meta['resourceVersion']}")
+                why = (
+                    f"Precondition failed: ResourceVersion in precondition: {options.resource_version}, "
+                    f"ResourceVersion in object meta: {meta['resourceVersion']}"
+                )
                 raise err.conflict(rt.plural, rt.group, name, why)
             if options.dry_run:
                 return 200, obj
@@ -299,7 +374,9 @@ class ApiServer:
                 return 200, self._shorten_grace(rt, obj, options)
             return self._start_deletion(rt, obj, options)
 
-    def _start_deletion(self, rt: ResourceType, obj: dict[str, Any], options: DeleteOptions) -> tuple[int, dict[str, Any]]:
+    def _start_deletion(
+        self, rt: ResourceType, obj: dict[str, Any], options: DeleteOptions
+    ) -> tuple[int, dict[str, Any]]:
         meta = obj["metadata"]
         finalizers = list(meta.get("finalizers") or [])
         policy = options.propagation or "Background"
@@ -327,7 +404,10 @@ class ApiServer:
         """Seconds a pod gets to stop; unscheduled and finished pods go at once, as on a real cluster."""
         if rt.key != ("", "pods"):
             return 0
-        if not obj.get("spec", {}).get("nodeName") or obj.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+        if not obj.get("spec", {}).get("nodeName") or obj.get("status", {}).get("phase") in (
+            "Succeeded",
+            "Failed",
+        ):
             return 0
         if options.grace_seconds is not None:
             return max(options.grace_seconds, 0)
@@ -346,8 +426,14 @@ class ApiServer:
             hook(rt, removed)
         return removed
 
-    def delete_collection(self, rt: ResourceType, namespace: str | None, label_selector: str, field_selector: str,
-                          options: DeleteOptions) -> dict[str, Any]:
+    def delete_collection(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        label_selector: str,
+        field_selector: str,
+        options: DeleteOptions,
+    ) -> dict[str, Any]:
         listed = self.list(rt, namespace, label_selector, field_selector)
         deleted = []
         for item in listed["items"]:
@@ -359,8 +445,12 @@ class ApiServer:
                     continue
                 raise
             deleted.append(result if result.get("kind") != "Status" else item)
-        return {"apiVersion": rt.api_version, "kind": rt.list_kind,
-                "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted}
+        return {
+            "apiVersion": rt.api_version,
+            "kind": rt.list_kind,
+            "metadata": {"resourceVersion": str(self.store.rv)},
+            "items": deleted,
+        }
 
     def remove_finalizer(self, rt: ResourceType, obj: dict[str, Any], finalizer: str) -> None:
         """What a controller does when its finalizer's work is done (the object goes once none is left)."""
@@ -385,19 +475,31 @@ class ApiServer:
     def _scope(rt: ResourceType, namespace: str | None) -> str:
         return (namespace or "") if rt.namespaced else ""
 
-    def record_event(self, involved: dict[str, Any], event_type: str, reason: str, message: str,
-                     component: str) -> None:
+    def record_event(
+        self, involved: dict[str, Any], event_type: str, reason: str, message: str, component: str
+    ) -> None:
         """A core Event about ``involved``, as controllers and the kubelet record them."""
         meta = involved["metadata"]
         namespace = meta.get("namespace") or "default"
         now = self.now()
         event = {
-            "apiVersion": "v1", "kind": "Event",
+            "apiVersion": "v1",
+            "kind": "Event",
             "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": {"kind": involved.get("kind"), "apiVersion": involved.get("apiVersion"),
-                               "name": meta["name"], "namespace": namespace, "uid": meta.get("uid")},
-            "reason": reason, "message": message, "type": event_type, "count": 1,
-            "firstTimestamp": now, "lastTimestamp": now, "source": {"component": component},
+            "involvedObject": {
+                "kind": involved.get("kind"),
+                "apiVersion": involved.get("apiVersion"),
+                "name": meta["name"],
+                "namespace": namespace,
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": component},
             "reportingComponent": component,
         }
         events = self.registry.by_key("", "events")

@@ -81,7 +81,9 @@ class KubernetesEmulator:
         schedule_delay: float | None = None,
     ) -> None:
         self._temporary = directory is None
-        self.directory = Path(tempfile.mkdtemp(prefix="k8s-emulator-")) if directory is None else Path(directory)
+        self.directory = (
+            Path(tempfile.mkdtemp(prefix="k8s-emulator-")) if directory is None else Path(directory)
+        )
         self.directory.mkdir(parents=True, exist_ok=True)
         self.host, self._port = host, port
         self.token, self.user = token, user
@@ -96,8 +98,10 @@ class KubernetesEmulator:
         self.api = ApiServer(self.store, self.registry, self.clock)
         self.volumes = VolumeHost(
             self.directory / "state",
-            nfs_exports={k: Path(v) for k, v in (nfs_exports or {}).items()}, nfs_root=self.directory / "nfs",
-            azure_shares={k: Path(v) for k, v in (azure_shares or {}).items()}, azure_root=self.directory / "azurefile",
+            nfs_exports={k: Path(v) for k, v in (nfs_exports or {}).items()},
+            nfs_root=self.directory / "nfs",
+            azure_shares={k: Path(v) for k, v in (azure_shares or {}).items()},
+            azure_root=self.directory / "azurefile",
             pvc_root=self.directory / "pvc",
         )
         self.api.strategies[("", "persistentvolumeclaims")] = PersistentVolumeClaimStrategy(storage_class)
@@ -106,7 +110,9 @@ class KubernetesEmulator:
         self.api.on_removed.append(self._removed)
         self._node_configs = list(nodes)
         self._namespaces = list(namespaces)
-        self._kubelet_config = kubelet or KubeletConfig(create_delay=delay, restart_backoff=delay * 2, max_backoff=delay * 20)
+        self._kubelet_config = kubelet or KubeletConfig(
+            create_delay=delay, restart_backoff=delay * 2, max_backoff=delay * 20
+        )
         self._wanted_operators = list(operators)
         self._adaptdl_webhook = adaptdl_webhook
         self._schedule_delay = delay if schedule_delay is None else schedule_delay
@@ -123,23 +129,51 @@ class KubernetesEmulator:
 
     def start(self) -> KubernetesEmulator:
         self._server = EmulatorHTTPServer((self.host, self._port), self)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="emu-k8s-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="emu-k8s-http",
+            daemon=True,
+        )
         self._thread.start()
         from .scheduler import Scheduler
 
-        self.scheduler = Scheduler(self.api, self.store, self.clock, delay=self._schedule_delay, tick=self.tick)
-        self._kubelet_config.images.setdefault("frameworkcontroller/frameworkbarrier", BuiltinImage(
-            (sys.executable, "-I", str(Path(__file__).with_name("frameworkbarrier.py"))),
-            {"KUBE_APISERVER_ADDRESS": self.url, "KUBE_APISERVER_TOKEN": self.token or "",
-             "BARRIER_CHECK_INTERVAL_SEC": str(self.delay)}))
-        self.kubelet = Kubelet(self.api, self.store, self.clock, delay=self.delay, tick=self.tick,
-                               config=self._kubelet_config, volumes=self.volumes,
-                               service_env=service_env(self.host, self.port))
-        self.node_lifecycle = NodeLifecycle(self.api, self.store, self.clock, delay=self.delay, tick=self.tick,
-                                            on_lost=self.kubelet.abandon_node)
+        self.scheduler = Scheduler(
+            self.api, self.store, self.clock, delay=self._schedule_delay, tick=self.tick
+        )
+        self._kubelet_config.images.setdefault(
+            "frameworkcontroller/frameworkbarrier",
+            BuiltinImage(
+                (sys.executable, "-I", str(Path(__file__).with_name("frameworkbarrier.py"))),
+                {
+                    "KUBE_APISERVER_ADDRESS": self.url,
+                    "KUBE_APISERVER_TOKEN": self.token or "",
+                    "BARRIER_CHECK_INTERVAL_SEC": str(self.delay),
+                },
+            ),
+        )
+        self.kubelet = Kubelet(
+            self.api,
+            self.store,
+            self.clock,
+            delay=self.delay,
+            tick=self.tick,
+            config=self._kubelet_config,
+            volumes=self.volumes,
+            service_env=service_env(self.host, self.port),
+        )
+        self.node_lifecycle = NodeLifecycle(
+            self.api,
+            self.store,
+            self.clock,
+            delay=self.delay,
+            tick=self.tick,
+            on_lost=self.kubelet.abandon_node,
+        )
         for name in self._namespaces:
-            self.api.create(NAMESPACE_TYPE, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            self.api.create(
+                NAMESPACE_TYPE, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            )
         for config in self._node_configs:
             self.add_node(config)
         self._storage_class()
@@ -172,7 +206,9 @@ class KubernetesEmulator:
 
     @property
     def loops(self) -> list[Loop]:
-        return [loop for loop in (self.gc, self.scheduler, self.kubelet, self.node_lifecycle) if loop is not None]
+        return [
+            loop for loop in (self.gc, self.scheduler, self.kubelet, self.node_lifecycle) if loop is not None
+        ]
 
     @property
     def port(self) -> int:
@@ -190,10 +226,17 @@ class KubernetesEmulator:
     def write_kubeconfig(self, path: Path, *, namespace: str = "default") -> Path:
         user: dict[str, Any] = {"token": self.token} if self.token is not None else {}
         config = {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
             "users": [{"name": self.user, "user": user}],
-            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": self.user, "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "emulator",
+                    "context": {"cluster": "emulator", "user": self.user, "namespace": namespace},
+                }
+            ],
             "current-context": "emulator",
         }
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -210,13 +253,19 @@ class KubernetesEmulator:
     def _build(self, name: str) -> _Operator:
         args: dict[str, Any] = {"delay": self.delay, "tick": self.tick}
         if name == "kubeflow":
-            return _Operator([crds.tfjobs(), crds.pytorchjobs()],
-                             kubeflow.TrainingOperator(self.api, self.store, self.clock, **args), kubeflow.webhooks())
+            return _Operator(
+                [crds.tfjobs(), crds.pytorchjobs()],
+                kubeflow.TrainingOperator(self.api, self.store, self.clock, **args),
+                kubeflow.webhooks(),
+            )
         if name == "frameworkcontroller":
-            return _Operator([crds.frameworks()], FrameworkController(self.api, self.store, self.clock, **args), [])
+            return _Operator(
+                [crds.frameworks()], FrameworkController(self.api, self.store, self.clock, **args), []
+            )
         if name == "adaptdl":
-            controller = adaptdl.AdaptDLController(self.api, self.store, self.clock, **args,
-                                                   supervisor_url=f"{self.url}/_emu/adaptdl-supervisor")
+            controller = adaptdl.AdaptDLController(
+                self.api, self.store, self.clock, **args, supervisor_url=f"{self.url}/_emu/adaptdl-supervisor"
+            )
             return _Operator([crds.adaptdljobs()], controller, adaptdl.webhooks(self._adaptdl_webhook))
         raise ValueError(f"unknown operator {name!r}; known: {', '.join(ALL_OPERATORS)}")
 
@@ -268,11 +317,21 @@ class KubernetesEmulator:
         """The default StorageClass every claim gets (provisioned at once into ``pvc_root``)."""
         classes = self.registry.by_key("storage.k8s.io", "storageclasses")
         assert classes is not None
-        self.api.create(classes, "", {
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-            "metadata": {"name": self._storage_class_name,
-                         "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-            "provisioner": "emulator.local/hostpath", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+        self.api.create(
+            classes,
+            "",
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {
+                    "name": self._storage_class_name,
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                "provisioner": "emulator.local/hostpath",
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate",
+            },
+        )
 
     def lose_node(self, name: str) -> None:
         self.node_lifecycle.lose(name)
@@ -338,13 +397,29 @@ class KubernetesEmulator:
         capacity = {"storage": spec["resources"]["requests"]["storage"]}
         pvs = self.registry.by_key("", "persistentvolumes")
         assert pvs is not None
-        self.api.create(pvs, "", {
-            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume_name},
-            "spec": {"capacity": capacity, "accessModes": spec["accessModes"], "hostPath": {"path": str(directory)},
-                     "persistentVolumeReclaimPolicy": "Delete", "storageClassName": spec.get("storageClassName"),
-                     "claimRef": {"kind": "PersistentVolumeClaim", "namespace": meta["namespace"], "name": meta["name"],
-                                  "uid": meta["uid"], "apiVersion": "v1"}},
-        })
+        self.api.create(
+            pvs,
+            "",
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": volume_name},
+                "spec": {
+                    "capacity": capacity,
+                    "accessModes": spec["accessModes"],
+                    "hostPath": {"path": str(directory)},
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "storageClassName": spec.get("storageClassName"),
+                    "claimRef": {
+                        "kind": "PersistentVolumeClaim",
+                        "namespace": meta["namespace"],
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "apiVersion": "v1",
+                    },
+                },
+            },
+        )
         with self.store.lock:
             current = self.store.get(("", "persistentvolumeclaims"), meta["namespace"], meta["name"])
             if current is None:
@@ -352,4 +427,3 @@ class KubernetesEmulator:
             current["spec"]["volumeName"] = volume_name
             current["status"] = {"phase": "Bound", "accessModes": spec["accessModes"], "capacity": capacity}
             self.store.update(("", "persistentvolumeclaims"), current)
-

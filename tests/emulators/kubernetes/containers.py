@@ -54,8 +54,9 @@ class ContainerRun:
     def start(self, argv: list[str], env: dict[str, str], mounts: list[Mount], now: float) -> None:
         log = self.log_dir / self.name / f"{len(self.instances)}.log"
         self.instances.append(log)
-        self.process = Container(argv, env=container_env(env), stdout=log, mounts=mounts,
-                                 cwd=self.spec.get("workingDir") or "/")
+        self.process = Container(
+            argv, env=container_env(env), stdout=log, mounts=mounts, cwd=self.spec.get("workingDir") or "/"
+        )
         self.process.start()
         self.started_at = now
         self.oom = False
@@ -68,9 +69,16 @@ class ContainerRun:
         self.instances[-1].parent.mkdir(parents=True, exist_ok=True)
         self.instances[-1].touch()
         self.started_at = now
-        self.state = {"terminated": {"exitCode": 128, "reason": "StartError", "message": message,
-                                     "startedAt": rfc3339(now), "finishedAt": rfc3339(now),
-                                     "containerID": self.container_id()}}
+        self.state = {
+            "terminated": {
+                "exitCode": 128,
+                "reason": "StartError",
+                "message": message,
+                "startedAt": rfc3339(now),
+                "finishedAt": rfc3339(now),
+                "containerID": self.container_id(),
+            }
+        }
 
     def poll(self, now: float) -> bool:
         """True when the process just ended (its state is then ``terminated``)."""
@@ -81,8 +89,13 @@ class ContainerRun:
             return False
         self.process.signal_tree(signal.SIGKILL)  # what the command left in the background dies with it
         reason = "OOMKilled" if self.oom and code == 137 else "Completed" if code == 0 else "Error"
-        terminated = {"exitCode": code, "reason": reason, "startedAt": rfc3339(self.started_at or now),
-                      "finishedAt": rfc3339(now), "containerID": self.container_id()}
+        terminated = {
+            "exitCode": code,
+            "reason": reason,
+            "startedAt": rfc3339(self.started_at or now),
+            "finishedAt": rfc3339(now),
+            "containerID": self.container_id(),
+        }
         message = self._fallback_message(code)
         if message:
             terminated["message"] = message
@@ -92,7 +105,11 @@ class ContainerRun:
 
     def _fallback_message(self, code: int) -> str:
         """``FallbackToLogsOnError``: a failed container's message is the tail of its log (80 lines, 2 KiB)."""
-        if code == 0 or self.spec.get("terminationMessagePolicy") != "FallbackToLogsOnError" or not self.instances:
+        if (
+            code == 0
+            or self.spec.get("terminationMessagePolicy") != "FallbackToLogsOnError"
+            or not self.instances
+        ):
             return ""
         data = self.instances[-1].read_bytes() if self.instances[-1].exists() else b""
         return b"".join(data.splitlines(keepends=True)[-80:])[-2048:].decode(errors="replace")
@@ -109,8 +126,10 @@ class ContainerRun:
         """Keep the termination as ``lastState`` and wait ``seconds`` before the next start."""
         self.last_state = {"terminated": self.state["terminated"]}
         self.restart_at = now + seconds
-        message = (f"back-off {_duration(seconds)} restarting failed container={self.name} "
-                   f"pod={pod_name}_{pod_namespace}({pod_uid})")
+        message = (
+            f"back-off {_duration(seconds)} restarting failed container={self.name} "
+            f"pod={pod_name}_{pod_namespace}({pod_uid})"
+        )
         self.state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
 
     def status(self) -> dict[str, Any]:
@@ -122,7 +141,9 @@ class ContainerRun:
             "ready": self.running and not self.init,
             "restartCount": self.restarts,
             "image": image,
-            "imageID": f"docker.io/library/{image.split(':')[0]}@sha256:{_digest(image)}" if self.instances else "",
+            "imageID": f"docker.io/library/{image.split(':')[0]}@sha256:{_digest(image)}"
+            if self.instances
+            else "",
             "started": self.running,
         }
         if self.instances:
@@ -137,8 +158,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-def pod_phase(inits: list[ContainerRun], apps: list[ContainerRun], restart_policy: str, *,
-              terminal: bool = False) -> str:
+def pod_phase(
+    inits: list[ContainerRun], apps: list[ContainerRun], restart_policy: str, *, terminal: bool = False
+) -> str:
     """The kubelet's ``getPhase`` over the containers' states."""
     for run in inits:
         done = run.terminated

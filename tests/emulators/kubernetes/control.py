@@ -73,8 +73,13 @@ def _state(emu: KubernetesEmulator, match: re.Match[str], query: dict[str, str],
     for key, _ in emu.store.all_objects():
         name = f"{key[1]}.{key[0]}" if key[0] else key[1]
         counts[name] = counts.get(name, 0) + 1
-    return 200, {"resourceVersion": str(emu.store.rv), "objects": counts, "operators": sorted(emu.operators),
-                 "now": emu.clock.now(), "errors": emu.errors()}
+    return 200, {
+        "resourceVersion": str(emu.store.rv),
+        "objects": counts,
+        "operators": sorted(emu.operators),
+        "now": emu.clock.now(),
+        "errors": emu.errors(),
+    }
 
 
 @route("GET", "/requests")
@@ -96,14 +101,21 @@ def _advance(emu: KubernetesEmulator, match: re.Match[str], query: dict[str, str
 
 @route("POST", "/faults/fail")
 def _fail(emu: KubernetesEmulator, match: re.Match[str], query: dict[str, str], body: Any) -> Answer:
-    emu.faults.fail_next(int(body.get("count", 1)), code=int(body.get("code", 500)), method=body.get("method"),
-                         path=body.get("path"), retry_after=int(body.get("retryAfter", 1)))
+    emu.faults.fail_next(
+        int(body.get("count", 1)),
+        code=int(body.get("code", 500)),
+        method=body.get("method"),
+        path=body.get("path"),
+        retry_after=int(body.get("retryAfter", 1)),
+    )
     return OK
 
 
 @route("POST", "/faults/deny")
 def _deny(emu: KubernetesEmulator, match: re.Match[str], query: dict[str, str], body: Any) -> Answer:
-    emu.faults.deny(body["resource"], verb=body.get("verb"), group=body.get("group", ""), namespace=body.get("namespace"))
+    emu.faults.deny(
+        body["resource"], verb=body.get("verb"), group=body.get("group", ""), namespace=body.get("namespace")
+    )
     return OK
 
 
@@ -235,6 +247,12 @@ def _hints(emu: KubernetesEmulator, match: re.Match[str], query: dict[str, str],
     rt = emu.registry.find("adaptdl.petuum.com", "v1", "adaptdljobs")
     if rt is None:
         raise err.no_such_resource()
-    emu.api.patch(rt, match.group(1), match.group(2), "application/merge-patch+json", {"status": {"train": body}},
-                  subresource="status")
+    emu.api.patch(
+        rt,
+        match.group(1),
+        match.group(2),
+        "application/merge-patch+json",
+        {"status": {"train": body}},
+        subresource="status",
+    )
     return OK

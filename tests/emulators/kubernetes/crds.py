@@ -68,14 +68,32 @@ _REPLICA_SPEC = {
 }
 
 
-def _definition(group: str, kind: str, plural: str, schema: dict[str, Any], *, status_subresource: bool,
-                printer: list[dict[str, Any]] | None = None, short_names: list[str] | None = None) -> dict[str, Any]:
-    version: dict[str, Any] = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+def _definition(
+    group: str,
+    kind: str,
+    plural: str,
+    schema: dict[str, Any],
+    *,
+    status_subresource: bool,
+    printer: list[dict[str, Any]] | None = None,
+    short_names: list[str] | None = None,
+) -> dict[str, Any]:
+    version: dict[str, Any] = {
+        "name": "v1",
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": schema},
+    }
     if status_subresource:
         version["subresources"] = {"status": {}}
     if printer:
         version["additionalPrinterColumns"] = printer
-    names: dict[str, Any] = {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()}
+    names: dict[str, Any] = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural,
+        "singular": kind.lower(),
+    }
     if short_names:
         names["shortNames"] = short_names
     return {
@@ -127,11 +145,16 @@ _ELASTIC = {
 
 
 def pytorchjobs() -> dict[str, Any]:
-    return _kubeflow("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", {"elasticPolicy": _ELASTIC, "nprocPerNode": STR})
+    return _kubeflow(
+        "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", {"elasticPolicy": _ELASTIC, "nprocPerNode": STR}
+    )
 
 
 FC_NAME = "^[a-z0-9]{1,63}$"
-_FC_RETRY = {"type": "object", "properties": {"maxRetryCount": {"type": "integer", "minimum": -2}, "fancyRetryPolicy": BOOL}}
+_FC_RETRY = {
+    "type": "object",
+    "properties": {"maxRetryCount": {"type": "integer", "minimum": -2}, "fancyRetryPolicy": BOOL},
+}
 _FC_TASK_ROLE = {
     "type": "object",
     "properties": {
@@ -173,7 +196,9 @@ def frameworks() -> dict[str, Any]:
             "status": {"type": "object", "nullable": True, "x-kubernetes-preserve-unknown-fields": True},
         },
     }
-    return _definition("frameworkcontroller.microsoft.com", "Framework", "frameworks", schema, status_subresource=False)
+    return _definition(
+        "frameworkcontroller.microsoft.com", "Framework", "frameworks", schema, status_subresource=False
+    )
 
 
 def adaptdljobs() -> dict[str, Any]:
@@ -202,5 +227,12 @@ def adaptdljobs() -> dict[str, Any]:
         {"name": "Status", "type": "string", "jsonPath": ".status.phase"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
-    return _definition("adaptdl.petuum.com", "AdaptDLJob", "adaptdljobs", schema, status_subresource=True,
-                       printer=printer, short_names=["adljob", "adljobs"])
+    return _definition(
+        "adaptdl.petuum.com",
+        "AdaptDLJob",
+        "adaptdljobs",
+        schema,
+        status_subresource=True,
+        printer=printer,
+        short_names=["adljob", "adljobs"],
+    )

@@ -23,8 +23,11 @@ VERSION = {
 
 
 def core_versions(address: str) -> dict[str, Any]:
-    return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
+    }
 
 
 def _group(name: str, versions: list[str]) -> dict[str, Any]:
@@ -45,17 +48,36 @@ def group(registry: Registry, name: str) -> dict[str, Any] | None:
 
 
 def _entries(rt: ResourceType) -> list[dict[str, Any]]:
-    main: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
-                            "kind": rt.kind, "verbs": list(rt.verbs)}
+    main: dict[str, Any] = {
+        "name": rt.plural,
+        "singularName": rt.singular,
+        "namespaced": rt.namespaced,
+        "kind": rt.kind,
+        "verbs": list(rt.verbs),
+    }
     if rt.short_names:
         main["shortNames"] = list(rt.short_names)
     entries = [main]
     if rt.status_subresource:
-        entries.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
-                        "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+        entries.append(
+            {
+                "name": f"{rt.plural}/status",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }
+        )
     for sub in rt.subresources:
-        entries.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                        "kind": rt.kind, "verbs": ["get"]})
+        entries.append(
+            {
+                "name": f"{rt.plural}/{sub}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get"],
+            }
+        )
     return entries
 
 
@@ -65,4 +87,9 @@ def resource_list(registry: Registry, group_name: str, version: str) -> dict[str
         return None
     group_version = f"{group_name}/{version}" if group_name else version
     resources = [entry for rt in types for entry in _entries(rt)]
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }

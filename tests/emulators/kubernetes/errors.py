@@ -91,8 +91,7 @@ def rbac_denied(user: str, verb: str, plural: str, group: str, namespace: str, n
     what = f'{qualified(plural, group)} "{name}"' if name else qualified(plural, group)
     scope = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     message = (
-        f'{what} is forbidden: User "{user}" cannot {verb} resource "{plural}" '
-        f'in API group "{group}"{scope}'
+        f'{what} is forbidden: User "{user}" cannot {verb} resource "{plural}" in API group "{group}"{scope}'
     )
     return forbidden(message, name=name, group=group, plural=plural)
 
@@ -100,18 +99,24 @@ def rbac_denied(user: str, verb: str, plural: str, group: str, namespace: str, n
 def webhook_denied(webhook: str, code: int, reason: str, message: str) -> ApiError:
     """How the API server wraps a validating webhook's refusal (``webhookerrors.ToStatusErr``)."""
     denied = f'admission webhook "{webhook}" denied the request'
-    text = f"{denied}: {message}" if message else f"{denied}: {reason}" if reason else f"{denied} without explanation"
+    text = (
+        f"{denied}: {message}"
+        if message
+        else f"{denied}: {reason}"
+        if reason
+        else f"{denied} without explanation"
+    )
     return ApiError(max(code, 400), reason, text)
 
 
 def method_not_allowed() -> ApiError:
-    return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
+    return ApiError(
+        405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {}
+    )
 
 
 def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
-    message = (
-        f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}"
-    )
+    message = f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}"
     return ApiError(415, "UnsupportedMediaType", message, {})
 
 
@@ -124,7 +129,9 @@ def unauthorized() -> ApiError:
 
 
 def internal(message: str) -> ApiError:
-    return ApiError(500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]})
+    return ApiError(
+        500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]}
+    )
 
 
 def too_many_requests(retry_after: int) -> ApiError:

@@ -43,12 +43,21 @@ class Faults:
 
     # ---- transient errors ----------------------------------------------------------------------------
 
-    def fail_next(self, count: int = 1, *, code: int = 500, method: str | None = None, path: str | None = None,
-                  retry_after: int = 1) -> None:
+    def fail_next(
+        self,
+        count: int = 1,
+        *,
+        code: int = 500,
+        method: str | None = None,
+        path: str | None = None,
+        retry_after: int = 1,
+    ) -> None:
         """The next ``count`` matching requests fail with ``code`` (500, 503, 504 or 429)."""
         with self._lock:
             pattern = re.compile(path) if path else None
-            self._failures.append(_Failure(code, count, method.upper() if method else None, pattern, retry_after))
+            self._failures.append(
+                _Failure(code, count, method.upper() if method else None, pattern, retry_after)
+            )
 
     def take_failure(self, method: str, path: str) -> tuple[err.ApiError, dict[str, str]] | None:
         with self._lock:
@@ -63,7 +72,9 @@ class Faults:
 
     # ---- RBAC ----------------------------------------------------------------------------------------
 
-    def deny(self, plural: str, *, verb: str | None = None, group: str = "", namespace: str | None = None) -> None:
+    def deny(
+        self, plural: str, *, verb: str | None = None, group: str = "", namespace: str | None = None
+    ) -> None:
         """Refuse ``verb`` (every verb when None) on a resource with the RBAC 403."""
         with self._lock:
             self._denials.append(Denial(verb, plural, group, namespace))
@@ -74,8 +85,13 @@ class Faults:
 
     def denied(self, verb: str, plural: str, group: str, namespace: str | None) -> bool:
         with self._lock:
-            return any(d.verb in (None, verb) and d.plural == plural and d.group == group
-                       and d.namespace in (None, namespace) for d in self._denials)
+            return any(
+                d.verb in (None, verb)
+                and d.plural == plural
+                and d.group == group
+                and d.namespace in (None, namespace)
+                for d in self._denials
+            )
 
     # ---- eventual consistency ------------------------------------------------------------------------
 
@@ -127,5 +143,7 @@ def _transient(code: int, retry_after: int) -> tuple[err.ApiError, dict[str, str
     if code == 503:
         return err.service_unavailable(), {}
     if code == 504:
-        return err.ApiError(504, "Timeout", "Timeout: request did not complete within the allotted timeout", {}), {}
+        return err.ApiError(
+            504, "Timeout", "Timeout: request did not complete within the allotted timeout", {}
+        ), {}
     return err.internal("injected fault: etcdserver: request timed out"), {}

@@ -29,7 +29,10 @@ class CodeInfo:
     pod_reason: str | None = None
 
     def type(self) -> dict[str, Any]:
-        return {"name": self.name, "attributes": list(self.attributes) if self.attributes is not None else None}
+        return {
+            "name": self.name,
+            "attributes": list(self.attributes) if self.attributes is not None else None,
+        }
 
 
 def _container(code: int) -> tuple[tuple[str | None, tuple[int | None, int | None]], ...]:
@@ -38,7 +41,9 @@ def _container(code: int) -> tuple[tuple[str | None, tuple[int | None, int | Non
 
 PREDEFINED = [
     CodeInfo(200, "ContainerTransientFailed", attributes=(TRANSIENT,), containers=_container(200)),
-    CodeInfo(201, "ContainerTransientConflictFailed", attributes=(TRANSIENT, CONFLICT), containers=_container(201)),
+    CodeInfo(
+        201, "ContainerTransientConflictFailed", attributes=(TRANSIENT, CONFLICT), containers=_container(201)
+    ),
     CodeInfo(210, "ContainerPermanentFailed", attributes=(PERMANENT,), containers=_container(210)),
     CodeInfo(0, "Succeeded", name=SUCCEEDED),
     CodeInfo(-100, "ConfigMapExternalDeleted", attributes=(TRANSIENT,)),
@@ -58,18 +63,42 @@ PREDEFINED = [
 DEFAULT_POD_FAILURE_SPEC = [
     CodeInfo(-1000, "PodEvicted", attributes=(TRANSIENT,), pod_reason=r"(?i)^Evicted$"),
     CodeInfo(-1001, "PodNodeLost", attributes=(TRANSIENT,), pod_reason=r"(?i)^NodeLost$"),
-    CodeInfo(-1002, "PodScheduledToInsufficientResourceNode", attributes=(TRANSIENT,), pod_reason=r"(?i)^OutOf\S+$"),
+    CodeInfo(
+        -1002, "PodScheduledToInsufficientResourceNode", attributes=(TRANSIENT,), pod_reason=r"(?i)^OutOf\S+$"
+    ),
     CodeInfo(-1003, "PodPreemptedForCriticalPod", attributes=(TRANSIENT,), pod_reason=r"(?i)^Preempting$"),
     CodeInfo(-1004, "PodDeadlineExceeded", attributes=(PERMANENT,), pod_reason=r"(?i)^DeadlineExceeded$"),
     CodeInfo(-1005, "PodNodeAdmissionForbidden", attributes=(PERMANENT,), pod_reason=r"(?i)^Forbidden$"),
-    CodeInfo(-1006, "PodNodeAdmissionUnexpectedError", attributes=(TRANSIENT,),
-             pod_reason=r"(?i)^(UnexpectedAdmissionError|UnknownReason|InvalidNodeInfo|UnexpectedPredicateFailureType)$"),
-    CodeInfo(-1200, "ContainerDockerOOMKilled", attributes=(PERMANENT,), containers=((r"(?i)^OOMKilled$", (1, None)),)),
-    CodeInfo(-1201, "ContainerDockerCreationError", attributes=None, containers=((r"(?i)^ContainerCannotRun$", (125, 125)),)),
-    CodeInfo(-1202, "ContainerDockerStartCmdPermissionDenied", attributes=(PERMANENT,),
-             containers=((r"(?i)^ContainerCannotRun$", (126, 126)),)),
-    CodeInfo(-1203, "ContainerDockerStartCmdNotFound", attributes=(PERMANENT,),
-             containers=((r"(?i)^ContainerCannotRun$", (127, 127)),)),
+    CodeInfo(
+        -1006,
+        "PodNodeAdmissionUnexpectedError",
+        attributes=(TRANSIENT,),
+        pod_reason=r"(?i)^(UnexpectedAdmissionError|UnknownReason|InvalidNodeInfo|UnexpectedPredicateFailureType)$",
+    ),
+    CodeInfo(
+        -1200,
+        "ContainerDockerOOMKilled",
+        attributes=(PERMANENT,),
+        containers=((r"(?i)^OOMKilled$", (1, None)),),
+    ),
+    CodeInfo(
+        -1201,
+        "ContainerDockerCreationError",
+        attributes=None,
+        containers=((r"(?i)^ContainerCannotRun$", (125, 125)),),
+    ),
+    CodeInfo(
+        -1202,
+        "ContainerDockerStartCmdPermissionDenied",
+        attributes=(PERMANENT,),
+        containers=((r"(?i)^ContainerCannotRun$", (126, 126)),),
+    ),
+    CodeInfo(
+        -1203,
+        "ContainerDockerStartCmdNotFound",
+        attributes=(PERMANENT,),
+        containers=((r"(?i)^ContainerCannotRun$", (127, 127)),),
+    ),
     CodeInfo(130, "ContainerSigIntReceived", attributes=(TRANSIENT,), containers=_container(130)),
     CodeInfo(131, "ContainerSigQuitReceived", attributes=(TRANSIENT,), containers=_container(131)),
     CodeInfo(132, "ContainerSigIllReceived", attributes=(PERMANENT,), containers=_container(132)),
@@ -120,7 +149,9 @@ def pod_completion(pod: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _match_container(container: dict[str, Any], reason: str | None, codes: tuple[int | None, int | None]) -> dict | None:
+def _match_container(
+    container: dict[str, Any], reason: str | None, codes: tuple[int | None, int | None]
+) -> dict | None:
     term = (container.get("state") or {}).get("terminated")
     if term is None:
         return None
@@ -161,8 +192,11 @@ def match_failed_pod(pod: dict[str, Any], spec: list[CodeInfo]) -> tuple[int, st
         if matched is not None:
             return info.code, info.phrase, info.type(), f"PodPattern matched: {go_json(matched)}"
     unmatched = f"PodPattern unmatched: {go_json(pod_completion(pod))}"
-    failed = [(t.get("finishedAt", ""), t["exitCode"]) for c in _all_statuses(pod)
-              if (t := (c.get("state") or {}).get("terminated")) and t.get("exitCode")]
+    failed = [
+        (t.get("finishedAt", ""), t["exitCode"])
+        for c in _all_statuses(pod)
+        if (t := (c.get("state") or {}).get("terminated")) and t.get("exitCode")
+    ]
     if not failed:
         info = CODES[-300]
         return info.code, info.phrase, info.type(), unmatched
@@ -177,8 +211,12 @@ class RetryDecision:
     reason: str
 
 
-def should_retry(policy: dict[str, Any], retried: dict[str, Any], status: dict[str, Any],
-                 conflict_delay: tuple[int, int] = (0, 0)) -> RetryDecision:
+def should_retry(
+    policy: dict[str, Any],
+    retried: dict[str, Any],
+    status: dict[str, Any],
+    conflict_delay: tuple[int, int] = (0, 0),
+) -> RetryDecision:
     code, kind = status["code"], status["type"]
     failed = kind["name"] == FAILED
     attributes = kind.get("attributes") or []
@@ -194,7 +232,9 @@ def should_retry(policy: dict[str, Any], retried: dict[str, Any], status: dict[s
     limit = policy.get("maxRetryCount", 0)
     count = retried.get("accountableRetriedCount", 0)
     if limit == -2 or (failed and (limit == -1 or count < limit)):
-        return RetryDecision(True, True, 0, f"AccountableRetriedCount {count} has not reached MaxRetryCount {limit}")
+        return RetryDecision(
+            True, True, 0, f"AccountableRetriedCount {count} has not reached MaxRetryCount {limit}"
+        )
     if not failed:
         return RetryDecision(False, True, 0, f"CompletionType is {kind}")
     return RetryDecision(False, True, 0, f"AccountableRetriedCount {count} has reached MaxRetryCount {limit}")
@@ -208,32 +248,72 @@ def _retry_status() -> dict[str, Any]:
 
 
 def task_attempt(framework: str, role: str, index: int, attempt: int, now: str) -> dict[str, Any]:
-    return {"id": attempt, "startTime": now, "runTime": None, "completionTime": None, "instanceUID": None,
-            "podName": f"{framework}-{role}-{index}", "podUID": None, "podNodeName": None, "podIP": None,
-            "podHostIP": None, "completionStatus": None}
+    return {
+        "id": attempt,
+        "startTime": now,
+        "runTime": None,
+        "completionTime": None,
+        "instanceUID": None,
+        "podName": f"{framework}-{role}-{index}",
+        "podUID": None,
+        "podNodeName": None,
+        "podIP": None,
+        "podHostIP": None,
+        "completionStatus": None,
+    }
 
 
 def task_status(framework: str, role: str, index: int, now: str) -> dict[str, Any]:
-    return {"index": index, "instanceUID": str(uuid.uuid4()), "startTime": now, "runTime": None,
-            "completionTime": None, "state": "AttemptCreationPending", "transitionTime": now,
-            "deletionPending": False, "retryPolicyStatus": _retry_status(),
-            "attemptStatus": task_attempt(framework, role, index, 0, now)}
+    return {
+        "index": index,
+        "instanceUID": str(uuid.uuid4()),
+        "startTime": now,
+        "runTime": None,
+        "completionTime": None,
+        "state": "AttemptCreationPending",
+        "transitionTime": now,
+        "deletionPending": False,
+        "retryPolicyStatus": _retry_status(),
+        "attemptStatus": task_attempt(framework, role, index, 0, now),
+    }
 
 
 def framework_attempt(framework: dict[str, Any], attempt: int, now: str) -> dict[str, Any]:
     name = framework["metadata"]["name"]
-    roles = [{"name": role["name"], "instanceUID": str(uuid.uuid4()), "podGracefulDeletionTimeoutSec": None,
-              "taskStatuses": [task_status(name, role["name"], i, now) for i in range(role.get("taskNumber", 0))]}
-             for role in (framework.get("spec") or {}).get("taskRoles") or []]
-    return {"id": attempt, "startTime": now, "runTime": None, "completionTime": None, "instanceUID": None,
-            "configMapName": f"{name}-attempt", "configMapUID": None, "completionStatus": None,
-            "taskRoleStatuses": roles}
+    roles = [
+        {
+            "name": role["name"],
+            "instanceUID": str(uuid.uuid4()),
+            "podGracefulDeletionTimeoutSec": None,
+            "taskStatuses": [
+                task_status(name, role["name"], i, now) for i in range(role.get("taskNumber", 0))
+            ],
+        }
+        for role in (framework.get("spec") or {}).get("taskRoles") or []
+    ]
+    return {
+        "id": attempt,
+        "startTime": now,
+        "runTime": None,
+        "completionTime": None,
+        "instanceUID": None,
+        "configMapName": f"{name}-attempt",
+        "configMapUID": None,
+        "completionStatus": None,
+        "taskRoleStatuses": roles,
+    }
 
 
 def framework_status(framework: dict[str, Any], now: str) -> dict[str, Any]:
-    return {"startTime": now, "runTime": None, "completionTime": None, "state": "AttemptCreationPending",
-            "transitionTime": now, "retryPolicyStatus": _retry_status(),
-            "attemptStatus": framework_attempt(framework, 0, now)}
+    return {
+        "startTime": now,
+        "runTime": None,
+        "completionTime": None,
+        "state": "AttemptCreationPending",
+        "transitionTime": now,
+        "retryPolicyStatus": _retry_status(),
+        "attemptStatus": framework_attempt(framework, 0, now),
+    }
 
 
 def transition_framework(status: dict[str, Any], state: str, now: str) -> None:

@@ -43,8 +43,12 @@ def roles(framework: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
 
 def passed(framework: dict[str, Any]) -> bool:
     total = sum(r.get("taskNumber", 0) for r in framework["spec"].get("taskRoles") or [])
-    ready = sum(1 for _, tasks in roles(framework) for t in tasks
-                if not t.get("deletionPending") and t["attemptStatus"].get("podIP"))
+    ready = sum(
+        1
+        for _, tasks in roles(framework)
+        for t in tasks
+        if not t.get("deletionPending") and t["attemptStatus"].get("podIP")
+    )
     return ready >= total
 
 
@@ -55,13 +59,17 @@ def injector(framework: dict[str, Any]) -> str:
     lines += ["echo ./injector.sh: Start to inject environment variables", ""]
     for name, tasks in roles(framework):
         variable = f"FB_{name.upper()}_IPS"
-        lines += [f"export {variable}=" + ",".join(t["attemptStatus"]["podIP"] for t in tasks),
-                  f"echo {variable}=${{{variable}}}"]
+        lines += [
+            f"export {variable}=" + ",".join(t["attemptStatus"]["podIP"] for t in tasks),
+            f"echo {variable}=${{{variable}}}",
+        ]
     lines.append("")
     for name, tasks in roles(framework):
         variable, port = f"FB_{name.upper()}_ADDRESSES", f"FB_{name.upper()}_PORT"
-        lines += [f"export {variable}=" + ",".join(f"{t['attemptStatus']['podIP']}:${{{port}}}" for t in tasks),
-                  f"echo {variable}=${{{variable}}}"]
+        lines += [
+            f"export {variable}=" + ",".join(f"{t['attemptStatus']['podIP']}:${{{port}}}" for t in tasks),
+            f"echo {variable}=${{{variable}}}",
+        ]
     lines += ["", "echo ./injector.sh: Succeeded to inject environment variables", ""]
     return "\n".join(lines)
 
@@ -80,7 +88,10 @@ def main() -> int:
         if passed(framework):
             break
         if time.monotonic() > deadline:
-            print("BarrierTransientConflictFailed: Timeout to wait all Tasks are ready with not nil PodIP.", file=sys.stderr)
+            print(
+                "BarrierTransientConflictFailed: Timeout to wait all Tasks are ready with not nil PodIP.",
+                file=sys.stderr,
+            )
             return 201
         time.sleep(interval)
     os.makedirs(OUTPUT, exist_ok=True)

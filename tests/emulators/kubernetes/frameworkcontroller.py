@@ -32,9 +32,18 @@ STOP_DIAG = "User has requested to stop the Framework"
 class FrameworkController(Loop):
     name = "frameworkcontroller"
 
-    def __init__(self, api: ApiServer, store: Store, clock: Clock, *, delay: float, tick: float = 0.02,
-                 pod_failure_spec: list[fc.CodeInfo] | None = None, completed_retain: float = 30 * 24 * 3600,
-                 conflict_retry_delay: tuple[int, int] = (60, 900)) -> None:
+    def __init__(
+        self,
+        api: ApiServer,
+        store: Store,
+        clock: Clock,
+        *,
+        delay: float,
+        tick: float = 0.02,
+        pod_failure_spec: list[fc.CodeInfo] | None = None,
+        completed_retain: float = 30 * 24 * 3600,
+        conflict_retry_delay: tuple[int, int] = (60, 900),
+    ) -> None:
         super().__init__(store, clock, delay=delay, tick=tick)
         self.api = api
         self.pod_failure_spec = fc.DEFAULT_POD_FAILURE_SPEC if pod_failure_spec is None else pod_failure_spec
@@ -71,7 +80,9 @@ class FrameworkSync:
         elif not self._sync_graceful_timeouts():
             self._sync_state()
         if self.status != before:
-            self.api.update(self.rt, self.meta["namespace"], self.meta["name"], {**self.f, "status": self.status})
+            self.api.update(
+                self.rt, self.meta["namespace"], self.meta["name"], {**self.f, "status": self.status}
+            )
             self.c.hold(self.meta["uid"])
 
     @property
@@ -91,7 +102,10 @@ class FrameworkSync:
         """``updatePodGracefulDeletionTimeoutSec``: copied from the spec, persisted before it is used."""
         if self.state in ("AttemptCompleted", "Completed"):
             return False
-        wanted = {r["name"]: (r.get("task") or {}).get("podGracefulDeletionTimeoutSec") for r in self.spec.get("taskRoles") or []}
+        wanted = {
+            r["name"]: (r.get("task") or {}).get("podGracefulDeletionTimeoutSec")
+            for r in self.spec.get("taskRoles") or []
+        }
         changed = False
         for role in self._roles():
             if role["name"] in wanted and role["podGracefulDeletionTimeoutSec"] != wanted[role["name"]]:
@@ -129,7 +143,10 @@ class FrameworkSync:
             for task in role["taskStatuses"]:
                 TaskSync(self, role, task, cm).run()
         if self.state == "AttemptPreparing" and any(
-                t["state"] == "AttemptRunning" and not t["deletionPending"] for r in self._roles() for t in r["taskStatuses"]):
+            t["state"] == "AttemptRunning" and not t["deletionPending"]
+            for r in self._roles()
+            for t in r["taskStatuses"]
+        ):
             self._transition("AttemptRunning")
 
     def _config_map(self) -> dict[str, Any] | None:
@@ -144,8 +161,15 @@ class FrameworkSync:
         assert self.status is not None
         if self.state == "AttemptCreationRequested":
             stop = self.spec.get("executionType") == "Stop"
-            code, diag = (-210, STOP_DIAG) if stop else (-110, "ConfigMap does not appear in the local cache within "
-                                                                  "timeout 5m0s, so consider it was deleted and explicitly delete it")
+            code, diag = (
+                (-210, STOP_DIAG)
+                if stop
+                else (
+                    -110,
+                    "ConfigMap does not appear in the local cache within "
+                    "timeout 5m0s, so consider it was deleted and explicitly delete it",
+                )
+            )
             self._complete_attempt(True, fc.completion(code, diag))
             return True
         if self.state != "AttemptCreationPending":
@@ -160,7 +184,9 @@ class FrameworkSync:
         assert self.status is not None
         if cm["metadata"].get("deletionTimestamp"):
             if self.status["attemptStatus"]["completionStatus"] is None:
-                self.status["attemptStatus"]["completionStatus"] = fc.completion(-100, "ConfigMap is being deleted by others")
+                self.status["attemptStatus"]["completionStatus"] = fc.completion(
+                    -100, "ConfigMap is being deleted by others"
+                )
             self._transition("AttemptDeleting")
             return
         if self.state == "AttemptDeletionPending":
@@ -173,15 +199,22 @@ class FrameworkSync:
         """Retry or complete the framework; True when the sync ends here."""
         assert self.status is not None
         retry = self.status["retryPolicyStatus"]
-        decision = fc.should_retry(self.spec.get("retryPolicy") or {}, retry,
-                                   self.status["attemptStatus"]["completionStatus"], self.c.conflict_retry_delay)
+        decision = fc.should_retry(
+            self.spec.get("retryPolicy") or {},
+            retry,
+            self.status["attemptStatus"]["completionStatus"],
+            self.c.conflict_retry_delay,
+        )
         if retry["retryDelaySec"] is None:
             if not decision.retry:
                 self._transition("Completed")
                 return True
             retry["retryDelaySec"] = decision.delay
         completed = parse_rfc3339(self.status["attemptStatus"]["completionTime"])
-        if self.spec.get("executionType") != "Stop" and self.c.clock.now() < completed + retry["retryDelaySec"]:
+        if (
+            self.spec.get("executionType") != "Stop"
+            and self.c.clock.now() < completed + retry["retryDelaySec"]
+        ):
             return True
         retry["totalRetriedCount"] += 1
         if decision.accountable:
@@ -201,15 +234,28 @@ class FrameworkSync:
             return
         attempt = self.status["attemptStatus"]
         body = {
-            "apiVersion": "v1", "kind": "ConfigMap",
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
             "metadata": {
                 "name": attempt["configMapName"],
-                "ownerReferences": [{"apiVersion": f"{GROUP}/v1", "kind": "Framework", "name": self.meta["name"],
-                                     "uid": self.meta["uid"], "controller": True, "blockOwnerDeletion": True}],
+                "ownerReferences": [
+                    {
+                        "apiVersion": f"{GROUP}/v1",
+                        "kind": "Framework",
+                        "name": self.meta["name"],
+                        "uid": self.meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
                 "finalizers": ["foregroundDeletion"],
-                "annotations": {"FC_FRAMEWORK_NAMESPACE": self.meta["namespace"], "FC_FRAMEWORK_NAME": self.meta["name"],
-                                "FC_CONFIGMAP_NAME": attempt["configMapName"], "FC_FRAMEWORK_UID": self.meta["uid"],
-                                "FC_FRAMEWORK_ATTEMPT_ID": str(attempt["id"])},
+                "annotations": {
+                    "FC_FRAMEWORK_NAMESPACE": self.meta["namespace"],
+                    "FC_FRAMEWORK_NAME": self.meta["name"],
+                    "FC_CONFIGMAP_NAME": attempt["configMapName"],
+                    "FC_FRAMEWORK_UID": self.meta["uid"],
+                    "FC_FRAMEWORK_ATTEMPT_ID": str(attempt["id"]),
+                },
                 "labels": {"FC_FRAMEWORK_NAME": self.meta["name"]},
             },
         }
@@ -228,7 +274,9 @@ class FrameworkSync:
         for role in self._roles():
             for task in role["taskStatuses"]:
                 if task["attemptStatus"]["completionStatus"] is None:
-                    task["attemptStatus"]["completionStatus"] = fc.completion(-220, "Stop to complete current FrameworkAttempt")
+                    task["attemptStatus"]["completionStatus"] = fc.completion(
+                        -220, "Stop to complete current FrameworkAttempt"
+                    )
         if not force:
             self._transition("AttemptDeletionPending")
             return
@@ -250,16 +298,23 @@ class FrameworkSync:
             if role is None:
                 continue
             policy = role_spec.get("frameworkAttemptCompletionPolicy") or {}
-            for limit_key, kind, word in (("minFailedTaskCount", fc.FAILED, "Failed"),
-                                          ("minSucceededTaskCount", fc.SUCCEEDED, "Succeeded")):
+            for limit_key, kind, word in (
+                ("minFailedTaskCount", fc.FAILED, "Failed"),
+                ("minSucceededTaskCount", fc.SUCCEEDED, "Succeeded"),
+            ):
                 limit = policy.get(limit_key, -1)
                 done = _ordered(role, kind)
                 if limit >= 1 and len(done) >= limit:
                     trigger = done[limit - 1]
                     if first is None or trigger["completionTime"] < first[0]:
-                        status = {**trigger["attemptStatus"]["completionStatus"], "trigger": {
-                            "message": f"{word}TaskCount {len(done)} has reached Min{word}TaskCount {limit} in the TaskRole",
-                            "taskRoleName": role["name"], "taskIndex": trigger["index"]}}
+                        status = {
+                            **trigger["attemptStatus"]["completionStatus"],
+                            "trigger": {
+                                "message": f"{word}TaskCount {len(done)} has reached Min{word}TaskCount {limit} in the TaskRole",
+                                "taskRoleName": role["name"],
+                                "taskIndex": trigger["index"],
+                            },
+                        }
                         status.pop("pod", None)
                         first = (trigger["completionTime"], status)
         if first is not None:
@@ -273,10 +328,16 @@ class FrameworkSync:
         if total < 1 or len(done) < total:
             return False
         last, role = max(done, key=lambda item: item[0]["completionTime"] or "")
-        diag = (f"CompletedTaskCount {len(done)} has reached TotalTaskCount {total} and no user specified "
-                "conditions in FrameworkAttemptCompletionPolicy have ever been triggered")
-        self._complete_attempt(False, fc.completion(0, diag, trigger={"message": diag, "taskRoleName": role,
-                                                                      "taskIndex": last["index"]}))
+        diag = (
+            f"CompletedTaskCount {len(done)} has reached TotalTaskCount {total} and no user specified "
+            "conditions in FrameworkAttemptCompletionPolicy have ever been triggered"
+        )
+        self._complete_attempt(
+            False,
+            fc.completion(
+                0, diag, trigger={"message": diag, "taskRoleName": role, "taskIndex": last["index"]}
+            ),
+        )
         return True
 
     def _delete(self, rt: ResourceType | None, obj: dict[str, Any], options: DeleteOptions) -> None:
@@ -294,18 +355,26 @@ def _completed(task: dict[str, Any]) -> bool:
 
 
 def _ordered(role: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    tasks = [t for t in role["taskStatuses"] if _completed(t)
-             and (t["attemptStatus"]["completionStatus"] or {}).get("type", {}).get("name") == kind]
+    tasks = [
+        t
+        for t in role["taskStatuses"]
+        if _completed(t)
+        and (t["attemptStatus"]["completionStatus"] or {}).get("type", {}).get("name") == kind
+    ]
     return sorted(tasks, key=lambda t: t["completionTime"] or "")
 
 
 class TaskSync:
     """``syncTaskState`` for one task."""
 
-    def __init__(self, framework: FrameworkSync, role: dict[str, Any], task: dict[str, Any], cm: dict[str, Any] | None):
+    def __init__(
+        self, framework: FrameworkSync, role: dict[str, Any], task: dict[str, Any], cm: dict[str, Any] | None
+    ):
         self.fw, self.api, self.role, self.task, self.cm = framework, framework.api, role, task, cm
         self.now = framework.now
-        self.role_spec = next((r for r in framework.spec.get("taskRoles") or [] if r["name"] == role["name"]), None)
+        self.role_spec = next(
+            (r for r in framework.spec.get("taskRoles") or [] if r["name"] == role["name"]), None
+        )
 
     def _transition(self, state: str) -> None:
         fc.transition_task(self.task, state, self.now)
@@ -330,8 +399,14 @@ class TaskSync:
         state = self.task["state"]
         if pod is None:
             if state == "AttemptCreationRequested":
-                self._complete(True, fc.completion(-111, "Pod does not appear in the local cache within timeout 5m0s, "
-                                                         "so consider it was deleted and explicitly delete it"))
+                self._complete(
+                    True,
+                    fc.completion(
+                        -111,
+                        "Pod does not appear in the local cache within timeout 5m0s, "
+                        "so consider it was deleted and explicitly delete it",
+                    ),
+                )
                 return True
             if state != "AttemptCreationPending":
                 missing = attempt["completionStatus"] is None
@@ -369,14 +444,24 @@ class TaskSync:
             return True
         elif phase == "Failed":
             code, phrase, kind, diag = fc.match_failed_pod(pod, self.fw.c.pod_failure_spec)
-            self._complete(False, {"code": code, "phrase": phrase, "type": kind, "diagnostics": f"Pod failed: {diag}",
-                                   "pod": fc.pod_completion(pod)})
+            self._complete(
+                False,
+                {
+                    "code": code,
+                    "phrase": phrase,
+                    "type": kind,
+                    "diagnostics": f"Pod failed: {diag}",
+                    "pod": fc.pod_completion(pod),
+                },
+            )
             return True
         return False
 
     def _graceful_deletion(self, pod: dict[str, Any]) -> None:
         timeout = self.role.get("podGracefulDeletionTimeoutSec")
-        deleting = parse_rfc3339(pod["metadata"]["deletionTimestamp"]) - pod["metadata"].get("deletionGracePeriodSeconds", 0)
+        deleting = parse_rfc3339(pod["metadata"]["deletionTimestamp"]) - pod["metadata"].get(
+            "deletionGracePeriodSeconds", 0
+        )
         if timeout is not None and self.fw.c.clock.now() >= deleting + timeout:
             self.fw._delete(POD_TYPE, pod, DeleteOptions(grace_seconds=0, uid=pod["metadata"]["uid"]))
 
@@ -392,8 +477,11 @@ class TaskSync:
     def _retry_or_complete(self) -> None:
         retry = self.task["retryPolicyStatus"]
         policy = ((self.role_spec or {}).get("task") or {}).get("retryPolicy") or {}
-        decision = (fc.should_retry(policy, retry, self.task["attemptStatus"]["completionStatus"])
-                    if self.role_spec is not None else fc.RetryDecision(False, True, 0, "TaskRoleSpec is already deleted"))
+        decision = (
+            fc.should_retry(policy, retry, self.task["attemptStatus"]["completionStatus"])
+            if self.role_spec is not None
+            else fc.RetryDecision(False, True, 0, "TaskRoleSpec is already deleted")
+        )
         if retry["retryDelaySec"] is None and not decision.retry:
             self._transition("Completed")
             self.fw._completion_policy() if self.fw.state not in COMPLETING else None
@@ -402,8 +490,9 @@ class TaskSync:
         if decision.accountable:
             retry["accountableRetriedCount"] += 1
         retry["retryDelaySec"] = None
-        self.task["attemptStatus"] = fc.task_attempt(self.fw.meta["name"], self.role["name"], self.task["index"],
-                                                     retry["totalRetriedCount"], self.now)
+        self.task["attemptStatus"] = fc.task_attempt(
+            self.fw.meta["name"], self.role["name"], self.task["index"], retry["totalRetriedCount"], self.now
+        )
         self._transition("AttemptCreationPending")
 
     def _create_pod(self) -> None:
@@ -426,39 +515,72 @@ class TaskSync:
         self._transition("AttemptCreationRequested")
 
 
-def new_pod(framework: dict[str, Any], role_spec: dict[str, Any], role: dict[str, Any], task: dict[str, Any],
-            cm: dict[str, Any] | None, status: dict[str, Any] | None) -> dict[str, Any]:
+def new_pod(
+    framework: dict[str, Any],
+    role_spec: dict[str, Any],
+    role: dict[str, Any],
+    task: dict[str, Any],
+    cm: dict[str, Any] | None,
+    status: dict[str, Any] | None,
+) -> dict[str, Any]:
     """``Framework.NewPod``: placeholders replaced, owner ConfigMap, FC_* annotations, labels and variables."""
     meta = framework["metadata"]
     name, namespace, role_name, index = meta["name"], meta["namespace"], role["name"], str(task["index"])
     attempt = (status or {})["attemptStatus"]
     pod_name = task["attemptStatus"]["podName"]
     text = json.dumps(((role_spec.get("task") or {}).get("pod")) or {})
-    for key, value in (("FC_FRAMEWORK_NAMESPACE", namespace), ("FC_FRAMEWORK_NAME", name), ("FC_TASKROLE_NAME", role_name),
-                       ("FC_TASK_INDEX", index), ("FC_CONFIGMAP_NAME", attempt["configMapName"]), ("FC_POD_NAME", pod_name)):
+    for key, value in (
+        ("FC_FRAMEWORK_NAMESPACE", namespace),
+        ("FC_FRAMEWORK_NAME", name),
+        ("FC_TASKROLE_NAME", role_name),
+        ("FC_TASK_INDEX", index),
+        ("FC_CONFIGMAP_NAME", attempt["configMapName"]),
+        ("FC_POD_NAME", pod_name),
+    ):
         text = text.replace("{{" + key + "}}", value)
     template = json.loads(text)
     pod_meta = template.get("metadata") or {}
     pod_meta.pop("creationTimestamp", None)
     pod_meta.update({"name": pod_name, "namespace": namespace})
     cm_meta = (cm or {}).get("metadata") or {}
-    pod_meta["ownerReferences"] = [*(pod_meta.get("ownerReferences") or []), {
-        "apiVersion": "v1", "kind": "ConfigMap", "name": attempt["configMapName"], "uid": cm_meta.get("uid", ""),
-        "controller": True, "blockOwnerDeletion": True}]
+    pod_meta["ownerReferences"] = [
+        *(pod_meta.get("ownerReferences") or []),
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": attempt["configMapName"],
+            "uid": cm_meta.get("uid", ""),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        },
+    ]
     values = {
-        "FC_FRAMEWORK_NAMESPACE": namespace, "FC_FRAMEWORK_NAME": name, "FC_TASKROLE_NAME": role_name,
-        "FC_TASK_INDEX": index, "FC_CONFIGMAP_NAME": attempt["configMapName"], "FC_POD_NAME": pod_name,
-        "FC_FRAMEWORK_UID": meta["uid"], "FC_FRAMEWORK_ATTEMPT_ID": str(attempt["id"]),
-        "FC_FRAMEWORK_ATTEMPT_INSTANCE_UID": attempt["instanceUID"], "FC_CONFIGMAP_UID": attempt["configMapUID"],
-        "FC_TASKROLE_UID": role["instanceUID"], "FC_TASK_UID": task["instanceUID"],
+        "FC_FRAMEWORK_NAMESPACE": namespace,
+        "FC_FRAMEWORK_NAME": name,
+        "FC_TASKROLE_NAME": role_name,
+        "FC_TASK_INDEX": index,
+        "FC_CONFIGMAP_NAME": attempt["configMapName"],
+        "FC_POD_NAME": pod_name,
+        "FC_FRAMEWORK_UID": meta["uid"],
+        "FC_FRAMEWORK_ATTEMPT_ID": str(attempt["id"]),
+        "FC_FRAMEWORK_ATTEMPT_INSTANCE_UID": attempt["instanceUID"],
+        "FC_CONFIGMAP_UID": attempt["configMapUID"],
+        "FC_TASKROLE_UID": role["instanceUID"],
+        "FC_TASK_UID": task["instanceUID"],
         "FC_TASK_ATTEMPT_ID": str(task["attemptStatus"]["id"]),
     }
     pod_meta["annotations"] = {**(pod_meta.get("annotations") or {}), **values}
-    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), "FC_FRAMEWORK_NAME": name, "FC_TASKROLE_NAME": role_name,
-                          "FC_TASK_INDEX": index}
+    pod_meta["labels"] = {
+        **(pod_meta.get("labels") or {}),
+        "FC_FRAMEWORK_NAME": name,
+        "FC_TASKROLE_NAME": role_name,
+        "FC_TASK_INDEX": index,
+    }
     env = [{"name": k, "value": v} for k, v in values.items()]
     env.append({"name": "FC_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}})
-    env.append({"name": "FC_TASK_ATTEMPT_INSTANCE_UID", "value": f"{task['attemptStatus']['id']}_$(FC_POD_UID)"})
+    env.append(
+        {"name": "FC_TASK_ATTEMPT_INSTANCE_UID", "value": f"{task['attemptStatus']['id']}_$(FC_POD_UID)"}
+    )
     spec = template.get("spec") or {}
     for field_name in ("containers", "initContainers"):
         for container in spec.get(field_name) or []:

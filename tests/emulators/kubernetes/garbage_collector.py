@@ -24,7 +24,9 @@ from .store import Store, TypeKey
 class GarbageCollector(Loop):
     name = "garbage-collector"
 
-    def __init__(self, api: ApiServer, store: Store, clock: Clock, *, delay: float, tick: float = 0.02) -> None:
+    def __init__(
+        self, api: ApiServer, store: Store, clock: Clock, *, delay: float, tick: float = 0.02
+    ) -> None:
         super().__init__(store, clock, delay=delay, tick=tick)
         self.api = api
 
@@ -41,8 +43,13 @@ class GarbageCollector(Loop):
                 if error.code not in (404, 409):
                     raise
 
-    def _collect(self, rt: ResourceType, obj: dict[str, Any], objects: list[tuple[TypeKey, dict[str, Any]]],
-                 uids: set[str]) -> None:
+    def _collect(
+        self,
+        rt: ResourceType,
+        obj: dict[str, Any],
+        objects: list[tuple[TypeKey, dict[str, Any]]],
+        uids: set[str],
+    ) -> None:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp"):
             if meta["uid"] not in self._not_before:  # a deleting object stays visible for a while
@@ -62,9 +69,16 @@ class GarbageCollector(Loop):
         owners = meta.get("ownerReferences") or []
         if owners and not any(ref.get("uid") in uids for ref in owners):
             policy = "Foreground" if _dependents(meta["uid"], objects) else "Background"
-            self.api.delete(rt, meta.get("namespace", ""), meta["name"], DeleteOptions(propagation=policy, uid=meta["uid"]))
+            self.api.delete(
+                rt,
+                meta.get("namespace", ""),
+                meta["name"],
+                DeleteOptions(propagation=policy, uid=meta["uid"]),
+            )
 
-    def _foreground(self, rt: ResourceType, obj: dict[str, Any], objects: list[tuple[TypeKey, dict[str, Any]]]) -> None:
+    def _foreground(
+        self, rt: ResourceType, obj: dict[str, Any], objects: list[tuple[TypeKey, dict[str, Any]]]
+    ) -> None:
         uid = obj["metadata"]["uid"]
         blocking = 0
         for key, dependent in _dependents(uid, objects):
@@ -74,22 +88,36 @@ class GarbageCollector(Loop):
                 continue
             if not meta.get("deletionTimestamp"):
                 policy = "Foreground" if _dependents(meta["uid"], objects) else "Background"
-                self.api.delete(dep_rt, meta.get("namespace", ""), meta["name"], DeleteOptions(propagation=policy))
-            if any(r.get("uid") == uid and r.get("blockOwnerDeletion") for r in meta.get("ownerReferences") or []):
+                self.api.delete(
+                    dep_rt, meta.get("namespace", ""), meta["name"], DeleteOptions(propagation=policy)
+                )
+            if any(
+                r.get("uid") == uid and r.get("blockOwnerDeletion") for r in meta.get("ownerReferences") or []
+            ):
                 blocking += 1
         if not blocking:
             self.api.remove_finalizer(rt, obj, "foregroundDeletion")
 
-    def _orphan(self, rt: ResourceType, obj: dict[str, Any], objects: list[tuple[TypeKey, dict[str, Any]]]) -> None:
+    def _orphan(
+        self, rt: ResourceType, obj: dict[str, Any], objects: list[tuple[TypeKey, dict[str, Any]]]
+    ) -> None:
         uid = obj["metadata"]["uid"]
         for key, dependent in _dependents(uid, objects):
             dep_rt = self.api.registry.by_key(*key)
             if dep_rt is None:
                 continue
-            body = {"metadata": {"ownerReferences": [r for r in dependent["metadata"]["ownerReferences"]
-                                                     if r.get("uid") != uid] or None}}
+            body = {
+                "metadata": {
+                    "ownerReferences": [
+                        r for r in dependent["metadata"]["ownerReferences"] if r.get("uid") != uid
+                    ]
+                    or None
+                }
+            }
             meta = dependent["metadata"]
-            self.api.patch(dep_rt, meta.get("namespace", ""), meta["name"], "application/merge-patch+json", body)
+            self.api.patch(
+                dep_rt, meta.get("namespace", ""), meta["name"], "application/merge-patch+json", body
+            )
         self.api.remove_finalizer(rt, obj, "orphan")
 
     def _namespace(self, namespace: dict[str, Any], objects: list[tuple[TypeKey, dict[str, Any]]]) -> None:
@@ -111,11 +139,18 @@ class GarbageCollector(Loop):
         rt = self.api.registry.by_key(*key)
         for obj in instances:
             if rt is not None and not obj["metadata"].get("deletionTimestamp"):
-                self.api.delete(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], DeleteOptions())
+                self.api.delete(
+                    rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], DeleteOptions()
+                )
         if not instances:
             self.api.remove_finalizer(CRD_TYPE, crd, "customresourcecleanup.apiextensions.k8s.io")
 
 
-def _dependents(uid: str, objects: list[tuple[TypeKey, dict[str, Any]]]) -> list[tuple[TypeKey, dict[str, Any]]]:
-    return [(key, obj) for key, obj in objects
-            if any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])]
+def _dependents(
+    uid: str, objects: list[tuple[TypeKey, dict[str, Any]]]
+) -> list[tuple[TypeKey, dict[str, Any]]]:
+    return [
+        (key, obj)
+        for key, obj in objects
+        if any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+    ]

@@ -30,15 +30,21 @@ def wait_for(condition: Callable[[], T], timeout: float = 20.0, message: str = "
 def start(directory: Path, **options: Any) -> KubernetesEmulator:
     options.setdefault("delay", DELAY)
     options.setdefault("tick", 0.01)
-    options.setdefault("kubelet", KubeletConfig(create_delay=DELAY, restart_backoff=0.05, max_backoff=0.2, kill_grace=2.0))
+    options.setdefault(
+        "kubelet", KubeletConfig(create_delay=DELAY, restart_backoff=0.05, max_backoff=0.2, kill_grace=2.0)
+    )
     return KubernetesEmulator(directory, **options).start()
 
 
 def pod_manifest(name: str, command: str, *, restart: str = "Never", **spec: Any) -> dict[str, Any]:
     container = {"name": "main", "image": "python:3.11", "command": ["bash", "-c", command]}
     container.update(spec.pop("container", {}))
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **spec.pop("metadata", {})},
-            "spec": {"restartPolicy": restart, "containers": [container], **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **spec.pop("metadata", {})},
+        "spec": {"restartPolicy": restart, "containers": [container], **spec},
+    }
 
 
 def phase_of(core: client.CoreV1Api, name: str, namespace: str = "default") -> str | None:

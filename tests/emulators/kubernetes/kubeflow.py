@@ -27,16 +27,22 @@ from .store import Store
 
 GROUP = "kubeflow.org"
 JOB_NAME, REPLICA_TYPE, REPLICA_INDEX, OPERATOR_NAME, JOB_ROLE = (
-    "training.kubeflow.org/job-name", "training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
-    "training.kubeflow.org/operator-name", "training.kubeflow.org/job-role")
+    "training.kubeflow.org/job-name",
+    "training.kubeflow.org/replica-type",
+    "training.kubeflow.org/replica-index",
+    "training.kubeflow.org/operator-name",
+    "training.kubeflow.org/job-role",
+)
 SERVICES = ("", "services")
 
 
 def webhooks() -> list[ValidatingWebhook]:
     hooks = []
     for kind in (spec_rules.TFJOB, spec_rules.PYTORCHJOB):
-        def check(operation: str, job: dict[str, Any], old: dict[str, Any] | None,
-                  kind: spec_rules.JobKind = kind) -> ApiError | None:
+
+        def check(
+            operation: str, job: dict[str, Any], old: dict[str, Any] | None, kind: spec_rules.JobKind = kind
+        ) -> ApiError | None:
             errors = spec_rules.validate(kind, job, old)
             return webhook_denied(kind.webhook, 403, "Forbidden", aggregate(errors)) if errors else None
 
@@ -47,7 +53,9 @@ def webhooks() -> list[ValidatingWebhook]:
 class TrainingOperator(Loop):
     name = "training-operator"
 
-    def __init__(self, api: ApiServer, store: Store, clock: Clock, *, delay: float, tick: float = 0.02) -> None:
+    def __init__(
+        self, api: ApiServer, store: Store, clock: Clock, *, delay: float, tick: float = 0.02
+    ) -> None:
         super().__init__(store, clock, delay=delay, tick=tick)
         self.api = api
         self.seen: set[str] = set()
@@ -78,7 +86,9 @@ class TrainingOperator(Loop):
 class JobSync:
     """One reconcile of one job (the upstream ``Reconcile``)."""
 
-    def __init__(self, operator: TrainingOperator, kind: spec_rules.JobKind, rt: ResourceType, job: dict[str, Any]):
+    def __init__(
+        self, operator: TrainingOperator, kind: spec_rules.JobKind, rt: ResourceType, job: dict[str, Any]
+    ):
         self.op, self.api, self.kind, self.rt, self.job = operator, operator.api, kind, rt, job
         self.meta = job["metadata"]
         self.status: dict[str, Any] = copy.deepcopy(job.get("status") or {})
@@ -91,8 +101,14 @@ class JobSync:
         before = copy.deepcopy(self.status)
         if self.meta["uid"] not in self.op.seen:
             self.op.seen.add(self.meta["uid"])
-            cond.set_condition(self.status, cond.CREATED, "True", cond.reason(self.kind.kind, "Created"),
-                               f"{self.kind.kind} {self.meta['name']} is created.", self.now)
+            cond.set_condition(
+                self.status,
+                cond.CREATED,
+                "True",
+                cond.reason(self.kind.kind, "Created"),
+                f"{self.kind.kind} {self.meta['name']} is created.",
+                self.now,
+            )
         pods = self._owned(POD_TYPE.key)
         if cond.is_finished(self.status):
             self._finished(pods)
@@ -136,15 +152,23 @@ class JobSync:
 
     def _active(self, pods: list[dict[str, Any]]) -> None:
         if cond.is_true(self.status, cond.SUSPENDED):
-            cond.set_condition(self.status, cond.SUSPENDED, "False", cond.reason(self.kind.kind, "Resumed"),
-                               f"{self.kind.kind} {self.meta['name']} is resumed.", self.now)
+            cond.set_condition(
+                self.status,
+                cond.SUSPENDED,
+                "False",
+                cond.reason(self.kind.kind, "Resumed"),
+                f"{self.kind.kind} {self.meta['name']} is resumed.",
+                self.now,
+            )
             self.status["startTime"] = self.now
         failure = self._past_limits(pods)
         if failure is not None:
             self.status.setdefault("completionTime", self.now)
             self._delete_pods(pods)
             self._ttl()
-            cond.set_condition(self.status, cond.FAILED, "True", cond.reason(self.kind.kind, "Failed"), failure, self.now)
+            cond.set_condition(
+                self.status, cond.FAILED, "True", cond.reason(self.kind.kind, "Failed"), failure, self.now
+            )
             return
         for rtype, replica in self.replicas.items():
             self._reconcile_pods(rtype, replica, pods)
@@ -164,7 +188,11 @@ class JobSync:
                 return f"Job {name} has failed because it has reached the specified backoff limit"
         deadline = self.run_policy.get("activeDeadlineSeconds")
         start = self.status.get("startTime")
-        if deadline is not None and start is not None and self.op.clock.now() - parse_rfc3339(start) >= deadline:
+        if (
+            deadline is not None
+            and start is not None
+            and self.op.clock.now() - parse_rfc3339(start) >= deadline
+        ):
             return f"Job {name} has failed because it was active longer than specified deadline"
         return None
 
@@ -174,9 +202,14 @@ class JobSync:
             if replica["restartPolicy"] not in ("OnFailure", "Always", "ExitCode"):
                 continue
             for pod in pods:
-                if pod["metadata"]["labels"].get(REPLICA_TYPE) != rtype.lower() or pod["status"].get("phase") != "Running":
+                if (
+                    pod["metadata"]["labels"].get(REPLICA_TYPE) != rtype.lower()
+                    or pod["status"].get("phase") != "Running"
+                ):
                     continue
-                statuses = (pod["status"].get("initContainerStatuses") or []) + (pod["status"].get("containerStatuses") or [])
+                statuses = (pod["status"].get("initContainerStatuses") or []) + (
+                    pod["status"].get("containerStatuses") or []
+                )
                 restarts += sum(s.get("restartCount", 0) for s in statuses)
         return restarts > 0 if limit == 0 else restarts >= limit
 
@@ -197,21 +230,41 @@ class JobSync:
             elif len(found) == 1:
                 self._check_pod(rtype, replica, found[0], index, count)
 
-    def _check_pod(self, rtype: str, replica: dict[str, Any], pod: dict[str, Any], index: int, count: int) -> None:
+    def _check_pod(
+        self, rtype: str, replica: dict[str, Any], pod: dict[str, Any], index: int, count: int
+    ) -> None:
         if index >= count:
             self._delete(POD_TYPE, pod)
-        exit_code = next((s["state"]["terminated"]["exitCode"] for s in pod["status"].get("containerStatuses") or []
-                          if s["name"] == self.kind.container and "terminated" in (s.get("state") or {})), 0xBEEF)
+        exit_code = next(
+            (
+                s["state"]["terminated"]["exitCode"]
+                for s in pod["status"].get("containerStatuses") or []
+                if s["name"] == self.kind.container and "terminated" in (s.get("state") or {})
+            ),
+            0xBEEF,
+        )
         policy = replica["restartPolicy"]
         if pod["status"].get("phase") == "Failed":
             retryable = 128 <= exit_code <= 255
             if policy in ("OnFailure", "Always") or (policy == "ExitCode" and retryable):
                 self._delete(POD_TYPE, pod)
-                cond.set_condition(self.status, cond.RESTARTING, "True", cond.reason(self.kind.kind, "Restarting"),
-                                   f"job {self.meta['name']} is restarting because {rtype} replica(s) failed.", self.now)
+                cond.set_condition(
+                    self.status,
+                    cond.RESTARTING,
+                    "True",
+                    cond.reason(self.kind.kind, "Restarting"),
+                    f"job {self.meta['name']} is restarting because {rtype} replica(s) failed.",
+                    self.now,
+                )
             elif policy == "ExitCode":
-                cond.set_condition(self.status, cond.FAILED, "True", cond.reason(self.kind.kind, "Failed"),
-                                   f'job "{self.meta["name"]}" is failing because "{rtype}" replica(s) failed.', self.now)
+                cond.set_condition(
+                    self.status,
+                    cond.FAILED,
+                    "True",
+                    cond.reason(self.kind.kind, "Failed"),
+                    f'job "{self.meta["name"]}" is failing because "{rtype}" replica(s) failed.',
+                    self.now,
+                )
         counts = self.status["replicaStatuses"][rtype]
         phase = pod["status"].get("phase")
         if phase == "Running":
@@ -234,13 +287,21 @@ class JobSync:
         pod_spec = template.setdefault("spec", {})
         self._set_env(pod_spec, rtype, index)
         if pod_spec.get("restartPolicy"):
-            self.api.record_event(self.job, "Warning", "SetPodTemplateRestartPolicy",
-                                  "Restart policy in pod template will be overwritten by restart policy in replica spec",
-                                  self.op.name)
+            self.api.record_event(
+                self.job,
+                "Warning",
+                "SetPodTemplateRestartPolicy",
+                "Restart policy in pod template will be overwritten by restart policy in replica spec",
+                self.op.name,
+            )
         policy = replica["restartPolicy"]
         pod_spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {**meta, "name": name, "ownerReferences": [self._owner()]},
-                "spec": pod_spec}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**meta, "name": name, "ownerReferences": [self._owner()]},
+            "spec": pod_spec,
+        }
         try:
             self.api.create(POD_TYPE, self.meta["namespace"], body)
         except ApiError as error:
@@ -269,27 +330,44 @@ class JobSync:
         return rtype == "Worker" and index == 0
 
     def _labels(self, rtype: str, index: int) -> dict[str, str]:
-        return {OPERATOR_NAME: self.kind.controller, JOB_NAME: self.meta["name"].replace("/", "-"),
-                REPLICA_TYPE: rtype.lower(), REPLICA_INDEX: str(index)}
+        return {
+            OPERATOR_NAME: self.kind.controller,
+            JOB_NAME: self.meta["name"].replace("/", "-"),
+            REPLICA_TYPE: rtype.lower(),
+            REPLICA_INDEX: str(index),
+        }
 
     def _owner(self) -> dict[str, Any]:
-        return {"apiVersion": f"{GROUP}/v1", "kind": self.kind.kind, "name": self.meta["name"], "uid": self.meta["uid"],
-                "controller": True, "blockOwnerDeletion": True}
+        return {
+            "apiVersion": f"{GROUP}/v1",
+            "kind": self.kind.kind,
+            "name": self.meta["name"],
+            "uid": self.meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
 
     def _reconcile_services(self, rtype: str, replica: dict[str, Any]) -> None:
         rt = self.api.registry.by_key(*SERVICES)
         existing = {s["metadata"]["name"] for s in self._owned(SERVICES)}
-        ports = [{"name": p["name"], "port": p["containerPort"]}
-                 for c in replica["template"]["spec"].get("containers") or [] if c.get("name") == self.kind.container
-                 for p in c.get("ports") or [] if p.get("name")]
+        ports = [
+            {"name": p["name"], "port": p["containerPort"]}
+            for c in replica["template"]["spec"].get("containers") or []
+            if c.get("name") == self.kind.container
+            for p in c.get("ports") or []
+            if p.get("name")
+        ]
         for index in range(replica["replicas"]):
             name = f"{self.meta['name']}-{rtype.lower()}-{index}"
             if name in existing or rt is None:
                 continue
             labels = self._labels(rtype, index)
-            body = {"apiVersion": "v1", "kind": "Service",
-                    "metadata": {"name": name, "labels": labels, "ownerReferences": [self._owner()]},
-                    "spec": {"clusterIP": "None", "selector": labels, "ports": ports}}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": name, "labels": labels, "ownerReferences": [self._owner()]},
+                "spec": {"clusterIP": "None", "selector": labels, "ports": ports},
+            }
             try:
                 self.api.create(rt, self.meta["namespace"], body)
             except ApiError as error:
@@ -333,7 +411,9 @@ class JobSync:
 
     def _update_job_status(self) -> None:
         self.status.setdefault("startTime", self.now)
-        restarting = next((c for c in self.status.get("conditions") or [] if c["type"] == cond.RESTARTING), None)
+        restarting = next(
+            (c for c in self.status.get("conditions") or [] if c["type"] == cond.RESTARTING), None
+        )
         order = self.kind.replica_types
         for rtype in [t for t in order if t in self.replicas] + [t for t in self.replicas if t not in order]:
             if self.kind is spec_rules.TFJOB:
@@ -343,14 +423,20 @@ class JobSync:
 
     def _succeed(self, message: str) -> None:
         self.status.setdefault("completionTime", self.now)
-        cond.set_condition(self.status, cond.SUCCEEDED, "True", cond.reason(self.kind.kind, "Succeeded"), message, self.now)
+        cond.set_condition(
+            self.status, cond.SUCCEEDED, "True", cond.reason(self.kind.kind, "Succeeded"), message, self.now
+        )
 
     def _fail(self, message: str) -> None:
         self.status.setdefault("completionTime", self.now)
-        cond.set_condition(self.status, cond.FAILED, "True", cond.reason(self.kind.kind, "Failed"), message, self.now)
+        cond.set_condition(
+            self.status, cond.FAILED, "True", cond.reason(self.kind.kind, "Failed"), message, self.now
+        )
 
     def _running(self, message: str) -> None:
-        cond.set_condition(self.status, cond.RUNNING, "True", cond.reason(self.kind.kind, "Running"), message, self.now)
+        cond.set_condition(
+            self.status, cond.RUNNING, "True", cond.reason(self.kind.kind, "Running"), message, self.now
+        )
 
     def _tf_status(self, rtype: str, restarting: dict[str, Any] | None) -> None:
         counts = self.status["replicaStatuses"].get(rtype, {})
@@ -364,13 +450,22 @@ class JobSync:
                 if expected == 0:
                     self._succeed(f"TFJob {full} successfully completed.")
         elif rtype == "Worker":
-            if expected == 0 or (self._worker0_completed() and self.spec.get("successPolicy") != "AllWorkers"):
+            if expected == 0 or (
+                self._worker0_completed() and self.spec.get("successPolicy") != "AllWorkers"
+            ):
                 self._succeed(f"TFJob {full} successfully completed.")
             elif running > 0:
                 self._running(f"TFJob {full} is running.")
         if failed > 0:
             if restarting is not None:
-                cond.set_condition(self.status, cond.RESTARTING, "True", restarting["reason"], restarting["message"], self.now)
+                cond.set_condition(
+                    self.status,
+                    cond.RESTARTING,
+                    "True",
+                    restarting["reason"],
+                    restarting["message"],
+                    self.now,
+                )
             elif not (self.spec.get("enableDynamicWorker") and rtype == "Worker"):
                 self._fail(f"TFJob {full} has failed because {failed} {rtype} replica(s) failed.")
 
@@ -380,8 +475,11 @@ class JobSync:
         for pod in self._owned(POD_TYPE.key):
             labels = pod["metadata"]["labels"]
             if labels.get(REPLICA_TYPE) == "worker" and labels.get(REPLICA_INDEX) == "0":
-                codes = [s["state"]["terminated"]["exitCode"] for s in pod["status"].get("containerStatuses") or []
-                         if s["name"] == "tensorflow" and "terminated" in s.get("state", {})]
+                codes = [
+                    s["state"]["terminated"]["exitCode"]
+                    for s in pod["status"].get("containerStatuses") or []
+                    if s["name"] == "tensorflow" and "terminated" in s.get("state", {})
+                ]
                 return pod["status"].get("phase") == "Succeeded" and codes[:1] == [0]
         return False
 
@@ -392,7 +490,11 @@ class JobSync:
         selector.pop(REPLICA_INDEX)
         counts["selector"] = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
         total = self.replicas[rtype]["replicas"]
-        succeeded, running, failed = counts.get("succeeded", 0), counts.get("active", 0), counts.get("failed", 0)
+        succeeded, running, failed = (
+            counts.get("succeeded", 0),
+            counts.get("active", 0),
+            counts.get("failed", 0),
+        )
         expected = total - succeeded
         name = self.meta["name"]
         if "Master" in self.replicas:
@@ -409,12 +511,20 @@ class JobSync:
                 self._running(f"PyTorchJob {self.meta['namespace']}/{name} is running.")
         if failed > 0 and total > succeeded + running:
             if self.replicas[rtype]["restartPolicy"] != "Never":
-                cond.set_condition(self.status, cond.RESTARTING, "True", cond.reason("PyTorchJob", "Restarting"),
-                                   f"PyTorchJob {name} is restarting because {failed} {rtype} replica(s) failed.", self.now)
+                cond.set_condition(
+                    self.status,
+                    cond.RESTARTING,
+                    "True",
+                    cond.reason("PyTorchJob", "Restarting"),
+                    f"PyTorchJob {name} is restarting because {failed} {rtype} replica(s) failed.",
+                    self.now,
+                )
             else:
                 self._fail(f"PyTorchJob {name} is failed because {failed} {rtype} replica(s) failed.")
         return False
 
 
 def _active(pod: dict[str, Any]) -> bool:
-    return pod["status"].get("phase") not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp")
+    return pod["status"].get("phase") not in ("Succeeded", "Failed") and not pod["metadata"].get(
+        "deletionTimestamp"
+    )

@@ -37,10 +37,28 @@ class JobKind:
         return f"validator.{self.kind.lower()}.training-operator.kubeflow.org"
 
 
-TFJOB = JobKind("TFJob", "tfjobs", "tfReplicaSpecs", "tensorflow", "tfjob-port", 2222, "Never",
-                ("Chief", "Evaluator", "Master", "PS", "Worker"), "tfjob-controller")
-PYTORCHJOB = JobKind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "pytorch", "pytorchjob-port", 23456,
-                     "OnFailure", ("Master", "Worker"), "pytorchjob-controller")
+TFJOB = JobKind(
+    "TFJob",
+    "tfjobs",
+    "tfReplicaSpecs",
+    "tensorflow",
+    "tfjob-port",
+    2222,
+    "Never",
+    ("Chief", "Evaluator", "Master", "PS", "Worker"),
+    "tfjob-controller",
+)
+PYTORCHJOB = JobKind(
+    "PyTorchJob",
+    "pytorchjobs",
+    "pytorchReplicaSpecs",
+    "pytorch",
+    "pytorchjob-port",
+    23456,
+    "OnFailure",
+    ("Master", "Worker"),
+    "pytorchjob-controller",
+)
 
 
 def defaulted(kind: JobKind, spec: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +76,9 @@ def defaulted(kind: JobKind, spec: dict[str, Any]) -> dict[str, Any]:
         replica.setdefault("replicas", 1)
         replica.setdefault("restartPolicy", kind.restart_policy)
         containers = replica.setdefault("template", {}).setdefault("spec", {}).setdefault("containers", [])
-        main = next((c for c in containers if c.get("name") == kind.container), containers[0] if containers else None)
+        main = next(
+            (c for c in containers if c.get("name") == kind.container), containers[0] if containers else None
+        )
         if main is not None and not any(p.get("name") == kind.port_name for p in main.get("ports") or []):
             main.setdefault("ports", []).append({"name": kind.port_name, "containerPort": kind.port})
     spec[kind.replica_field] = replicas
@@ -109,9 +129,15 @@ def _pytorch_spec(spec: dict[str, Any]) -> list[fe.FieldError]:
     elastic = spec.get("elasticPolicy")
     if elastic is not None:
         if "Worker" not in (spec.get("pytorchReplicaSpecs") or {}):
-            errors.append(fe.required("spec.pytorchReplicaSpecs[Worker]", "must be configured if elastic policy is used"))
+            errors.append(
+                fe.required(
+                    "spec.pytorchReplicaSpecs[Worker]", "must be configured if elastic policy is used"
+                )
+            )
         if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
-            errors.append(fe.forbidden("spec.elasticPolicy.nProcPerNode", "must not be used with spec.nprocPerNode"))
+            errors.append(
+                fe.forbidden("spec.elasticPolicy.nProcPerNode", "must not be used with spec.nprocPerNode")
+            )
     return errors
 
 
@@ -134,7 +160,9 @@ def _replica_specs(kind: JobKind, replicas: dict[str, Any] | None) -> list[fe.Fi
             if not container.get("image"):
                 errors.append(fe.required(f"{containers_path}[{index}].image", "must be required"))
         if not any(c.get("name") == kind.container for c in containers):
-            errors.append(fe.required(containers_path, f"must have at least one container with name {kind.container}"))
+            errors.append(
+                fe.required(containers_path, f"must have at least one container with name {kind.container}")
+            )
         if kind is PYTORCHJOB:
             count = (rspec or {}).get("replicas")
             if rtype == "Master" and count != 1:
@@ -167,8 +195,10 @@ def tf_config(job: dict[str, Any], spec: dict[str, Any], rtype: str, index: int)
     cluster = {}
     for name, replica in sorted(replicas.items(), key=lambda item: item[0].lower()):
         port = _port(TFJOB, spec, name)
-        cluster[name.lower()] = [f"{meta['name']}-{name.lower()}-{i}.{meta['namespace']}.svc:{port}"
-                                 for i in range(replica.get("replicas", 1))]
+        cluster[name.lower()] = [
+            f"{meta['name']}-{name.lower()}-{i}.{meta['namespace']}.svc:{port}"
+            for i in range(replica.get("replicas", 1))
+        ]
     task = {"type": rtype.lower(), "index": index}
     if spec.get("enableDynamicWorker"):
         sparse: dict[str, Any] = {"worker": {}, "ps": []}
@@ -193,16 +223,23 @@ def pytorch_env(job: dict[str, Any], spec: dict[str, Any], rtype: str, index: in
         port = str(_port(PYTORCHJOB, spec, "Master"))
         address = f"{job['metadata']['name']}-master-0"
         rank = index + 1 if rtype == "Worker" else index
-        env += [{"name": "MASTER_PORT", "value": port}, {"name": "PET_MASTER_PORT", "value": port},
-                {"name": "MASTER_ADDR", "value": address}, {"name": "PET_MASTER_ADDR", "value": address},
-                {"name": "WORLD_SIZE", "value": str(total * nproc)}, {"name": "RANK", "value": str(rank)},
-                {"name": "PET_NODE_RANK", "value": str(rank)}]
+        env += [
+            {"name": "MASTER_PORT", "value": port},
+            {"name": "PET_MASTER_PORT", "value": port},
+            {"name": "MASTER_ADDR", "value": address},
+            {"name": "PET_MASTER_ADDR", "value": address},
+            {"name": "WORLD_SIZE", "value": str(total * nproc)},
+            {"name": "RANK", "value": str(rank)},
+            {"name": "PET_NODE_RANK", "value": str(rank)},
+        ]
     if spec.get("nprocPerNode") is not None:
         env.append({"name": "PET_NPROC_PER_NODE", "value": str(spec["nprocPerNode"])})
     elastic = spec.get("elasticPolicy")
     if elastic is None:
         env.append({"name": "PET_NNODES", "value": str(total)})
     else:
-        env.append({"name": "PET_NNODES", "value": f"{elastic.get('minReplicas')}:{elastic.get('maxReplicas')}"})
+        env.append(
+            {"name": "PET_NNODES", "value": f"{elastic.get('minReplicas')}:{elastic.get('maxReplicas')}"}
+        )
         env.append({"name": "PET_RDZV_BACKEND", "value": elastic.get("rdzvBackend") or "c10d"})
     return env

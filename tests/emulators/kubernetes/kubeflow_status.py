@@ -14,7 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 CREATED, RUNNING, RESTARTING, SUCCEEDED, SUSPENDED, FAILED = (
-    "Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed")
+    "Created",
+    "Running",
+    "Restarting",
+    "Succeeded",
+    "Suspended",
+    "Failed",
+)
 
 
 def reason(kind: str, what: str) -> str:
@@ -36,16 +42,28 @@ def set_condition(status: dict[str, Any], kind: str, value: str, why: str, messa
     current = next((c for c in conditions if c.get("type") == kind), None)
     if current is not None and current.get("status") == value and current.get("reason") == why:
         return
-    transition = current["lastTransitionTime"] if current is not None and current.get("status") == value else now
+    transition = (
+        current["lastTransitionTime"] if current is not None and current.get("status") == value else now
+    )
     kept = []
     for condition in conditions:
-        if (kind == RESTARTING and condition["type"] == RUNNING) or (kind == RUNNING and condition["type"] == RESTARTING):
+        if (kind == RESTARTING and condition["type"] == RUNNING) or (
+            kind == RUNNING and condition["type"] == RESTARTING
+        ):
             continue
         if condition["type"] == kind:
             continue
         if kind in (FAILED, SUCCEEDED) and condition["type"] == RUNNING:
             condition = {**condition, "status": "False"}
         kept.append(condition)
-    kept.append({"type": kind, "status": value, "reason": why, "message": message,
-                 "lastUpdateTime": now, "lastTransitionTime": transition})
+    kept.append(
+        {
+            "type": kind,
+            "status": value,
+            "reason": why,
+            "message": message,
+            "lastUpdateTime": now,
+            "lastTransitionTime": transition,
+        }
+    )
     status["conditions"] = kept

@@ -95,8 +95,18 @@ def image_repository(image: str) -> str:
 class Kubelet(Loop):
     name = "kubelet"
 
-    def __init__(self, api: ApiServer, store: Store, clock: Clock, *, delay: float, config: KubeletConfig,
-                 volumes: VolumeHost, service_env: Mapping[str, str], tick: float = 0.02) -> None:
+    def __init__(
+        self,
+        api: ApiServer,
+        store: Store,
+        clock: Clock,
+        *,
+        delay: float,
+        config: KubeletConfig,
+        volumes: VolumeHost,
+        service_env: Mapping[str, str],
+        tick: float = 0.02,
+    ) -> None:
         super().__init__(store, clock, delay=delay, tick=tick)
         self.api = api
         self.config = config
@@ -144,7 +154,11 @@ class Kubelet(Loop):
         ip = f"127.0.{self._next_ip // 250}.{self._next_ip % 250 + 2}"
         self._next_ip += 1
         runtime = PodRuntime(
-            meta["uid"], meta["namespace"], meta["name"], directory, ip,
+            meta["uid"],
+            meta["namespace"],
+            meta["name"],
+            directory,
+            ip,
             [ContainerRun(c, True, logs) for c in pod["spec"].get("initContainers") or []],
             [ContainerRun(c, False, logs) for c in pod["spec"].get("containers") or []],
             rfc3339(self.clock.now()),
@@ -182,14 +196,22 @@ class Kubelet(Loop):
     def _prepare(self, runtime: PodRuntime, pod: dict[str, Any]) -> bool:
         ready = True
         for run in runtime.runs:
-            pattern = next((p for p in self.config.failing_images if fnmatch.fnmatch(run.spec.get("image", ""), p)), None)
+            pattern = next(
+                (p for p in self.config.failing_images if fnmatch.fnmatch(run.spec.get("image", ""), p)), None
+            )
             if pattern is not None:
                 self._pull_failed(runtime, pod, run)
                 ready = False
                 continue
             try:
-                runtime.mounts[run.name] = pod_mounts(self.volumes, pod, run.spec, runtime.directory, self._lookup,
-                                                      {"namespace": runtime.namespace, "token": "emulator", "ca.crt": ""})
+                runtime.mounts[run.name] = pod_mounts(
+                    self.volumes,
+                    pod,
+                    run.spec,
+                    runtime.directory,
+                    self._lookup,
+                    {"namespace": runtime.namespace, "token": "emulator", "ca.crt": ""},
+                )
                 runtime.env[run.name] = container_env(pod, run.spec, self._lookup, self.service_env)
             except VolumeError as error:
                 if runtime.failed_mount != str(error):
@@ -210,12 +232,18 @@ class Kubelet(Loop):
     def _pull_failed(self, runtime: PodRuntime, pod: dict[str, Any], run: ContainerRun) -> None:
         image = run.spec.get("image", "")
         if run.state.get("waiting", {}).get("reason") == "ErrImagePull":
-            run.state = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}}
+            run.state = {
+                "waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+            }
             return
-        message = (f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": '
-                   "pull access denied, repository does not exist or may require authorization")
+        message = (
+            f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": '
+            "pull access denied, repository does not exist or may require authorization"
+        )
         run.state = {"waiting": {"reason": "ErrImagePull", "message": message}}
-        self.api.record_event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {message}', "kubelet")
+        self.api.record_event(
+            pod, "Warning", "Failed", f'Failed to pull image "{image}": {message}', "kubelet"
+        )
 
     def _run_inits(self, runtime: PodRuntime, pod: dict[str, Any], policy: str, now: float) -> bool:
         """Drive the current init container; True once all of them succeeded."""
@@ -227,7 +255,9 @@ class Kubelet(Loop):
             return False
         return True
 
-    def _drive(self, runtime: PodRuntime, pod: dict[str, Any], run: ContainerRun, policy: str, now: float) -> None:
+    def _drive(
+        self, runtime: PodRuntime, pod: dict[str, Any], run: ContainerRun, policy: str, now: float
+    ) -> None:
         waiting = run.state.get("waiting", {}).get("reason")
         if waiting in ("ContainerCreating", "PodInitializing"):
             self._start(runtime, pod, run, policy, now)
@@ -240,15 +270,20 @@ class Kubelet(Loop):
     def _exited(self, runtime: PodRuntime, run: ContainerRun, policy: str, now: float) -> None:
         code = run.terminated["exitCode"] if run.terminated else 0
         if policy == "Always" or (policy == "OnFailure" and code != 0):
-            seconds = min(self.config.restart_backoff * 2 ** run.restarts, self.config.max_backoff)
+            seconds = min(self.config.restart_backoff * 2**run.restarts, self.config.max_backoff)
             run.back_off(now, seconds, runtime.name, runtime.namespace, runtime.uid)
 
-    def _start(self, runtime: PodRuntime, pod: dict[str, Any], run: ContainerRun, policy: str, now: float) -> None:
+    def _start(
+        self, runtime: PodRuntime, pod: dict[str, Any], run: ContainerRun, policy: str, now: float
+    ) -> None:
         env = runtime.env[run.name]
         argv = self._argv(run.spec, env)
         if argv is None:
-            run.fail_to_start("the emulator does not know the entrypoint of image "
-                              f"{run.spec.get('image')!r}: give the container a command", now)
+            run.fail_to_start(
+                "the emulator does not know the entrypoint of image "
+                f"{run.spec.get('image')!r}: give the container a command",
+                now,
+            )
             self._exited(runtime, run, policy, now)
             return
         builtin = self.config.images.get(image_repository(run.spec.get("image", "")))
@@ -288,7 +323,9 @@ class Kubelet(Loop):
         self._write_status(runtime, pod, terminal=True)
         meta = pod["metadata"]
         try:
-            self.api.delete(POD_TYPE, meta["namespace"], meta["name"], DeleteOptions(grace_seconds=0, uid=meta["uid"]))
+            self.api.delete(
+                POD_TYPE, meta["namespace"], meta["name"], DeleteOptions(grace_seconds=0, uid=meta["uid"])
+            )
         except err.ApiError as error:
             if error.code not in (404, 409):
                 raise
@@ -303,15 +340,17 @@ class Kubelet(Loop):
             if current is None or current["metadata"]["uid"] != runtime.uid:
                 return
             status = dict(current.get("status") or {})
-            status.update({
-                "phase": phase,
-                "hostIP": "127.0.0.1",
-                "hostIPs": [{"ip": "127.0.0.1"}],
-                "podIP": runtime.ip,
-                "podIPs": [{"ip": runtime.ip}],
-                "startTime": runtime.started,
-                "containerStatuses": [run.status() for run in runtime.apps],
-            })
+            status.update(
+                {
+                    "phase": phase,
+                    "hostIP": "127.0.0.1",
+                    "hostIPs": [{"ip": "127.0.0.1"}],
+                    "podIP": runtime.ip,
+                    "podIPs": [{"ip": runtime.ip}],
+                    "startTime": runtime.started,
+                    "containerStatuses": [run.status() for run in runtime.apps],
+                }
+            )
             if runtime.inits:
                 status["initContainerStatuses"] = [run.status() for run in runtime.inits]
             status["conditions"] = self._conditions(runtime, status.get("conditions") or [], phase)
@@ -326,12 +365,20 @@ class Kubelet(Loop):
         ready = not unready and phase == "Running"
         completed = phase in ("Succeeded", "Failed")
         owned = {
-            "Initialized": ("True", "", "") if inits_done else (
-                "False", "ContainersNotInitialized",
-                f"containers with incomplete status: [{' '.join(r.name for r in runtime.inits if r.terminated is None)}]"),
-            "Ready": ("True", "", "") if ready else (
-                ("False", "PodCompleted", "") if completed
-                else ("False", "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")),
+            "Initialized": ("True", "", "")
+            if inits_done
+            else (
+                "False",
+                "ContainersNotInitialized",
+                f"containers with incomplete status: [{' '.join(r.name for r in runtime.inits if r.terminated is None)}]",
+            ),
+            "Ready": ("True", "", "")
+            if ready
+            else (
+                ("False", "PodCompleted", "")
+                if completed
+                else ("False", "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
+            ),
         }
         owned["ContainersReady"] = owned["Ready"]
         kept = [c for c in old if c["type"] not in owned]
@@ -381,34 +428,67 @@ class Kubelet(Loop):
 
     # ---- logs ----------------------------------------------------------------------------------------
 
-    def _log_target(self, namespace: str, name: str, container: str | None, previous: bool,
-                    timestamps: bool, since_seconds: int | None) -> tuple[PodRuntime | None, ContainerRun | None, Path]:
+    def _log_target(
+        self,
+        namespace: str,
+        name: str,
+        container: str | None,
+        previous: bool,
+        timestamps: bool,
+        since_seconds: int | None,
+    ) -> tuple[PodRuntime | None, ContainerRun | None, Path]:
         podlogs.check_options(timestamps, since_seconds)
         pod = self.api.get(POD_TYPE, namespace, name)
         runtime = self.runtimes.get(pod["metadata"]["uid"])
         node = pod["spec"].get("nodeName")
         if node in self.lost_nodes:
-            raise err.internal(f'Get "https://{node}:10250/containerLogs/{namespace}/{name}": dial tcp: connect: no route to host')
+            raise err.internal(
+                f'Get "https://{node}:10250/containerLogs/{namespace}/{name}": dial tcp: connect: no route to host'
+            )
         runs = {r.name: r for r in runtime.runs} if runtime is not None else {}
         run = podlogs.choose(pod, runs, container)
         chosen = container or (run.name if run is not None else pod["spec"]["containers"][0]["name"])
         return runtime, run, podlogs.instance(pod, run, chosen, previous)
 
-    def read_log(self, namespace: str, name: str, *, container: str | None = None, previous: bool = False,
-                 tail_lines: int | None = None, since_seconds: int | None = None, limit_bytes: int | None = None,
-                 timestamps: bool = False) -> bytes:
+    def read_log(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str | None = None,
+        previous: bool = False,
+        tail_lines: int | None = None,
+        since_seconds: int | None = None,
+        limit_bytes: int | None = None,
+        timestamps: bool = False,
+    ) -> bytes:
         _, _, path = self._log_target(namespace, name, container, previous, timestamps, since_seconds)
         return podlogs.cut(path.read_bytes() if path.exists() else b"", tail_lines, limit_bytes)
 
-    def follow_log(self, namespace: str, name: str, *, container: str | None = None, previous: bool = False,
-                   tail_lines: int | None = None, since_seconds: int | None = None, limit_bytes: int | None = None,
-                   timestamps: bool = False) -> Iterator[bytes]:
+    def follow_log(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str | None = None,
+        previous: bool = False,
+        tail_lines: int | None = None,
+        since_seconds: int | None = None,
+        limit_bytes: int | None = None,
+        timestamps: bool = False,
+    ) -> Iterator[bytes]:
         runtime, run, path = self._log_target(namespace, name, container, previous, timestamps, since_seconds)
         first = podlogs.cut(path.read_bytes() if path.exists() else b"", tail_lines, limit_bytes)
         instance = len(run.instances) if run is not None else 0
 
         def alive() -> bool:
-            return (not previous and run is not None and run.running and len(run.instances) == instance
-                    and runtime is not None and runtime.uid in self.runtimes)
+            return (
+                not previous
+                and run is not None
+                and run.running
+                and len(run.instances) == instance
+                and runtime is not None
+                and runtime.uid in self.runtimes
+            )
 
         return podlogs.follow(path, first, alive)

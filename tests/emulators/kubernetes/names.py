@@ -100,7 +100,9 @@ def qualified_name(value: str) -> list[str]:
     elif len(name) > 63:
         errors.append("name part " + max_len(63))
     if name and not re.fullmatch(_QUALIFIED_NAME, name):
-        errors.append(regex_error("name part " + name_message, _QUALIFIED_NAME, "MyName", "my.name", "123-abc"))
+        errors.append(
+            regex_error("name part " + name_message, _QUALIFIED_NAME, "MyName", "my.name", "123-abc")
+        )
     return errors
 
 
@@ -114,7 +116,9 @@ def env_var_name(value: str) -> list[str]:
     return [regex_error(message, _ENV_VAR_NAME, "my.env-name", "MY_ENV.NAME", "MyEnvName1")]
 
 
-def validate_object_meta(meta: dict[str, Any], *, namespaced: bool, name_check: Any = dns1123_subdomain) -> list:
+def validate_object_meta(
+    meta: dict[str, Any], *, namespaced: bool, name_check: Any = dns1123_subdomain
+) -> list:
     """``ValidateObjectMetaAccessor``: name, namespace, labels and annotations keys."""
     errors: list[fe.FieldError] = []
     name = meta.get("name") or ""
@@ -131,5 +135,7 @@ def validate_object_meta(meta: dict[str, Any], *, namespaced: bool, name_check: 
             continue
         errors.extend(fe.invalid("metadata.labels", value, msg) for msg in label_value(value))
     for annotation in meta.get("annotations") or {}:
-        errors.extend(fe.invalid("metadata.annotations", annotation, msg) for msg in qualified_name(annotation))
+        errors.extend(
+            fe.invalid("metadata.annotations", annotation, msg) for msg in qualified_name(annotation)
+        )
     return errors

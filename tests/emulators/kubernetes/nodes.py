@@ -38,23 +38,45 @@ class NodeConfig:
 
 
 def node_object(config: NodeConfig, address: str) -> dict[str, Any]:
-    capacity = {"cpu": config.cpu, "memory": config.memory, "pods": str(config.pods), "ephemeral-storage": "100Gi"}
+    capacity = {
+        "cpu": config.cpu,
+        "memory": config.memory,
+        "pods": str(config.pods),
+        "ephemeral-storage": "100Gi",
+    }
     if config.gpus:
         capacity["nvidia.com/gpu"] = str(config.gpus)
-    labels = {"kubernetes.io/hostname": config.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-              **config.labels}
+    labels = {
+        "kubernetes.io/hostname": config.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        **config.labels,
+    }
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": config.name, "labels": labels},
         "spec": {},
         "status": {
-            "capacity": capacity, "allocatable": dict(capacity),
-            "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": config.name}],
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "addresses": [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": config.name},
+            ],
             "conditions": [_ready("True", "KubeletReady", "kubelet is posting ready status")],
-            "nodeInfo": {"architecture": "amd64", "bootID": f"boot-{config.name}", "containerRuntimeVersion": "containerd://1.7.0",
-                         "kernelVersion": "6.1.0", "kubeProxyVersion": "v1.30.0", "kubeletVersion": "v1.30.0",
-                         "machineID": f"machine-{config.name}", "operatingSystem": "linux", "osImage": "Debian GNU/Linux 12",
-                         "systemUUID": f"uuid-{config.name}"},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": f"boot-{config.name}",
+                "containerRuntimeVersion": "containerd://1.7.0",
+                "kernelVersion": "6.1.0",
+                "kubeProxyVersion": "v1.30.0",
+                "kubeletVersion": "v1.30.0",
+                "machineID": f"machine-{config.name}",
+                "operatingSystem": "linux",
+                "osImage": "Debian GNU/Linux 12",
+                "systemUUID": f"uuid-{config.name}",
+            },
         },
     }
 
@@ -66,8 +88,16 @@ def _ready(status: str, reason: str, message: str) -> dict[str, Any]:
 class NodeLifecycle(Loop):
     name = "node-lifecycle"
 
-    def __init__(self, api: ApiServer, store: Store, clock: Clock, *, delay: float,
-                 on_lost: Callable[[str], None], tick: float = 0.02) -> None:
+    def __init__(
+        self,
+        api: ApiServer,
+        store: Store,
+        clock: Clock,
+        *,
+        delay: float,
+        on_lost: Callable[[str], None],
+        tick: float = 0.02,
+    ) -> None:
         super().__init__(store, clock, delay=delay, tick=tick)
         self.api = api
         self.on_lost = on_lost
@@ -93,26 +123,50 @@ class NodeLifecycle(Loop):
         with self.store.lock:
             obj = self.store.get(NODES, "", node)
             if obj is not None:
-                obj["status"]["conditions"] = [_ready("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")]
-                obj["spec"]["taints"] = [{"key": "node.kubernetes.io/unreachable", "effect": effect, "timeAdded": self.api.now()}
-                                         for effect in ("NoSchedule", "NoExecute")]
+                obj["status"]["conditions"] = [
+                    _ready("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+                ]
+                obj["spec"]["taints"] = [
+                    {"key": "node.kubernetes.io/unreachable", "effect": effect, "timeAdded": self.api.now()}
+                    for effect in ("NoSchedule", "NoExecute")
+                ]
                 self.store.update(NODES, obj)
             for pod in self._pods(node):
-                self._set_conditions(pod, [{"type": "Ready", "status": "False", "lastProbeTime": None,
-                                            "lastTransitionTime": self.api.now()}])
+                self._set_conditions(
+                    pod,
+                    [
+                        {
+                            "type": "Ready",
+                            "status": "False",
+                            "lastProbeTime": None,
+                            "lastTransitionTime": self.api.now(),
+                        }
+                    ],
+                )
 
     def _evict(self, node: str) -> None:
         for pod in self._pods(node):
             with self.store.lock:
-                self._set_conditions(pod, [self._disruption("DeletionByTaintManager",
-                                                            "Taint manager: deleting due to NoExecute taint")])
+                self._set_conditions(
+                    pod,
+                    [
+                        self._disruption(
+                            "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"
+                        )
+                    ],
+                )
                 current = self.store.get(POD_TYPE.key, pod["metadata"]["namespace"], pod["metadata"]["name"])
                 if current is not None and not current["metadata"].get("deletionTimestamp"):
                     current["metadata"]["deletionTimestamp"] = self.api.now()
                     current["metadata"]["deletionGracePeriodSeconds"] = 30
                     self.store.update(POD_TYPE.key, current)
-            self.api.record_event(pod, "Normal", "TaintManagerEviction", "Marking for deletion Pod "
-                                  f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", "taint-eviction-controller")
+            self.api.record_event(
+                pod,
+                "Normal",
+                "TaintManagerEviction",
+                f"Marking for deletion Pod {pod['metadata']['namespace']}/{pod['metadata']['name']}",
+                "taint-eviction-controller",
+            )
 
     def _collect(self, node: str) -> None:
         with self.store.lock:
@@ -122,26 +176,40 @@ class NodeLifecycle(Loop):
                 status = dict(pod.get("status") or {})
                 if status.get("phase") not in ("Succeeded", "Failed"):
                     status["phase"] = "Failed"
-                self._set_conditions(pod, [self._disruption("DeletionByPodGC", "PodGC: node no longer exists")],
-                                     status=status)
+                self._set_conditions(
+                    pod, [self._disruption("DeletionByPodGC", "PodGC: node no longer exists")], status=status
+                )
 
     def _force_delete(self, node: str) -> None:
         for pod in self._pods(node):
-            self.api.delete(POD_TYPE, pod["metadata"]["namespace"], pod["metadata"]["name"],
-                            DeleteOptions(grace_seconds=0))
+            self.api.delete(
+                POD_TYPE,
+                pod["metadata"]["namespace"],
+                pod["metadata"]["name"],
+                DeleteOptions(grace_seconds=0),
+            )
 
     def _disruption(self, reason: str, message: str) -> dict[str, Any]:
-        return {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": message,
-                "lastProbeTime": None, "lastTransitionTime": self.api.now()}
+        return {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": self.api.now(),
+        }
 
-    def _set_conditions(self, pod: dict[str, Any], conditions: list[dict[str, Any]],
-                        status: dict[str, Any] | None = None) -> None:
+    def _set_conditions(
+        self, pod: dict[str, Any], conditions: list[dict[str, Any]], status: dict[str, Any] | None = None
+    ) -> None:
         with self.store.lock:
             current = self.store.get(POD_TYPE.key, pod["metadata"]["namespace"], pod["metadata"]["name"])
             if current is None:
                 return
             new_status = dict(status or current.get("status") or {})
             kinds = {c["type"] for c in conditions}
-            new_status["conditions"] = [c for c in new_status.get("conditions") or [] if c["type"] not in kinds] + conditions
+            new_status["conditions"] = [
+                c for c in new_status.get("conditions") or [] if c["type"] not in kinds
+            ] + conditions
             current["status"] = new_status
             self.store.update(POD_TYPE.key, current)

@@ -59,13 +59,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 def json_patch(target: dict[str, Any], operations: Any) -> dict[str, Any]:
     if not isinstance(operations, list):
-        raise ApiError(400, "BadRequest", "json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+        raise ApiError(
+            400, "BadRequest", "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+        )
     try:
         return jsonpatch.apply_patch(target, operations)
     except jsonpatch.JsonPatchTestFailed as error:
-        raise _patch_error(f"the server rejected our request due to an error in our request: {error}") from error
+        raise _patch_error(
+            f"the server rejected our request due to an error in our request: {error}"
+        ) from error
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, IndexError) as error:
-        raise _patch_error(f"the server rejected our request due to an error in our request: {error}") from error
+        raise _patch_error(
+            f"the server rejected our request due to an error in our request: {error}"
+        ) from error
 
 
 def strategic_merge(target: Any, patch: Any) -> Any:
@@ -138,7 +144,11 @@ def apply_patch(content_type: str, target: dict[str, Any], body: Any, *, custom:
     accepted = [JSON, MERGE] if custom else [JSON, MERGE, STRATEGIC]
     if kind == MERGE:
         if not isinstance(body, dict):
-            raise ApiError(400, "BadRequest", "json: cannot unmarshal array into Go value of type map[string]interface {}")
+            raise ApiError(
+                400,
+                "BadRequest",
+                "json: cannot unmarshal array into Go value of type map[string]interface {}",
+            )
         return merge_patch(target, body)
     if kind == JSON:
         return json_patch(target, body)

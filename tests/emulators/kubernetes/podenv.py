@@ -106,8 +106,9 @@ def _env_from(pod: dict[str, Any], container: dict[str, Any], lookup: Lookup) ->
     return env
 
 
-def container_env(pod: dict[str, Any], container: dict[str, Any], lookup: Lookup,
-                  service_env: Mapping[str, str]) -> dict[str, str]:
+def container_env(
+    pod: dict[str, Any], container: dict[str, Any], lookup: Lookup, service_env: Mapping[str, str]
+) -> dict[str, str]:
     namespace = pod["metadata"]["namespace"]
     env = _env_from(pod, container, lookup)
     for variable in container.get("env") or []:

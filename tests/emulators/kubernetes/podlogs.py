@@ -55,7 +55,9 @@ def instance(pod: dict[str, Any], run: ContainerRun | None, container: str, prev
 
 def check_options(timestamps: bool, since_seconds: int | None) -> None:
     if timestamps or since_seconds is not None:
-        raise err.bad_request("the emulator keeps no per-line log times: timestamps and sinceSeconds are not supported")
+        raise err.bad_request(
+            "the emulator keeps no per-line log times: timestamps and sinceSeconds are not supported"
+        )
 
 
 def cut(data: bytes, tail_lines: int | None, limit_bytes: int | None) -> bytes:

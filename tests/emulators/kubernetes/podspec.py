@@ -18,14 +18,50 @@ from .quantity import parse
 
 RESTART_POLICIES = ["Always", "OnFailure", "Never"]
 VOLUME_SOURCES = (
-    "hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret", "nfs", "iscsi",
-    "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder", "cephfs", "flocker", "downwardAPI",
-    "fc", "azureFile", "configMap", "vsphereVolume", "quobyte", "azureDisk", "photonPersistentDisk", "projected",
-    "portworxVolume", "scaleIO", "storageos", "csi", "ephemeral", "image",
+    "hostPath",
+    "emptyDir",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "gitRepo",
+    "secret",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "persistentVolumeClaim",
+    "rbd",
+    "flexVolume",
+    "cinder",
+    "cephfs",
+    "flocker",
+    "downwardAPI",
+    "fc",
+    "azureFile",
+    "configMap",
+    "vsphereVolume",
+    "quobyte",
+    "azureDisk",
+    "photonPersistentDisk",
+    "projected",
+    "portworxVolume",
+    "scaleIO",
+    "storageos",
+    "csi",
+    "ephemeral",
+    "image",
 )
 _TOLERATIONS = [
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
 ]
 
 
@@ -131,8 +167,13 @@ def _validate_volumes(volumes: list[dict[str, Any]], at: str) -> tuple[set[str],
 
 
 def _validate_source(kind: str, source: dict[str, Any], at: str) -> list[fe.FieldError]:
-    required = {"nfs": ("server", "path"), "azureFile": ("secretName", "shareName"),
-                "persistentVolumeClaim": ("claimName",), "hostPath": ("path",), "secret": ()}.get(kind, ())
+    required = {
+        "nfs": ("server", "path"),
+        "azureFile": ("secretName", "shareName"),
+        "persistentVolumeClaim": ("claimName",),
+        "hostPath": ("path",),
+        "secret": (),
+    }.get(kind, ())
     errors = [fe.required(fe.path(at, name)) for name in required if not source.get(name)]
     if kind == "nfs" and source.get("path") and not str(source["path"]).startswith("/"):
         errors.append(fe.invalid(fe.path(at, "path"), source["path"], "must be an absolute path"))
@@ -176,8 +217,11 @@ def _validate_env(env: list[dict[str, Any]], at: str) -> list[fe.FieldError]:
         else:
             errors += [fe.invalid(fe.path(at, index, "name"), name, m) for m in names.env_var_name(name)]
         if variable.get("value") and variable.get("valueFrom"):
-            errors.append(fe.invalid(fe.path(at, index, "valueFrom"), "",
-                                     "may not be specified when `value` is not empty"))
+            errors.append(
+                fe.invalid(
+                    fe.path(at, index, "valueFrom"), "", "may not be specified when `value` is not empty"
+                )
+            )
     return errors
 
 
@@ -186,8 +230,11 @@ def _validate_ports(ports: list[dict[str, Any]], at: str) -> list[fe.FieldError]
     for index, port in enumerate(ports):
         number = port.get("containerPort")
         if not isinstance(number, int) or not 1 <= number <= 65535:
-            errors.append(fe.invalid(fe.path(at, index, "containerPort"), number,
-                                     "must be between 1 and 65535, inclusive"))
+            errors.append(
+                fe.invalid(
+                    fe.path(at, index, "containerPort"), number, "must be between 1 and 65535, inclusive"
+                )
+            )
     return errors
 
 
@@ -198,7 +245,9 @@ def _validate_resources(resources: dict[str, Any], at: str) -> list[fe.FieldErro
             try:
                 parse(value)
             except ValueError:
-                errors.append(fe.invalid(fe.path(at, section, fe.key(name)), value, "must be a valid quantity"))
+                errors.append(
+                    fe.invalid(fe.path(at, section, fe.key(name)), value, "must be a valid quantity")
+                )
     return errors
 
 

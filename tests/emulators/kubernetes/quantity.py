@@ -35,7 +35,9 @@ def parse(value: Any) -> Decimal:
         return Decimal(str(value))
     match = _QUANTITY.match(str(value).strip())
     if match is None:
-        raise ValueError(f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {value!r}")
+        raise ValueError(
+            f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {value!r}"
+        )
     try:
         return Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
     except InvalidOperation as error:

@@ -90,7 +90,9 @@ def _parse_one(tokens: list[str], index: int, text: str) -> tuple[Requirement, i
     if operator in ("in", "notin"):
         values, index = _set(tokens, index + 1, text)
         return Requirement(key, operator, values), index
-    raise bad_request(f"unable to parse requirement: found '{operator}', expected: in, notin, =, ==, !=, gt, lt")
+    raise bad_request(
+        f"unable to parse requirement: found '{operator}', expected: in, notin, =, ==, !=, gt, lt"
+    )
 
 
 def _key(tokens: list[str], index: int, text: str) -> str:

@@ -34,8 +34,9 @@ class RequestLog:
         self._lock = threading.Lock()
         self._records: list[RecordedRequest] = []
 
-    def record(self, method: str, path: str, query: list[tuple[str, str]], headers: dict[str, str],
-               raw_body: bytes) -> RecordedRequest:
+    def record(
+        self, method: str, path: str, query: list[tuple[str, str]], headers: dict[str, str], raw_body: bytes
+    ) -> RecordedRequest:
         kept = {name.lower(): value for name, value in headers.items() if name.lower() != "authorization"}
         entry = RecordedRequest(method, path, query, kept, _parse(raw_body, kept.get("content-type", "")))
         with self._lock:

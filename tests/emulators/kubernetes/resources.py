@@ -31,7 +31,16 @@ class ResourceType:
     subresources: tuple[str, ...] = ()
     fields: Mapping[str, FieldGetter] = field(default_factory=lambda: COMMON_FIELDS)
     schema: Mapping[str, Any] | None = None
-    verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    verbs: tuple[str, ...] = (
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    )
 
     @property
     def api_version(self) -> str:
@@ -55,26 +64,67 @@ def _core(plural: str, kind: str, **options: Any) -> ResourceType:
 
 
 BUILTIN: tuple[ResourceType, ...] = (
-    _core("namespaces", "Namespace", namespaced=False, status_subresource=True, returns_deleted_object=True,
-          short_names=("ns",), subresources=("finalize",)),
-    _core("pods", "Pod", status_subresource=True, returns_deleted_object=True, fields=POD_FIELDS,
-          short_names=("po",), subresources=("log",)),
+    _core(
+        "namespaces",
+        "Namespace",
+        namespaced=False,
+        status_subresource=True,
+        returns_deleted_object=True,
+        short_names=("ns",),
+        subresources=("finalize",),
+    ),
+    _core(
+        "pods",
+        "Pod",
+        status_subresource=True,
+        returns_deleted_object=True,
+        fields=POD_FIELDS,
+        short_names=("po",),
+        subresources=("log",),
+    ),
     _core("secrets", "Secret", unconditional_update=True, fields=SECRET_FIELDS),
     _core("configmaps", "ConfigMap", unconditional_update=True, short_names=("cm",)),
     _core("services", "Service", status_subresource=True, returns_deleted_object=True, short_names=("svc",)),
     _core("persistentvolumeclaims", "PersistentVolumeClaim", status_subresource=True, short_names=("pvc",)),
-    _core("persistentvolumes", "PersistentVolume", namespaced=False, status_subresource=True, short_names=("pv",)),
+    _core(
+        "persistentvolumes",
+        "PersistentVolume",
+        namespaced=False,
+        status_subresource=True,
+        short_names=("pv",),
+    ),
     _core("events", "Event", fields=EVENT_FIELDS, short_names=("ev",)),
     _core("nodes", "Node", namespaced=False, status_subresource=True, short_names=("no",)),
     _core("serviceaccounts", "ServiceAccount", short_names=("sa",)),
     _core("podtemplates", "PodTemplate"),
-    ResourceType("apps", "v1", "deployments", "Deployment", singular="deployment", status_subresource=True,
-                 short_names=("deploy",)),
-    ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False,
-                 singular="storageclass", short_names=("sc",)),
-    ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                 namespaced=False, singular="customresourcedefinition", status_subresource=True,
-                 short_names=("crd", "crds")),
+    ResourceType(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        singular="deployment",
+        status_subresource=True,
+        short_names=("deploy",),
+    ),
+    ResourceType(
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "StorageClass",
+        namespaced=False,
+        singular="storageclass",
+        short_names=("sc",),
+    ),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        singular="customresourcedefinition",
+        status_subresource=True,
+        short_names=("crd", "crds"),
+    ),
 )
 
 CRD_TYPE = BUILTIN[-1]
@@ -92,15 +142,20 @@ def from_crd(crd: Mapping[str, Any]) -> list[ResourceType]:
             continue
         subresources = version.get("subresources") or {}
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
-        types.append(ResourceType(
-            spec["group"], version["name"], names["plural"], names["kind"],
-            namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-            singular=names.get("singular", names["kind"].lower()),
-            short_names=tuple(names.get("shortNames") or ()),
-            status_subresource="status" in subresources,
-            custom=True,
-            schema=schema,
-        ))
+        types.append(
+            ResourceType(
+                spec["group"],
+                version["name"],
+                names["plural"],
+                names["kind"],
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                singular=names.get("singular", names["kind"].lower()),
+                short_names=tuple(names.get("shortNames") or ()),
+                status_subresource="status" in subresources,
+                custom=True,
+                schema=schema,
+            )
+        )
     return types
 
 

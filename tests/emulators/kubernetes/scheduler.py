@@ -26,7 +26,9 @@ NODES = ("", "nodes")
 class Scheduler(Loop):
     name = "scheduler"
 
-    def __init__(self, api: ApiServer, store: Store, clock: Clock, *, delay: float, tick: float = 0.02) -> None:
+    def __init__(
+        self, api: ApiServer, store: Store, clock: Clock, *, delay: float, tick: float = 0.02
+    ) -> None:
         super().__init__(store, clock, delay=delay, tick=tick)
         self.api = api
         self.held: str | None = None  # the Unschedulable message while scheduling is held
@@ -60,13 +62,18 @@ class Scheduler(Loop):
                     used.setdefault(node["metadata"]["name"], {}).setdefault(name, Decimal(0))
                     used[node["metadata"]["name"]][name] += amount
 
-    def _place(self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: dict[str, dict[str, Decimal]]
-               ) -> tuple[dict[str, Any] | None, str]:
+    def _place(
+        self, pod: dict[str, Any], nodes: list[dict[str, Any]], used: dict[str, dict[str, Decimal]]
+    ) -> tuple[dict[str, Any] | None, str]:
         if self.held is not None:
             return None, self.held
         for volume in pod["spec"].get("volumes") or []:
             claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            if claim and self.store.get(("", "persistentvolumeclaims"), pod["metadata"]["namespace"], claim) is None:
+            if (
+                claim
+                and self.store.get(("", "persistentvolumeclaims"), pod["metadata"]["namespace"], claim)
+                is None
+            ):
                 return None, f'0/{len(nodes)} nodes are available: persistentvolumeclaim "{claim}" not found.'
         reasons: Counter[str] = Counter()
         for node in nodes:
@@ -75,11 +82,22 @@ class Scheduler(Loop):
                 return node, ""
             reasons[why] += 1
         detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items()))
-        return None, f"0/{len(nodes)} nodes are available: {detail}." if detail else "no nodes available to schedule pods"
+        return (
+            None,
+            f"0/{len(nodes)} nodes are available: {detail}."
+            if detail
+            else "no nodes available to schedule pods",
+        )
 
     def _unschedulable(self, pod: dict[str, Any], message: str) -> None:
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-                     "lastProbeTime": None, "lastTransitionTime": self.api.now()}
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": self.api.now(),
+        }
         conditions = (pod.get("status") or {}).get("conditions") or []
         old = next((c for c in conditions if c["type"] == "PodScheduled"), None)
         if old is not None and old.get("message") == message:
@@ -93,28 +111,47 @@ class Scheduler(Loop):
         name = node["metadata"]["name"]
         status = dict(pod.get("status") or {})
         conditions = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                           "lastTransitionTime": self.api.now()})
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": self.api.now(),
+            }
+        )
         status["conditions"] = conditions
         self._write(pod, status=status, node=name)
-        self.api.record_event(pod, "Normal", "Scheduled",
-                              f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {name}",
-                              "default-scheduler")
+        self.api.record_event(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {name}",
+            "default-scheduler",
+        )
 
     def _write(self, pod: dict[str, Any], *, status: dict[str, Any], node: str | None = None) -> None:
         with self.store.lock:
             meta = pod["metadata"]
             current = self.store.get(POD_TYPE.key, meta["namespace"], meta["name"])
-            if current is None or current["metadata"]["uid"] != meta["uid"] or current["spec"].get("nodeName"):
+            if (
+                current is None
+                or current["metadata"]["uid"] != meta["uid"]
+                or current["spec"].get("nodeName")
+            ):
                 return
             current["status"] = status
             if node is not None:
-                current["spec"]["nodeName"] = node  # the binding subresource: spec.nodeName is otherwise immutable
+                current["spec"]["nodeName"] = (
+                    node  # the binding subresource: spec.nodeName is otherwise immutable
+                )
             self.store.update(POD_TYPE.key, current)
 
 
 def _ready(node: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in (node.get("status") or {}).get("conditions") or [])
+    return any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
 
 
 def _requests(pod: dict[str, Any]) -> dict[str, Decimal]:

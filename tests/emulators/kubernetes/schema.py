@@ -89,7 +89,11 @@ def validate(value: Any, schema: dict[str, Any], path: str = "") -> list[fe.Fiel
     if schema.get("x-kubernetes-int-or-string"):
         if _type_of(value) not in ("integer", "string"):
             return [_type_error(path, value, "integer-or-string")]
-    elif expected and _type_of(value) != expected and not (expected == "number" and _type_of(value) == "integer"):
+    elif (
+        expected
+        and _type_of(value) != expected
+        and not (expected == "number" and _type_of(value) == "integer")
+    ):
         return [_type_error(path, value, expected)]
     errors = _scalar_checks(value, schema, path)
     if isinstance(value, dict):
@@ -115,11 +119,15 @@ def _scalar_checks(value: Any, schema: dict[str, Any], path: str) -> list[fe.Fie
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             errors.append(fe.too_long(path, schema["maxLength"]))
         if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(fe.invalid(path, value, f"{path} in body should be at least {schema['minLength']} chars long"))
+            errors.append(
+                fe.invalid(path, value, f"{path} in body should be at least {schema['minLength']} chars long")
+            )
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             limit = _number(schema["minimum"])
-            errors.append(fe.invalid(path, value, f"{path} in body should be greater than or equal to {limit}"))
+            errors.append(
+                fe.invalid(path, value, f"{path} in body should be greater than or equal to {limit}")
+            )
         if "maximum" in schema and value > schema["maximum"]:
             limit = _number(schema["maximum"])
             errors.append(fe.invalid(path, value, f"{path} in body should be less than or equal to {limit}"))

@@ -196,7 +196,9 @@ class Handler(BaseHTTPRequestHandler):
         if target.subresource == "log" and rt.key == ("", "pods"):
             self._pod_log(target, query)
             return
-        if target.subresource not in (None, "status") or (target.subresource == "status" and not rt.status_subresource):
+        if target.subresource not in (None, "status") or (
+            target.subresource == "status" and not rt.status_subresource
+        ):
             raise err.no_such_resource()
         if target.name is None:
             self._collection(method, rt, target, query, raw)
@@ -219,32 +221,53 @@ class Handler(BaseHTTPRequestHandler):
 
     def _check_rbac(self, method: str, rt: Any, target: routes.ResourcePath, query: Query) -> None:
         if target.name is None:
-            verb = {"GET": "watch" if query.flag("watch") else "list", "POST": "create",
-                    "DELETE": "deletecollection"}.get(method, method.lower())
+            verb = {
+                "GET": "watch" if query.flag("watch") else "list",
+                "POST": "create",
+                "DELETE": "deletecollection",
+            }.get(method, method.lower())
         else:
-            verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+            verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+                method, method.lower()
+            )
         plural = f"{rt.plural}/{target.subresource}" if target.subresource else rt.plural
         if self.server.cluster.faults.denied(verb, plural, rt.group, target.namespace):
-            raise err.rbac_denied(self.server.cluster.user, verb, plural, rt.group, target.namespace or "",
-                                  target.name or "")
+            raise err.rbac_denied(
+                self.server.cluster.user, verb, plural, rt.group, target.namespace or "", target.name or ""
+            )
 
-    def _collection(self, method: str, rt: Any, target: routes.ResourcePath, query: Query, raw: bytes) -> None:
+    def _collection(
+        self, method: str, rt: Any, target: routes.ResourcePath, query: Query, raw: bytes
+    ) -> None:
         api = self.server.cluster.api
         if method == "GET" and query.flag("watch"):
             self._watch(rt, target, query)
         elif method == "GET":
-            body = api.list(rt, target.namespace, query.get("labelSelector", "") or "",
-                            query.get("fieldSelector", "") or "", query.number("limit"), query.get("continue"))
+            body = api.list(
+                rt,
+                target.namespace,
+                query.get("labelSelector", "") or "",
+                query.get("fieldSelector", "") or "",
+                query.number("limit"),
+                query.get("continue"),
+            )
             self._send_json(200, body)
         elif method == "POST":
-            created = api.create(rt, target.namespace or "", _decode(raw, self.headers), dry_run=bool(query.get("dryRun")))
+            created = api.create(
+                rt, target.namespace or "", _decode(raw, self.headers), dry_run=bool(query.get("dryRun"))
+            )
             meta = created["metadata"]
             self.server.cluster.faults.created(_item_path(rt, meta.get("namespace"), meta["name"]))
             self._send_json(201, created)
         elif method == "DELETE":
             options = _delete_options(query, raw, self.headers)
-            body = api.delete_collection(rt, target.namespace, query.get("labelSelector", "") or "",
-                                         query.get("fieldSelector", "") or "", options)
+            body = api.delete_collection(
+                rt,
+                target.namespace,
+                query.get("labelSelector", "") or "",
+                query.get("fieldSelector", "") or "",
+                options,
+            )
             self._send_json(200, body)
         else:
             raise err.method_not_allowed()
@@ -258,13 +281,26 @@ class Handler(BaseHTTPRequestHandler):
                 raise err.not_found(rt.plural, rt.group, name)
             self._send_json(200, api.get(rt, namespace, name))
         elif method == "PUT":
-            body = api.update(rt, namespace, name, _decode(raw, self.headers), subresource=target.subresource,
-                              dry_run=dry_run)
+            body = api.update(
+                rt,
+                namespace,
+                name,
+                _decode(raw, self.headers),
+                subresource=target.subresource,
+                dry_run=dry_run,
+            )
             self._send_json(200, body)
         elif method == "PATCH":
             content_type = self.headers.get("Content-Type") or "application/json"
-            body = api.patch(rt, namespace, name, content_type, _decode(raw, self.headers, patch=True),
-                             subresource=target.subresource, dry_run=dry_run)
+            body = api.patch(
+                rt,
+                namespace,
+                name,
+                content_type,
+                _decode(raw, self.headers, patch=True),
+                subresource=target.subresource,
+                dry_run=dry_run,
+            )
             self._send_json(200, body)
         elif method == "DELETE" and target.subresource is None:
             code, body = api.delete(rt, namespace, name, _delete_options(query, raw, self.headers))
@@ -278,10 +314,14 @@ class Handler(BaseHTTPRequestHandler):
         cluster = self.server.cluster
         version = query.get("resourceVersion")
         request = WatchRequest(
-            rt, target.namespace, parse_labels(query.get("labelSelector")),
-            parse_fields(query.get("fieldSelector"), rt.fields), version,
+            rt,
+            target.namespace,
+            parse_labels(query.get("labelSelector")),
+            parse_fields(query.get("fieldSelector"), rt.fields),
+            version,
             timeout=float(query.number("timeoutSeconds") or cluster.watch_timeout),
-            bookmarks=query.flag("allowWatchBookmarks"), send_initial=query.flag("sendInitialEvents"),
+            bookmarks=query.flag("allowWatchBookmarks"),
+            send_initial=query.flag("sendInitialEvents"),
             bookmark_interval=cluster.bookmark_interval,
             expire=version not in (None, "", "0") and cluster.faults.take_expire(),
         )
@@ -353,10 +393,17 @@ def _delete_options(query: Query, raw: bytes, headers: Any) -> DeleteOptions:
     if policy is None and orphan is not None:
         policy = "Orphan" if str(orphan) in TRUE else "Background"
     if policy not in (None, "Foreground", "Background", "Orphan"):
-        raise err.bad_request(f'propagationPolicy: Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"')
+        raise err.bad_request(
+            f'propagationPolicy: Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"'
+        )
     grace = query.number("gracePeriodSeconds")
     if grace is None and body.get("gracePeriodSeconds") is not None:
         grace = int(body["gracePeriodSeconds"])
     preconditions = body.get("preconditions") or {}
-    return DeleteOptions(policy, grace, preconditions.get("uid"), preconditions.get("resourceVersion"),
-                         bool(query.get("dryRun") or body.get("dryRun")))
+    return DeleteOptions(
+        policy,
+        grace,
+        preconditions.get("uid"),
+        preconditions.get("resourceVersion"),
+        bool(query.get("dryRun") or body.get("dryRun")),
+    )

@@ -71,7 +71,9 @@ class Store:
 
     def all_objects(self) -> Iterator[tuple[TypeKey, dict[str, Any]]]:
         with self.lock:
-            snapshot = [(key, copy.deepcopy(obj)) for key, objs in self._objects.items() for obj in objs.values()]
+            snapshot = [
+                (key, copy.deepcopy(obj)) for key, objs in self._objects.items() for obj in objs.values()
+            ]
         yield from snapshot
 
     def events_after(self, rv: int) -> builtins.list[Event] | None:
@@ -84,7 +86,9 @@ class Store:
     # ---- writes --------------------------------------------------------------------------------------
 
     def _record(self, event_type: str, key: TypeKey, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        event = Event(self._rv, event_type, key, obj["metadata"].get("namespace", ""), copy.deepcopy(obj), old)
+        event = Event(
+            self._rv, event_type, key, obj["metadata"].get("namespace", ""), copy.deepcopy(obj), old
+        )
         self._events.append(event)
         while len(self._events) > self.window:
             self._compacted = self._events.popleft().rv

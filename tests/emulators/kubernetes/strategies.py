@@ -29,7 +29,9 @@ class Strategy:
     def prepare_update(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any]) -> None:
         """Server-set fields of an updated object."""
 
-    def validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[fe.FieldError]:
+    def validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> list[fe.FieldError]:
         return []
 
 
@@ -47,7 +49,9 @@ class CustomResourceStrategy(Strategy):
         obj.clear()
         obj.update(schema.apply_defaults(pruned, dict(rt.schema)))
 
-    def validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[fe.FieldError]:
+    def validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> list[fe.FieldError]:
         if rt.schema is None:
             return []
         return schema.validate(obj, dict(rt.schema))
@@ -57,7 +61,9 @@ class PodStrategy(Strategy):
     def prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         podspec.default_pod(obj)
 
-    def validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[fe.FieldError]:
+    def validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> list[fe.FieldError]:
         if old is not None:
             return podspec.validate_pod_update(obj, old)
         return podspec.validate_pod_spec(obj.get("spec") or {}, "spec")
@@ -67,7 +73,9 @@ class PodTemplateStrategy(Strategy):
     def prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         podspec.default_pod_spec(obj.setdefault("template", {}).setdefault("spec", {}))
 
-    def validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[fe.FieldError]:
+    def validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> list[fe.FieldError]:
         return podspec.validate_pod_spec((obj.get("template") or {}).get("spec") or {}, "template.spec")
 
 
@@ -75,7 +83,9 @@ class NamespaceStrategy(Strategy):
     name_check = staticmethod(names.dns1123_label)
 
     def prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        obj.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+        obj.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = obj[
+            "metadata"
+        ]["name"]
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
 
@@ -93,7 +103,9 @@ class SecretStrategy(Strategy):
         for key, value in (obj.pop("stringData", None) or {}).items():
             obj.setdefault("data", {})[key] = base64.b64encode(str(value).encode()).decode()
 
-    def validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[fe.FieldError]:
+    def validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> list[fe.FieldError]:
         errors = []
         for key, value in (obj.get("data") or {}).items():
             try:
@@ -133,7 +145,9 @@ class PersistentVolumeClaimStrategy(Strategy):
         spec.setdefault("volumeMode", "Filesystem")
         obj["status"] = {"phase": "Pending"}
 
-    def validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[fe.FieldError]:
+    def validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> list[fe.FieldError]:
         spec = obj.get("spec") or {}
         errors = []
         if not spec.get("accessModes"):
@@ -145,21 +159,36 @@ class PersistentVolumeClaimStrategy(Strategy):
 
 class CrdStrategy(Strategy):
     def prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        obj.setdefault("metadata", {}).setdefault("finalizers", []).append("customresourcecleanup.apiextensions.k8s.io")
+        obj.setdefault("metadata", {}).setdefault("finalizers", []).append(
+            "customresourcecleanup.apiextensions.k8s.io"
+        )
         names_ = copy.deepcopy(obj.get("spec", {}).get("names") or {})
         names_.setdefault("singular", str(names_.get("kind", "")).lower())
         names_.setdefault("listKind", f"{names_.get('kind', '')}List")
         obj["status"] = {
             "acceptedNames": names_,
             "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found"},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted"},
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                },
             ],
-            "storedVersions": [v["name"] for v in obj.get("spec", {}).get("versions") or [] if v.get("storage")],
+            "storedVersions": [
+                v["name"] for v in obj.get("spec", {}).get("versions") or [] if v.get("storage")
+            ],
         }
 
-    def validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> list[fe.FieldError]:
+    def validate(
+        self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> list[fe.FieldError]:
         spec = obj.get("spec") or {}
         expected = f"{(spec.get('names') or {}).get('plural')}.{spec.get('group')}"
         name = obj["metadata"].get("name")

@@ -16,10 +16,13 @@ from tests.emulators.kubernetes.k8s_testing import pod_manifest, wait_for
 NS = "default"
 
 
-def call(cluster: KubernetesEmulator, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+def call(
+    cluster: KubernetesEmulator, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{cluster.url}/_emu/{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{cluster.url}/_emu/{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request) as answer:
             return answer.status, json.loads(answer.read() or b"null")
@@ -73,26 +76,45 @@ def test_cluster_faults_through_the_control_api(cluster: KubernetesEmulator, cor
     wait_for(lambda: core.read_namespaced_pod("held", NS).status.phase == "Running")
     assert call(cluster, "POST", f"pods/{NS}/held/oom", {})[0] == 200
     wait_for(lambda: core.read_namespaced_pod("held", NS).status.phase == "Failed")
-    assert core.read_namespaced_pod("held", NS).status.container_statuses[0].state.terminated.reason == "OOMKilled"
+    assert (
+        core.read_namespaced_pod("held", NS).status.container_statuses[0].state.terminated.reason
+        == "OOMKilled"
+    )
     call(cluster, "POST", "images/fail", {"pattern": "bad:*"})
     core.create_namespaced_pod(NS, pod_manifest("pull", "true", container={"image": "bad:1"}))
-    wait_for(lambda: (core.read_namespaced_pod("pull", NS).status.container_statuses or [None])[0] is not None
-             and core.read_namespaced_pod("pull", NS).status.container_statuses[0].state.waiting.reason == "ErrImagePull")
+    wait_for(
+        lambda: (
+            (core.read_namespaced_pod("pull", NS).status.container_statuses or [None])[0] is not None
+            and core.read_namespaced_pod("pull", NS).status.container_statuses[0].state.waiting.reason
+            == "ErrImagePull"
+        )
+    )
     call(cluster, "DELETE", "images/fail")
     assert call(cluster, "POST", "pods/default/missing/oom", {})[0] == 400
 
 
 def test_operators_controllers_and_clock(cluster: KubernetesEmulator, api: client.ApiClient) -> None:
     assert call(cluster, "DELETE", "operators/adaptdl")[0] == 200
-    wait_for(lambda: "adaptdljobs.adaptdl.petuum.com" not in [
-        c.metadata.name for c in client.ApiextensionsV1Api(api).list_custom_resource_definition().items])
+    wait_for(
+        lambda: (
+            "adaptdljobs.adaptdl.petuum.com"
+            not in [
+                c.metadata.name
+                for c in client.ApiextensionsV1Api(api).list_custom_resource_definition().items
+            ]
+        )
+    )
     assert call(cluster, "POST", "operators/adaptdl")[0] == 200
     assert call(cluster, "GET", "state")[1]["operators"] == ["adaptdl", "frameworkcontroller", "kubeflow"]
     assert call(cluster, "POST", "controllers/frameworkcontroller/restart")[0] == 200
     assert call(cluster, "POST", "controllers/nothing/restart")[0] == 400
-    assert call(cluster, "POST", "clock/advance", {"seconds": 1})[0] == 400  # the system clock cannot be moved
+    assert (
+        call(cluster, "POST", "clock/advance", {"seconds": 1})[0] == 400
+    )  # the system clock cannot be moved
     assert call(cluster, "GET", "nowhere")[0] == 404
     requests = call(cluster, "GET", "requests?since=0")[1]
-    assert requests["items"][0]["path"] == "/_emu/operators/adaptdl" and requests["next"] >= len(requests["items"])
+    assert requests["items"][0]["path"] == "/_emu/operators/adaptdl" and requests["next"] >= len(
+        requests["items"]
+    )
     assert call(cluster, "DELETE", "requests")[0] == 200
     assert cluster.requests.all() == []

@@ -21,32 +21,63 @@ TFJOBS = f"/apis/{G}/{V}/namespaces/{NS}/tfjobs"
 
 
 def conversation(cluster: KubernetesEmulator, since: int) -> list[tuple[Any, ...]]:
-    return [(r.method, r.path, sorted(r.query), r.headers.get("content-type"), r.body)
-            for r in cluster.requests.since(since)]
+    return [
+        (r.method, r.path, sorted(r.query), r.headers.get("content-type"), r.body)
+        for r in cluster.requests.since(since)
+    ]
 
 
 def tfjob(name: str, **labels: str) -> dict[str, Any]:
     container = {"name": "tensorflow", "image": "tf:2", "command": ["bash", "-c", "sleep 30"]}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "labels": labels},
-            "spec": {"runPolicy": {"cleanPodPolicy": "All"},
-                     "tfReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never",
-                                                   "template": {"spec": {"containers": [container]}}}}}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "All"},
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {"spec": {"containers": [container]}},
+                }
+            },
+        },
+    }
 
 
 def raw_patch(api: client.ApiClient, path: str, content_type: str, body: Any) -> Any:
     """A PATCH with a chosen content type (the typed API always sends a merge patch for custom objects)."""
-    return api.call_api(path, "PATCH", header_params={"Content-Type": content_type, "Accept": "application/json"},
-                        body=body, auth_settings=["BearerToken"], response_type="object", _return_http_data_only=True)
+    return api.call_api(
+        path,
+        "PATCH",
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+        response_type="object",
+        _return_http_data_only=True,
+    )
 
 
-def test_golden_conversation_of_a_custom_object(cluster: KubernetesEmulator, custom: client.CustomObjectsApi) -> None:
+def test_golden_conversation_of_a_custom_object(
+    cluster: KubernetesEmulator, custom: client.CustomObjectsApi
+) -> None:
     start_at = len(cluster.requests)
     created = custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("golden", app="nni"))
     custom.get_namespaced_custom_object(G, V, NS, "tfjobs", "golden")
     listed = custom.list_namespaced_custom_object(G, V, NS, "tfjobs", label_selector="app=nni")
     version = listed["metadata"]["resourceVersion"]
-    events = list(watch.Watch().stream(custom.list_namespaced_custom_object, G, V, NS, "tfjobs",
-                                       resource_version=version, timeout_seconds=1))
+    events = list(
+        watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            G,
+            V,
+            NS,
+            "tfjobs",
+            resource_version=version,
+            timeout_seconds=1,
+        )
+    )
     patch = {"spec": {"runPolicy": {"suspend": True}}}
     custom.patch_namespaced_custom_object(G, V, NS, "tfjobs", "golden", patch)
     custom.delete_namespaced_custom_object(G, V, NS, "tfjobs", "golden", propagation_policy="Foreground")
@@ -56,7 +87,13 @@ def test_golden_conversation_of_a_custom_object(cluster: KubernetesEmulator, cus
         ("POST", TFJOBS, [], "application/json", tfjob("golden", app="nni")),
         ("GET", f"{TFJOBS}/golden", [], "application/json", None),
         ("GET", TFJOBS, [("labelSelector", "app=nni")], "application/json", None),
-        ("GET", TFJOBS, [("resourceVersion", version), ("timeoutSeconds", "1"), ("watch", "True")], "application/json", None),
+        (
+            "GET",
+            TFJOBS,
+            [("resourceVersion", version), ("timeoutSeconds", "1"), ("watch", "True")],
+            "application/json",
+            None,
+        ),
         ("PATCH", f"{TFJOBS}/golden", [], "application/merge-patch+json", patch),
         ("DELETE", f"{TFJOBS}/golden", [("propagationPolicy", "Foreground")], "application/json", None),
     ]
@@ -70,8 +107,9 @@ def test_golden_conversation_of_a_pod(cluster: KubernetesEmulator, core: client.
     core.create_namespaced_pod(NS, manifest)
     core.read_namespaced_pod("golden", NS)
     listed = core.list_namespaced_pod(NS, label_selector="trial=t1", field_selector="status.phase!=Unknown")
-    stream = watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=listed.metadata.resource_version,
-                                  timeout_seconds=1)
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod, NS, resource_version=listed.metadata.resource_version, timeout_seconds=1
+    )
     list(stream)
     core.patch_namespaced_pod("golden", NS, {"metadata": {"labels": {"seen": "yes"}}})
     wait_for(lambda: core.read_namespaced_pod("golden", NS).status.phase == "Succeeded")
@@ -83,10 +121,31 @@ def test_golden_conversation_of_a_pod(cluster: KubernetesEmulator, core: client.
     assert recorded[:5] == [
         ("POST", pods, [], "application/json", manifest),
         ("GET", f"{pods}/golden", [], "application/json", None),
-        ("GET", pods, [("fieldSelector", "status.phase!=Unknown"), ("labelSelector", "trial=t1")], "application/json", None),
-        ("GET", pods, [("resourceVersion", listed.metadata.resource_version), ("timeoutSeconds", "1"), ("watch", "True")],
-         "application/json", None),
-        ("PATCH", f"{pods}/golden", [], "application/strategic-merge-patch+json", {"metadata": {"labels": {"seen": "yes"}}}),
+        (
+            "GET",
+            pods,
+            [("fieldSelector", "status.phase!=Unknown"), ("labelSelector", "trial=t1")],
+            "application/json",
+            None,
+        ),
+        (
+            "GET",
+            pods,
+            [
+                ("resourceVersion", listed.metadata.resource_version),
+                ("timeoutSeconds", "1"),
+                ("watch", "True"),
+            ],
+            "application/json",
+            None,
+        ),
+        (
+            "PATCH",
+            f"{pods}/golden",
+            [],
+            "application/strategic-merge-patch+json",
+            {"metadata": {"labels": {"seen": "yes"}}},
+        ),
     ]
     assert conversation(cluster, before_log) == [
         ("GET", f"{pods}/golden/log", [("container", "main"), ("tailLines", "10")], "application/json", None),
@@ -116,30 +175,48 @@ def test_rbac_denial_is_the_real_403(cluster: KubernetesEmulator, custom: client
         custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("denied"))
     body = json.loads(denied.value.body)
     assert (denied.value.status, body["reason"]) == (403, "Forbidden")
-    assert body["message"] == ('tfjobs.kubeflow.org is forbidden: User "trialfleet" cannot create resource "tfjobs" '
-                               'in API group "kubeflow.org" in the namespace "default"')
-    assert custom.list_namespaced_custom_object(G, V, NS, "tfjobs")["items"] == []  # other verbs still allowed
+    assert body["message"] == (
+        'tfjobs.kubeflow.org is forbidden: User "trialfleet" cannot create resource "tfjobs" '
+        'in API group "kubeflow.org" in the namespace "default"'
+    )
+    assert (
+        custom.list_namespaced_custom_object(G, V, NS, "tfjobs")["items"] == []
+    )  # other verbs still allowed
 
 
-def test_status_bodies_for_missing_and_existing_objects(cluster: KubernetesEmulator, custom: client.CustomObjectsApi) -> None:
+def test_status_bodies_for_missing_and_existing_objects(
+    cluster: KubernetesEmulator, custom: client.CustomObjectsApi
+) -> None:
     with pytest.raises(client.ApiException) as missing:
         custom.get_namespaced_custom_object(G, V, NS, "tfjobs", "ghost")
     assert json.loads(missing.value.body) == {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": 'tfjobs.kubeflow.org "ghost" not found', "reason": "NotFound",
-        "details": {"name": "ghost", "group": "kubeflow.org", "kind": "tfjobs"}, "code": 404}
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'tfjobs.kubeflow.org "ghost" not found',
+        "reason": "NotFound",
+        "details": {"name": "ghost", "group": "kubeflow.org", "kind": "tfjobs"},
+        "code": 404,
+    }
     custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("twice"))
     everywhere = custom.list_cluster_custom_object(G, V, "tfjobs")
-    assert [i["metadata"]["name"] for i in everywhere["items"]] == ["twice"] and everywhere["kind"] == "TFJobList"
+    assert [i["metadata"]["name"] for i in everywhere["items"]] == ["twice"] and everywhere[
+        "kind"
+    ] == "TFJobList"
     with pytest.raises(client.ApiException) as again:
         custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("twice"))
     body = json.loads(again.value.body)
     assert (again.value.status, body["reason"], body["message"]) == (
-        409, "AlreadyExists", 'tfjobs.kubeflow.org "twice" already exists')
+        409,
+        "AlreadyExists",
+        'tfjobs.kubeflow.org "twice" already exists',
+    )
 
 
-def test_stale_update_conflicts_and_status_is_a_subresource(cluster: KubernetesEmulator,
-                                                            custom: client.CustomObjectsApi) -> None:
+def test_stale_update_conflicts_and_status_is_a_subresource(
+    cluster: KubernetesEmulator, custom: client.CustomObjectsApi
+) -> None:
     first = custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("occ"))
 
     def running() -> dict[str, Any] | None:  # from then on the operator leaves the job alone (its pod sleeps)
@@ -153,8 +230,10 @@ def test_stale_update_conflicts_and_status_is_a_subresource(cluster: KubernetesE
         custom.replace_namespaced_custom_object(G, V, NS, "tfjobs", "occ", first)
     body = json.loads(stale.value.body)
     assert (stale.value.status, body["reason"]) == (409, "Conflict")
-    assert body["message"] == ('Operation cannot be fulfilled on tfjobs.kubeflow.org "occ": the object has been '
-                               "modified; please apply your changes to the latest version and try again")
+    assert body["message"] == (
+        'Operation cannot be fulfilled on tfjobs.kubeflow.org "occ": the object has been '
+        "modified; please apply your changes to the latest version and try again"
+    )
     edited = dict(current, status={"conditions": []})
     edited["spec"]["runPolicy"]["backoffLimit"] = 3
     replaced = custom.replace_namespaced_custom_object(G, V, NS, "tfjobs", "occ", edited)
@@ -163,31 +242,47 @@ def test_stale_update_conflicts_and_status_is_a_subresource(cluster: KubernetesE
     assert replaced["spec"]["runPolicy"]["suspend"] is False  # defaulted by the CRD schema
 
 
-def test_patches_merge_json_and_strategic(cluster: KubernetesEmulator, custom: client.CustomObjectsApi,
-                                          core: client.CoreV1Api) -> None:
+def test_patches_merge_json_and_strategic(
+    cluster: KubernetesEmulator, custom: client.CustomObjectsApi, core: client.CoreV1Api
+) -> None:
     custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("patched", app="a"))
-    merged = custom.patch_namespaced_custom_object(G, V, NS, "tfjobs", "patched", {"metadata": {"labels": {"app": None, "x": "1"}}})
+    merged = custom.patch_namespaced_custom_object(
+        G, V, NS, "tfjobs", "patched", {"metadata": {"labels": {"app": None, "x": "1"}}}
+    )
     assert merged["metadata"]["labels"] == {"x": "1"}
     path = f"{TFJOBS}/patched"
     operations = [{"op": "replace", "path": "/spec/runPolicy/cleanPodPolicy", "value": "None"}]
     jsoned = raw_patch(custom.api_client, path, "application/json-patch+json", operations)
     assert jsoned["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
     with pytest.raises(client.ApiException) as failed_test:
-        raw_patch(custom.api_client, path, "application/json-patch+json", [{"op": "test", "path": "/spec/runPolicy/cleanPodPolicy", "value": "All"}])
+        raw_patch(
+            custom.api_client,
+            path,
+            "application/json-patch+json",
+            [{"op": "test", "path": "/spec/runPolicy/cleanPodPolicy", "value": "All"}],
+        )
     assert failed_test.value.status == 422
     with pytest.raises(client.ApiException) as unsupported:
         raw_patch(custom.api_client, path, "application/strategic-merge-patch+json", {"spec": {}})
     assert unsupported.value.status == 415
-    core.create_namespaced_pod(NS, pod_manifest("sm", "sleep 30", container={"env": [{"name": "A", "value": "1"}]}))
-    patched = core.patch_namespaced_pod("sm", NS, {"spec": {"containers": [{"name": "main", "image": "python:3.12"}]}})
+    core.create_namespaced_pod(
+        NS, pod_manifest("sm", "sleep 30", container={"env": [{"name": "A", "value": "1"}]})
+    )
+    patched = core.patch_namespaced_pod(
+        "sm", NS, {"spec": {"containers": [{"name": "main", "image": "python:3.12"}]}}
+    )
     assert (patched.spec.containers[0].image, patched.spec.containers[0].env[0].name) == ("python:3.12", "A")
     with pytest.raises(client.ApiException) as immutable:
-        core.patch_namespaced_pod("sm", NS, {"spec": {"containers": [{"name": "main", "workingDir": "/tmp"}]}})
+        core.patch_namespaced_pod(
+            "sm", NS, {"spec": {"containers": [{"name": "main", "workingDir": "/tmp"}]}}
+        )
     assert immutable.value.status == 422
     assert "pod updates may not change fields other than" in json.loads(immutable.value.body)["message"]
 
 
-def test_selectors_pagination_and_expired_continue(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
+def test_selectors_pagination_and_expired_continue(
+    cluster: KubernetesEmulator, core: client.CoreV1Api
+) -> None:
     for index in range(5):
         labels = {"trial": str(index), "exp": "e1" if index < 3 else "e2"}
         core.create_namespaced_config_map(NS, {"metadata": {"name": f"c{index}", "labels": labels}})
@@ -217,12 +312,16 @@ def test_crds_installable_per_test(tmp_path: Any) -> None:
         with pytest.raises(client.ApiException) as absent:
             custom.list_namespaced_custom_object(G, V, NS, "tfjobs")
         assert (absent.value.status, json.loads(absent.value.body)["message"]) == (
-            404, "the server could not find the requested resource")
+            404,
+            "the server could not find the requested resource",
+        )
         bare.install("kubeflow")
         extensions = client.ApiextensionsV1Api(config.new_client_from_config(str(bare.kubeconfig)))
         installed = {crd.metadata.name: crd for crd in extensions.list_custom_resource_definition().items}
         assert sorted(installed) == ["pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org"]
-        assert {c.type: c.status for c in installed["tfjobs.kubeflow.org"].status.conditions}["Established"] == "True"
+        assert {c.type: c.status for c in installed["tfjobs.kubeflow.org"].status.conditions}[
+            "Established"
+        ] == "True"
         custom.create_namespaced_custom_object(G, V, NS, "tfjobs", tfjob("after"))
         bare.uninstall("kubeflow")
         wait_for(lambda: bare.registry.find(G, V, "tfjobs") is None, message="CRD removal")
@@ -242,7 +341,9 @@ def test_discovery_and_version(cluster: KubernetesEmulator, api: client.ApiClien
     assert by_name["adaptdljobs"].short_names == ["adljob", "adljobs"] and "adaptdljobs/status" in by_name
 
 
-def test_transient_errors_and_reads_lagging_after_create(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
+def test_transient_errors_and_reads_lagging_after_create(
+    cluster: KubernetesEmulator, core: client.CoreV1Api
+) -> None:
     cluster.faults.fail_next(2, code=500, method="GET")
     for _ in range(2):
         with pytest.raises(client.ApiException) as failed:
@@ -250,7 +351,9 @@ def test_transient_errors_and_reads_lagging_after_create(cluster: KubernetesEmul
         assert json.loads(failed.value.body)["reason"] == "InternalError"
     assert core.list_namespaced_pod(NS).items == []
     cluster.faults.fail_next(1, code=429, path="/configmaps")
-    with pytest.raises(client.ApiException) as throttled:  # a POST: urllib3 does not retry it after Retry-After
+    with pytest.raises(
+        client.ApiException
+    ) as throttled:  # a POST: urllib3 does not retry it after Retry-After
         core.create_namespaced_config_map(NS, {"metadata": {"name": "x"}})
     assert json.loads(throttled.value.body)["reason"] == "TooManyRequests"
     assert throttled.value.headers["Retry-After"] == "1"
@@ -280,8 +383,9 @@ def test_namespaces_names_and_dry_run(cluster: KubernetesEmulator, core: client.
     version = core.list_namespace().metadata.resource_version
     core.delete_namespace("exp")
     phases = []
-    for event in watch.Watch().stream(core.list_namespace, field_selector="metadata.name=exp", resource_version=version,
-                                      timeout_seconds=10):
+    for event in watch.Watch().stream(
+        core.list_namespace, field_selector="metadata.name=exp", resource_version=version, timeout_seconds=10
+    ):
         phases.append((event["type"], event["object"].status.phase))
         if event["type"] == "DELETED":
             break
@@ -291,9 +395,15 @@ def test_namespaces_names_and_dry_run(cluster: KubernetesEmulator, core: client.
 
 def test_yaml_bodies_are_accepted(cluster: KubernetesEmulator, api: client.ApiClient) -> None:
     manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n"
-    created = api.call_api(f"/api/v1/namespaces/{NS}/configmaps", "POST", body=manifest, auth_settings=["BearerToken"],
-                           header_params={"Content-Type": "application/yaml", "Accept": "application/json"},
-                           response_type="object", _return_http_data_only=True)
+    created = api.call_api(
+        f"/api/v1/namespaces/{NS}/configmaps",
+        "POST",
+        body=manifest,
+        auth_settings=["BearerToken"],
+        header_params={"Content-Type": "application/yaml", "Accept": "application/json"},
+        response_type="object",
+        _return_http_data_only=True,
+    )
     assert (created["metadata"]["name"], created["data"]) == ("from-yaml", {"k": "v"})
 
 
@@ -302,9 +412,13 @@ def test_deployments_are_accepted_and_recorded(cluster: KubernetesEmulator, api:
     apps = client.AppsV1Api(api)
     labels = {"app": "adaptdl-tensorboard-e1"}
     container = {"name": "tensorboard", "image": "tensorflow/tensorflow", "ports": [{"containerPort": 6006}]}
-    body = {"metadata": {"name": "adaptdl-tensorboard-e1", "labels": labels},
-            "spec": {"selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}
+    body = {
+        "metadata": {"name": "adaptdl-tensorboard-e1", "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
     created = apps.create_namespaced_deployment(NS, body)
     assert created.metadata.generation == 1
     assert [d.metadata.name for d in apps.list_namespaced_deployment(NS).items] == ["adaptdl-tensorboard-e1"]

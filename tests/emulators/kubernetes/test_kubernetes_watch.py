@@ -45,35 +45,56 @@ def test_initial_events_then_changes_in_order(cluster: KubernetesEmulator, core:
     assert seen == [("ADDED", "before"), ("ADDED", "after"), ("MODIFIED", "after"), ("DELETED", "after")]
 
 
-def test_resume_from_a_version_replays_only_later_changes(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
+def test_resume_from_a_version_replays_only_later_changes(
+    cluster: KubernetesEmulator, core: client.CoreV1Api
+) -> None:
     core.create_namespaced_config_map(NS, cm("a"))
     version = core.list_namespaced_config_map(NS).metadata.resource_version
     core.create_namespaced_config_map(NS, cm("b"))
     core.create_namespaced_config_map(NS, cm("c"))
-    events = take(watch.Watch().stream(core.list_namespaced_config_map, NS, resource_version=version, timeout_seconds=10), 2)
+    events = take(
+        watch.Watch().stream(
+            core.list_namespaced_config_map, NS, resource_version=version, timeout_seconds=10
+        ),
+        2,
+    )
     assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "b"), ("ADDED", "c")]
     assert int(events[0]["object"].metadata.resource_version) > int(version)
 
 
-def test_expired_version_is_410_for_a_client_with_a_timeout(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
+def test_expired_version_is_410_for_a_client_with_a_timeout(
+    cluster: KubernetesEmulator, core: client.CoreV1Api
+) -> None:
     version = core.list_namespaced_config_map(NS).metadata.resource_version
     core.create_namespaced_config_map(NS, cm("x"))
     cluster.compact()
     with pytest.raises(client.ApiException) as gone:  # no retry when timeout_seconds is given
-        list(watch.Watch().stream(core.list_namespaced_config_map, NS, resource_version=version, timeout_seconds=2))
+        list(
+            watch.Watch().stream(
+                core.list_namespaced_config_map, NS, resource_version=version, timeout_seconds=2
+            )
+        )
     assert gone.value.status == 410
     assert gone.value.reason.startswith(f"Expired: too old resource version: {version} (")
 
 
-def test_forced_410_retried_once_from_the_last_version(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
+def test_forced_410_retried_once_from_the_last_version(
+    cluster: KubernetesEmulator, core: client.CoreV1Api
+) -> None:
     """Without timeout_seconds the client retries a 410 once, from the last version it saw."""
     version = core.list_namespaced_config_map(NS).metadata.resource_version
     cluster.faults.expire_next_watch(1)
     watcher = watch.Watch()
 
     def create_once_rewatched() -> None:
-        wait_for(lambda: sum(("watch", "True") in r.query for r in cluster.requests.all()) == 2
-                 and cluster._server is not None and cluster._server.watches, message="the second watch")
+        wait_for(
+            lambda: (
+                sum(("watch", "True") in r.query for r in cluster.requests.all()) == 2
+                and cluster._server is not None
+                and cluster._server.watches
+            ),
+            message="the second watch",
+        )
         core.create_namespaced_config_map(NS, cm("late"))
 
     threading.Thread(target=create_once_rewatched).start()
@@ -93,22 +114,41 @@ def test_second_410_raises(cluster: KubernetesEmulator, core: client.CoreV1Api) 
     assert gone.value.status == 410
 
 
-def test_selector_transitions_are_added_and_deleted(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
+def test_selector_transitions_are_added_and_deleted(
+    cluster: KubernetesEmulator, core: client.CoreV1Api
+) -> None:
     core.create_namespaced_config_map(NS, cm("t", trial="1"))
     version = core.list_namespaced_config_map(NS).metadata.resource_version
     core.patch_namespaced_config_map("t", NS, {"metadata": {"labels": {"trial": "2"}}})
     core.patch_namespaced_config_map("t", NS, {"metadata": {"labels": {"trial": "1"}}})
-    events = take(watch.Watch().stream(core.list_namespaced_config_map, NS, label_selector="trial=1",
-                                       resource_version=version, timeout_seconds=10), 2)
+    events = take(
+        watch.Watch().stream(
+            core.list_namespaced_config_map,
+            NS,
+            label_selector="trial=1",
+            resource_version=version,
+            timeout_seconds=10,
+        ),
+        2,
+    )
     assert [e["type"] for e in events] == ["DELETED", "ADDED"]
 
 
 def test_bookmarks_and_initial_events_end(cluster: KubernetesEmulator, core: client.CoreV1Api) -> None:
     cluster.bookmark_interval = 0.2
     core.create_namespaced_config_map(NS, cm("b"))
-    events = take(watch.Watch().stream(core.list_namespaced_config_map, NS, allow_watch_bookmarks=True,
-                                       send_initial_events=True, resource_version_match="NotOlderThan",
-                                       resource_version="", timeout_seconds=10), 3)
+    events = take(
+        watch.Watch().stream(
+            core.list_namespaced_config_map,
+            NS,
+            allow_watch_bookmarks=True,
+            send_initial_events=True,
+            resource_version_match="NotOlderThan",
+            resource_version="",
+            timeout_seconds=10,
+        ),
+        3,
+    )
     assert [e["type"] for e in events] == ["ADDED", "BOOKMARK", "BOOKMARK"]  # the last one: nothing happened
     assert events[1]["raw_object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
@@ -145,10 +185,15 @@ def test_watch_error_event_body(cluster: KubernetesEmulator, api: client.ApiClie
     """The raw stream: HTTP 200, then one ERROR line carrying the 410 Status."""
     version = client.CoreV1Api(api).list_namespaced_config_map(NS).metadata.resource_version
     cluster.faults.expire_next_watch(1)
-    response = client.CoreV1Api(api).list_namespaced_config_map(NS, watch=True, resource_version=version,
-                                                                 _preload_content=False)
+    response = client.CoreV1Api(api).list_namespaced_config_map(
+        NS, watch=True, resource_version=version, _preload_content=False
+    )
     assert response.status == 200
     line = json.loads(response.data.decode().splitlines()[0])
     assert line["type"] == "ERROR"
     assert {k: line["object"][k] for k in ("kind", "status", "reason", "code")} == {
-        "kind": "Status", "status": "Failure", "reason": "Expired", "code": 410}
+        "kind": "Status",
+        "status": "Failure",
+        "reason": "Expired",
+        "code": 410,
+    }

@@ -52,14 +52,16 @@ class VolumeHost:
             prefix = "/" + prefix.strip("/")
             inside = wanted == prefix or wanted.startswith(prefix.rstrip("/") + "/")
             if host == server and inside and (best is None or len(prefix) > best[0]):
-                rest = wanted[len(prefix):].strip("/")
+                rest = wanted[len(prefix) :].strip("/")
                 best = (len(prefix), Path(directory) / rest if rest else Path(directory))
         if best is not None:
             best[1].mkdir(parents=True, exist_ok=True)
             return best[1]
         if self.nfs_root is None:
-            raise VolumeError(f"mount failed: exit status 32\nMounting command: mount\nMounting arguments: -t nfs "
-                              f"{server}:{export}\nOutput: mount.nfs: Connection timed out")
+            raise VolumeError(
+                f"mount failed: exit status 32\nMounting command: mount\nMounting arguments: -t nfs "
+                f"{server}:{export}\nOutput: mount.nfs: Connection timed out"
+            )
         directory = self.nfs_root / server / export.strip("/")
         directory.mkdir(parents=True, exist_ok=True)
         return directory
@@ -68,15 +70,23 @@ class VolumeHost:
         if share in self.azure_shares:
             return Path(self.azure_shares[share])
         if self.azure_root is None:
-            raise VolumeError(f"mount failed: exit status 32\nOutput: mount error(2): No such file or directory "
-                              f"(share {share!r} does not exist)")
+            raise VolumeError(
+                f"mount failed: exit status 32\nOutput: mount error(2): No such file or directory "
+                f"(share {share!r} does not exist)"
+            )
         directory = self.azure_root / share
         directory.mkdir(parents=True, exist_ok=True)
         return directory
 
 
-def pod_mounts(host: VolumeHost, pod: dict[str, Any], container: dict[str, Any], pod_dir: Path,
-               lookup: SecretLookup, service_account: dict[str, str]) -> list[Mount]:
+def pod_mounts(
+    host: VolumeHost,
+    pod: dict[str, Any],
+    container: dict[str, Any],
+    pod_dir: Path,
+    lookup: SecretLookup,
+    service_account: dict[str, str],
+) -> list[Mount]:
     """The container's mounts; raises :class:`VolumeError` for a volume that cannot be set up."""
     volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
     mounts = []
@@ -92,21 +102,31 @@ def pod_mounts(host: VolumeHost, pod: dict[str, Any], container: dict[str, Any],
     return mounts
 
 
-def _volume_dir(host: VolumeHost, pod: dict[str, Any], volume: dict[str, Any], pod_dir: Path,
-                lookup: SecretLookup, service_account: dict[str, str]) -> tuple[Path, bool]:
+def _volume_dir(
+    host: VolumeHost,
+    pod: dict[str, Any],
+    volume: dict[str, Any],
+    pod_dir: Path,
+    lookup: SecretLookup,
+    service_account: dict[str, str],
+) -> tuple[Path, bool]:
     name = volume["name"]
     namespace = pod["metadata"]["namespace"]
     here = pod_dir / "volumes" / name
     if "nfs" in volume:
-        return host.nfs_dir(volume["nfs"]["server"], volume["nfs"]["path"]), bool(volume["nfs"].get("readOnly"))
+        return host.nfs_dir(volume["nfs"]["server"], volume["nfs"]["path"]), bool(
+            volume["nfs"].get("readOnly")
+        )
     if "azureFile" in volume:
         source = volume["azureFile"]
         secret_ns = source.get("secretNamespace") or namespace
         secret = lookup("secrets", secret_ns, source["secretName"])
         data = (secret or {}).get("data") or {}
         if secret is None or "azurestorageaccountname" not in data or "azurestorageaccountkey" not in data:
-            raise VolumeError(f'MountVolume.SetUp failed for volume "{name}" : Couldn\'t get secret '
-                              f"{secret_ns}/{source['secretName']}")
+            raise VolumeError(
+                f'MountVolume.SetUp failed for volume "{name}" : Couldn\'t get secret '
+                f"{secret_ns}/{source['secretName']}"
+            )
         return host.azure_dir(source["shareName"]), bool(source.get("readOnly"))
     if "persistentVolumeClaim" in volume:
         claim = volume["persistentVolumeClaim"]["claimName"]
@@ -124,40 +144,68 @@ def _volume_dir(host: VolumeHost, pod: dict[str, Any], volume: dict[str, Any], p
         if volume["hostPath"].get("type") in ("DirectoryOrCreate",) and not path.exists():
             path.mkdir(parents=True)
         if not path.exists():
-            raise VolumeError(f'MountVolume.SetUp failed for volume "{name}" : hostPath type check failed: {path} is not a directory')
+            raise VolumeError(
+                f'MountVolume.SetUp failed for volume "{name}" : hostPath type check failed: {path} is not a directory'
+            )
         return path, False
     files = _projected_files(volume, pod, lookup, service_account)
     _write_files(here, files)
     return here, True
 
 
-def _projected_files(volume: dict[str, Any], pod: dict[str, Any], lookup: SecretLookup,
-                     service_account: dict[str, str]) -> list[tuple[str, bytes, int]]:
+def _projected_files(
+    volume: dict[str, Any], pod: dict[str, Any], lookup: SecretLookup, service_account: dict[str, str]
+) -> list[tuple[str, bytes, int]]:
     namespace = pod["metadata"]["namespace"]
     if "configMap" in volume:
-        return _keyed(volume["configMap"], lookup("configmaps", namespace, volume["configMap"].get("name", "")),
-                      "configmap", volume["name"], decode=False)
+        return _keyed(
+            volume["configMap"],
+            lookup("configmaps", namespace, volume["configMap"].get("name", "")),
+            "configmap",
+            volume["name"],
+            decode=False,
+        )
     if "secret" in volume:
-        return _keyed(volume["secret"], lookup("secrets", namespace, volume["secret"].get("secretName", "")),
-                      "secret", volume["name"], decode=True, name_key="secretName")
+        return _keyed(
+            volume["secret"],
+            lookup("secrets", namespace, volume["secret"].get("secretName", "")),
+            "secret",
+            volume["name"],
+            decode=True,
+            name_key="secretName",
+        )
     if "downwardAPI" in volume:
         from .podenv import field_value
 
         mode = volume["downwardAPI"].get("defaultMode", 420)
-        return [(item["path"], field_value(pod, item["fieldRef"]["fieldPath"]).encode(), item.get("mode", mode))
-                for item in volume["downwardAPI"].get("items") or [] if "fieldRef" in item]
+        return [
+            (item["path"], field_value(pod, item["fieldRef"]["fieldPath"]).encode(), item.get("mode", mode))
+            for item in volume["downwardAPI"].get("items") or []
+            if "fieldRef" in item
+        ]
     if "projected" in volume:
         mode = volume["projected"].get("defaultMode", 420)
         return [(name, text.encode(), mode) for name, text in service_account.items()]
-    raise VolumeError(f'MountVolume.SetUp failed for volume "{volume["name"]}" : volume type not supported by the emulator')
+    raise VolumeError(
+        f'MountVolume.SetUp failed for volume "{volume["name"]}" : volume type not supported by the emulator'
+    )
 
 
-def _keyed(source: dict[str, Any], obj: dict[str, Any] | None, what: str, volume: str, *, decode: bool,
-           name_key: str = "name") -> list[tuple[str, bytes, int]]:
+def _keyed(
+    source: dict[str, Any],
+    obj: dict[str, Any] | None,
+    what: str,
+    volume: str,
+    *,
+    decode: bool,
+    name_key: str = "name",
+) -> list[tuple[str, bytes, int]]:
     if obj is None:
         if source.get("optional"):
             return []
-        raise VolumeError(f'MountVolume.SetUp failed for volume "{volume}" : {what} "{source.get(name_key)}" not found')
+        raise VolumeError(
+            f'MountVolume.SetUp failed for volume "{volume}" : {what} "{source.get(name_key)}" not found'
+        )
     data = {k: base64.b64decode(v) if decode else str(v).encode() for k, v in (obj.get("data") or {}).items()}
     if not decode:
         data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
@@ -168,8 +216,10 @@ def _keyed(source: dict[str, Any], obj: dict[str, Any] | None, what: str, volume
     files = []
     for item in items:
         if item["key"] not in data:
-            raise VolumeError(f'MountVolume.SetUp failed for volume "{volume}" : configmap references non-existent '
-                              f'config key: {item["key"]}')
+            raise VolumeError(
+                f'MountVolume.SetUp failed for volume "{volume}" : configmap references non-existent '
+                f"config key: {item['key']}"
+            )
         files.append((item["path"], data[item["key"]], item.get("mode", mode)))
     return files
 

@@ -100,7 +100,9 @@ def _start(request: WatchRequest, store: Store) -> tuple[list[dict[str, Any]], i
     try:
         requested = int(version)
     except ValueError:
-        raise bad_request(f'invalid resource version: strconv.ParseUint: parsing "{version}": invalid syntax') from None
+        raise bad_request(
+            f'invalid resource version: strconv.ParseUint: parsing "{version}": invalid syntax'
+        ) from None
     if request.expire or store.events_after(requested) is None:
         return [expired_event(requested, max(store.compacted, requested + 1))], None
     return [], requested
@@ -115,8 +117,9 @@ def stream(request: WatchRequest, store: Store, handle: WatchHandle) -> Iterator
     return _events(request, store, handle, initial, last)
 
 
-def _events(request: WatchRequest, store: Store, handle: WatchHandle, initial: list[dict[str, Any]],
-            last: int | None) -> Iterator[dict[str, Any]]:
+def _events(
+    request: WatchRequest, store: Store, handle: WatchHandle, initial: list[dict[str, Any]], last: int | None
+) -> Iterator[dict[str, Any]]:
     for event in initial:
         yield _counted(handle, event)
     if last is None:
@@ -152,4 +155,3 @@ def _counted(handle: WatchHandle, event: dict[str, Any]) -> dict[str, Any]:
         raise WatchDropped
     handle.sent += 1
     return event
-

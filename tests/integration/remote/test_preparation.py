@@ -158,7 +158,9 @@ async def test_layout_per_host_and_hostile_code_file_names(
     assert listing["env"]["NNI_PLATFORM"] == "remote"
     for other in fleet.hosts:
         layout = other.local(root)
-        assert (other.local(support) / "keeper" / "keeper.py").exists() and (layout / "code" / "listing.py").exists()
+        assert (other.local(support) / "keeper" / "keeper.py").exists() and (
+            layout / "code" / "listing.py"
+        ).exists()
         assert (layout / "trials" / "hostile").exists() == (other is host), "each host has its own root"
     assert not list(tmp_path.rglob("pwned*"))
     assert (tmp_path / "e" / "trials" / "hostile" / "trial.stdout").read_bytes() == b"listed 11\n"

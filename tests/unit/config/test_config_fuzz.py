@@ -18,7 +18,11 @@ FUZZ = settings(max_examples=300, deadline=None, database=None, suppress_health_
 
 # every key the schema knows, so that random configs reach deep into the models
 KNOWN_KEYS = sorted(
-    {e.alias for cls in [ExperimentConfig, *(p.config_class() for p in platforms().values())] for e in fields_of(cls).values()}
+    {
+        e.alias
+        for cls in [ExperimentConfig, *(p.config_class() for p in platforms().values())]
+        for e in fields_of(cls).values()
+    }
 )
 KNOWN_KEYS += [
     "machineList",

@@ -182,7 +182,7 @@ def test_aml(data_dir: Path) -> None:
         "nni-workspace",
         "gpu-cluster",
     )
-    assert service.max_trial_number_per_gpu == 1
+    assert service.max_trial_number_per_gpu is None  # not acted on: unset unless a config sets it
 
 
 def test_hybrid_list_gets_shortcuts_in_every_member(workdir: Path) -> None:

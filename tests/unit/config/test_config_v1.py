@@ -11,6 +11,7 @@ import yaml
 
 from trialfleet.config import (
     AdlConfig,
+    DltsConfig,
     FrameworkControllerConfig,
     KubeflowConfig,
     OpenpaiConfig,
@@ -199,6 +200,28 @@ def test_adl_loads_as_adl_config(data_dir: Path) -> None:
     assert service.trial_gpu_number == 1 and service.nni_manager_ip == "10.1.10.11"
 
 
+def test_dlts_loads_as_dlts_config(data_dir: Path) -> None:
+    """NNI's own DLTS example (examples/trials/mnist-tfv1/config_dlts.yml) and the rest of ``dltsConfig``."""
+    v2, warnings = _convert(data_dir, "v1_dlts.yml")
+    assert v2["trainingService"] == {
+        "platform": "dlts",
+        "image": "msranni/nni:latest",
+        "dashboard": "http://azure-eastus-p40-dev1-infra01.eastus.cloudapp.azure.com/",
+        "team": "platform",
+        "email": "alice@example.com",
+        "password": "0123456789abcdef0123456789abcdef",
+        "gpuType": "P40",
+    }
+    assert warnings == [
+        "authorName is not used by v2 configs and was dropped",
+        "trial.nasMode is not used by v2 configs and was dropped",
+    ]
+    service = load_config(data_dir / "v1_dlts.yml").config.training_service
+    assert isinstance(service, DltsConfig)
+    assert service.cluster == ".default" and service.trial_gpu_number == 1 and service.gpu_type == "P40"
+    assert service.password is not None and service.password.get_secret_value().startswith("0123")
+
+
 V1_BASE = """\
 authorName: default
 experimentName: x
@@ -222,7 +245,6 @@ trial:
             "multi-phase experiments are not supported",
         ),
         ("trainingServicePlatform: hybrid\n", "trainingServicePlatform", "'hybrid' cannot be converted"),
-        ("trainingServicePlatform: dlts\n", "trainingServicePlatform", "'dlts' cannot be converted"),
         ("trainingServicePlatform: mars\n", "trainingServicePlatform", "expected one of local, remote"),
         ("", "trainingServicePlatform", "required field is missing"),
         ("trainingServicePlatform: remote\n", "machineList", "expected a list of machines, got null"),

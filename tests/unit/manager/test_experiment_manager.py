@@ -276,7 +276,9 @@ async def test_resume_restores_the_assessor_with_earlier_curves(
     stopper.append(resumed)
     await resumed.start(resume=True)
     # what the resumed assessor knows decides: a curve below both earlier trials' running averages is stopped
-    low = await asyncio.get_running_loop().run_in_executor(None, resumed.driver.assessor.assess_trial, "new", [0.0])
+    low = await asyncio.get_running_loop().run_in_executor(
+        None, resumed.driver.assessor.assess_trial, "new", [0.0]
+    )
     high = await asyncio.get_running_loop().run_in_executor(
         None, resumed.driver.assessor.assess_trial, "new2", [99.0]
     )

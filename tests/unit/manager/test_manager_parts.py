@@ -74,6 +74,33 @@ async def test_a_trial_cancelled_when_the_experiment_stops_is_marked_for_a_rerun
     assert store.trial("t1").failure_kind == FailureKind.EXPERIMENT_STOPPED.value
 
 
+async def test_a_cancel_ends_the_trial_with_the_reason_stored_before_it_was_sent(tmp_path: Path) -> None:
+    """A new manager (nothing in memory) learns why each trial was asked to end from the store, whatever
+    status the platform or the re-adopting service reports for the cancel."""
+    manager = make_manager(tmp_path, "", max_trial_number=3)
+    store = manager.store
+    for trial_id in ("stop", "user", "both"):
+        store.add_trial(trial_id, {"parameters": {"x": 1}}, 10.0)
+        store.mark_submitted(trial_id, {"trial_dir": "/nowhere"}, "local", 11.0, running=True)
+    store.request_cancel(["stop", "both"], TrialStatus.SYS_CANCELED)
+    store.request_cancel(["user", "both"], TrialStatus.USER_CANCELED)  # the user's reason replaces the stop's
+    store.request_cancel(["user"], TrialStatus.SYS_CANCELED)  # and is not replaced by it
+    assert [store.trial(t).cancel_status for t in ("stop", "user", "both")] == [
+        TrialStatus.SYS_CANCELED,
+        TrialStatus.USER_CANCELED,
+        TrialStatus.USER_CANCELED,
+    ]
+    reconciler = Reconciler(store, AlgorithmDriver(on_failure=print), ManualClock())
+    reported = [TrialEnded(t, TrialStatus.USER_CANCELED, 12.0, message="canceled") for t in ("stop", "user")]
+    await reconciler.apply(PollBatch(ended=reported))
+    stop, user = store.trial("stop"), store.trial("user")
+    assert (stop.status, stop.failure_kind) == (
+        TrialStatus.SYS_CANCELED,
+        FailureKind.EXPERIMENT_STOPPED.value,
+    )
+    assert user.status is TrialStatus.USER_CANCELED and user.cancel_status is None
+
+
 async def test_the_scheduler_defers_a_trial_until_the_injected_service_has_a_gpu(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811

@@ -140,3 +140,43 @@ def test_concurrent_writers_from_threads_serialise(store: ExperimentStore) -> No
     trials = store.trials()
     assert sorted(t.sequence_id for t in trials) == list(range(100))
     assert store.integrity_check() == "ok"
+
+
+def test_metrics_belong_to_the_attempt_that_reported_them(store: ExperimentStore) -> None:
+    store.add_trial("t1", record({"x": 1}), now=1.0)
+    store.mark_submitted("t1", {"h": 0}, "local:/t1", 2.0, running=True)
+    first = [NewMetric("t1", 0, "PERIODICAL", i, str(i), 3.0, attempt=0) for i in range(3)]
+    store.add_metrics(
+        [*first, NewMetric("t1", 0, "FINAL", 0, "0.5", 3.5, 0.5, attempt=0)], {"t1": {"metrics": 9}}
+    )
+    store.end_trial("t1", TrialStatus.FAILED, 4.0, message="lost", failure_kind="infrastructure")
+    retried = store.retry_trial("t1", 5.0, "retry after: lost")
+    assert (retried.attempt, retried.final_data, retried.final_value, retried.cursor) == (1, None, None, {})
+    assert store.metrics("t1") == []  # NNI's routes show the current attempt's
+    assert [m.data for m in store.metrics("t1", every_attempt=True)] == ["0", "1", "2", "0.5"]
+    store.add_metrics([NewMetric("t1", 0, "PERIODICAL", 0, "10", 6.0, attempt=1)], {"t1": {"metrics": 3}})
+    assert [(m.sequence, m.data, m.attempt) for m in store.metrics("t1")] == [(0, "10", 1)]
+    assert [m.data for m in store.latest_metrics()] == ["10"]
+    assert store.final_metrics(["t1"]) == []
+
+
+def test_a_version_1_database_is_upgraded_with_its_metrics_kept(tmp_path: Path) -> None:
+    from trialfleet.storage.schema import MIGRATIONS, _set_version
+
+    path = tmp_path / "db" / "trialfleet.sqlite"
+    path.parent.mkdir()
+    conn = sqlite3.connect(path)
+    conn.executescript("BEGIN;" + MIGRATIONS[1] + _set_version(1) + "COMMIT;")
+    conn.execute("INSERT INTO experiment (id, config, status) VALUES ('e', '{}', 'STOPPED')")
+    conn.execute(
+        "INSERT INTO trials (id, sequence_id, parameter_source, parameters, status, submit_time, attempt) "
+        "VALUES ('t1', 0, 'algorithm', '{}', 'SUCCEEDED', 1, 2)"
+    )
+    conn.execute(
+        "INSERT INTO metrics (trial_id, type, sequence, data, timestamp) VALUES ('t1', 'FINAL', 0, '0.5', 2)"
+    )
+    conn.commit()
+    conn.close()
+    upgraded = ExperimentStore(path)
+    assert current_version(sqlite3.connect(path)) == SCHEMA_VERSION
+    assert [(m.data, m.attempt) for m in upgraded.metrics("t1")] == [("0.5", 2)]  # shown as it was

@@ -18,6 +18,8 @@ import pytest
 from training_service_helpers import HANG_GUARD
 
 from trialfleet.training_services.trial_dir import KEEPER_SCRIPT, KEEPER_VERSION
+from trialfleet.trial_keeper import keeper as keeper_mod
+from trialfleet.trial_keeper.keeper import PROTOCOL
 
 
 def python38() -> str | None:
@@ -32,8 +34,8 @@ def python38() -> str | None:
 
 def write_command(trial_dir: Path, script: str, **options: Any) -> None:
     trial_dir.mkdir(parents=True, exist_ok=True)
-    command = {"argv": ["/bin/bash", "-c", script], "cwd": str(trial_dir), "env": dict(os.environ)}
-    command.update({"max_duration": None, "kill_grace": 5, "protocol": 1}, **options)
+    command = {"argv": ["/bin/bash", "-c", script], "cwd": str(trial_dir), "env": {}, "env_unset": []}
+    command.update({"max_duration": None, "kill_grace": 5, "protocol": PROTOCOL}, **options)
     (trial_dir / "command.json").write_text(json.dumps(command))
 
 
@@ -95,7 +97,7 @@ def test_records_the_trial_and_its_exit(tmp_path: Path) -> None:
         "reason": "exit code 3",
         "canceled": False,
         "timed_out": False,
-        "protocol": 1,
+        "protocol": PROTOCOL,
     }
     record = json.loads((tmp_path / "keeper.json").read_text())
     assert record["keeper_pid"] == keeper.pid and record["pgid"] == record["pid"] != keeper.pid
@@ -199,3 +201,67 @@ def test_an_unknown_protocol_is_a_keeper_error(tmp_path: Path) -> None:
     assert keeper.wait(HANG_GUARD) == 1
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["reason"].startswith("keeper error:") and "protocol 99" in result["reason"]
+
+
+DAEMON = (
+    "python3 -c 'import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+    '    open("daemon.json", "w").write(str(os.getpid()))\n    time.sleep(600)\' & '
+)
+
+
+def test_a_daemon_dies_with_its_trial_after_the_keeper_was_killed(tmp_path: Path) -> None:
+    """A setsid'd grandchild whose keeper was SIGKILLed is parented to init: only its cgroup (where the keeper
+    may make one) and its marker still tie it to the trial."""
+    write_command(tmp_path, DAEMON + "sleep 600")
+    keeper_process = launch(tmp_path)
+    record = wait_for(tmp_path / "keeper.json")
+    daemon = wait_for(tmp_path / "daemon.json")
+    members = keeper_mod.trial_tree(
+        record["pid"], (), record["start_ticks"], record["marker"], record["cgroup"]
+    )
+    assert daemon in members and record["pid"] in members
+    os.kill(keeper_process.pid, signal.SIGKILL)
+    keeper_process.wait(HANG_GUARD)
+    keeper_mod.end_without_keeper(str(tmp_path), canceled=True, grace=5)
+    assert not any(alive(pid) for pid in members)
+    assert json.loads((tmp_path / "result.json").read_text())["written_by"] == "manager"
+    if record["cgroup"]:
+        assert not Path(record["cgroup"]).exists(), "the trial's cgroup is removed with it"
+
+
+def test_the_marker_finds_a_process_outside_every_tree(tmp_path: Path) -> None:
+    marker = os.urandom(8).hex()
+    env = {**os.environ, keeper_mod.MARKER_VARIABLE: marker}
+    stranger = subprocess.Popen(["sleep", "600"], env=env, start_new_session=True)
+    try:
+        assert keeper_mod.trial_tree(0, marker=marker) == {stranger.pid}
+        assert keeper_mod.trial_tree(0, marker="another") == set()
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_the_trial_gets_the_keepers_environment_changed_as_told(tmp_path: Path) -> None:
+    env = "import json, os; print(json.dumps(dict(os.environ)))"
+    write_command(
+        tmp_path,
+        f"{sys.executable} -c {shlex.quote(env)}",
+        env={"NNI_TRIAL_JOB_ID": "t1", "HOME": "/elsewhere"},
+        env_unset=["KEEPER_ONLY"],
+    )
+    os.environ["KEEPER_ONLY"] = "x"
+    try:
+        finish(launch(tmp_path), tmp_path)
+    finally:
+        del os.environ["KEEPER_ONLY"]
+    seen = json.loads((tmp_path / "trial.stdout").read_text())
+    assert seen["NNI_TRIAL_JOB_ID"] == "t1" and seen["HOME"] == "/elsewhere" and "KEEPER_ONLY" not in seen
+    assert seen["PATH"] == os.environ["PATH"]  # inherited
+    assert seen[keeper_mod.MARKER_VARIABLE] == wait_for(tmp_path / "keeper.json")["marker"]
+
+
+def test_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "keeper.json")
+    assert keeper_mod.read_record(str(tmp_path / "keeper.json")) is None
+    with pytest.raises(keeper_mod.NotRegularFile, match="FIFO"):
+        keeper_mod.open_regular(str(tmp_path / "keeper.json"))

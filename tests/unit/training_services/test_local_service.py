@@ -12,6 +12,7 @@ import pytest
 from training_service_helpers import HANG_GUARD, held_command, poll_until_ended, spec, wait_for_file
 
 from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.environment import environment_change
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.local import LocalTrainingService
 from trialfleet.training_services.spec import Submitted
@@ -174,3 +175,18 @@ async def test_read_file_refuses_a_symlink_out_of_the_trial_dir(service, dirs, t
     (Path(handle["trial_dir"]) / "escape").symlink_to(tmp_path / "secret")
     with pytest.raises(ValueError):
         await service.read_trial_file("link", handle, "escape")
+
+
+def test_command_json_holds_only_what_trialfleet_changes_in_the_workers_environment() -> None:
+    inherited = {
+        "PATH": "/bin",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "SDK_PROCESS": "dispatcher",
+        "NNI_EXP_ID": "e",
+    }
+    env = {"PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "secret", "NNI_EXP_ID": "e", "CUDA_VISIBLE_DEVICES": "0"}
+    env |= {"MY_VAR": "1", "SAME": "s"}
+    overlay, unset = environment_change(env, {**inherited, "SAME": "s"}, keep=["MY_VAR"])
+    # NNI's and the GPU variables always (a re-adopting manager reads them), the spec's, and what differs
+    assert overlay == {"NNI_EXP_ID": "e", "CUDA_VISIBLE_DEVICES": "0", "MY_VAR": "1"}
+    assert unset == ["SDK_PROCESS"]

@@ -27,6 +27,7 @@ from trialfleet.training_services.ray.log_channel import LogMirror
 from trialfleet.training_services.ray.package import build_package, shipped_paths
 from trialfleet.training_services.ray.submission import Resources, job_request
 from trialfleet.training_services.spec import TrialSpec
+from trialfleet.training_services.trial_dir import KEEPER_PROTOCOL
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGENERATE = os.environ.get("TRIALFLEET_REGEN_GOLDEN") == "1"
@@ -115,7 +116,8 @@ import json, os, sys
 out = {"argv": sys.argv[1:], "cwd": os.getcwd(), "env": os.environ["HOSTILE_VALUE"],
        "parameters": json.load(open(os.path.join(os.environ["NNI_SYS_DIR"], "parameter.cfg")))["parameters"],
        "dirs": [os.environ[k] for k in ("NNI_SYS_DIR", "NNI_OUTPUT_DIR", "NNI_CODE_DIR")],
-       "trial": os.environ["NNI_TRIAL_JOB_ID"], "nni": __import__("nni").__file__}
+       "trial": os.environ["NNI_TRIAL_JOB_ID"], "nni": __import__("nni").__file__,
+       "job_env": os.environ["HOSTILE"], "channel": os.environ.get("NNI_TRIAL_COMMAND_CHANNEL")}
 with open(os.path.join(os.environ["NNI_OUTPUT_DIR"], "echo.json"), "w") as f:
     json.dump(out, f)
 print("done", flush=True)
@@ -132,7 +134,12 @@ def test_hostile_entrypoint_runs_exactly_as_given(tmp_path: Path) -> None:
         archive.extractall(working_dir)
     case = dict(CASES["hostile"], node_directory=str(tmp_path / "nodes"))
     request = request_of(case, working_dir=str(package), code_dir=code_dir)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HOSTILE": HOSTILE}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "HOSTILE": HOSTILE,  # the job's runtime_env sets it
+        "NNI_TRIAL_COMMAND_CHANNEL": "ws://elsewhere",  # would switch a real nni's channel
+    }
     job = subprocess.run(
         ["/bin/sh", "-c", request.entrypoint],
         cwd=working_dir,
@@ -152,4 +159,12 @@ def test_hostile_entrypoint_runs_exactly_as_given(tmp_path: Path) -> None:
     assert echoed["trial"] == "Ab3xY" and "/nni-shim/nni/" in echoed["nni"]
     assert (mirror / "trial.stdout").read_text() == "done\n"
     assert json.loads((mirror / "result.json").read_text())["exit_code"] == 0
+    assert echoed["job_env"] == HOSTILE and echoed["channel"] is None
+    # keeper protocol 2: command.json holds what the trial's environment changes in the job's, nothing else
+    command = json.loads((Path(trial_dir) / "command.json").read_text())
+    assert command["protocol"] == KEEPER_PROTOCOL and command["cwd"] == str(working_dir)
+    assert command["env_unset"] == ["NNI_TRIAL_COMMAND_CHANNEL"]
+    assert command["env"]["HOSTILE_VALUE"] == HOSTILE and command["env"]["NNI_SYS_DIR"] == trial_dir
+    assert not {"HOSTILE", "PATH", "HOME"} & set(command["env"]), command["env"]
+    assert not (mirror / "command.json").exists()  # private: never shipped back
     assert list(tmp_path.rglob("pwned*")) == []

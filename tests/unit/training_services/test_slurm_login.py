@@ -75,7 +75,9 @@ async def test_reconnects_run_in_the_background_after_a_doubling_delay(tmp_path:
 
 
 async def test_an_unreachable_login_node_stops_the_start(tmp_path: Path) -> None:
-    config = SlurmConfig(trial_command="unused", shared_directory=Path("/cluster/shared"), login_node=nowhere(tmp_path))
+    config = SlurmConfig(
+        trial_command="unused", shared_directory=Path("/cluster/shared"), login_node=nowhere(tmp_path)
+    )
     service = SlurmTrainingService(make_context(tmp_path / "exp", config, "unitexp"))
     assert service.runner.description.startswith("login node nobody@127.0.0.1:")
     with pytest.raises(PlatformError, match=r"slurm: cannot use the login node: .*cannot connect"):

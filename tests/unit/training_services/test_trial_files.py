@@ -252,7 +252,8 @@ def test_trial_inputs(tmp_path: Path) -> None:
     for stale in ("result.json", "keeper.json", "trial.stdout"):
         (trial_dir / stale).write_text("old")
     env = {"A": "b c"}
-    write_trial_inputs(trial_dir, input_files('{"parameter_id": 1}', command_record(["x", "y z"], "/c", env)))
+    command = command_record(["x", "y z"], "/c", env, env_unset=["SDK_PROCESS"])
+    write_trial_inputs(trial_dir, input_files('{"parameter_id": 1}', command))
     assert (trial_dir / "parameter.cfg").read_text() == '{"parameter_id": 1}'
     assert (trial_dir / ".nni").is_dir()
     assert sorted(p.name for p in trial_dir.iterdir()) == [".nni", "command.json", "parameter.cfg"]
@@ -261,11 +262,12 @@ def test_trial_inputs(tmp_path: Path) -> None:
         "argv": ["x", "y z"],
         "cwd": "/c",
         "env": env,
+        "env_unset": ["SDK_PROCESS"],
         "max_duration": None,
         "kill_grace": 5.0,
-        "protocol": 1,
+        "protocol": 2,
     }
-    assert (trial_dir / "command.json").stat().st_mode & 0o777 == 0o600  # it holds the environment
+    assert (trial_dir / "command.json").stat().st_mode & 0o777 == 0o600  # it holds the spec's variables
 
 
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/../../b", "", ".", ".."])
@@ -286,3 +288,45 @@ def test_aliases_and_links_inside_the_trial_directory(tmp_path: Path) -> None:
         read_local_file(trial_dir, "escape/secret")
     with pytest.raises(FileNotFoundError):
         read_local_file(trial_dir, "missing")
+
+
+def test_a_result_record_the_trial_overwrote_is_read_defensively() -> None:
+    hostile = {"exit_code": 2**80, "signal": "9", "end_time": 1e308, "reason": "x" * 10_000}
+    ended = ended_from_result("t", hostile)
+    assert (ended.status, ended.exit_code, ended.failure_kind) == (
+        TrialStatus.FAILED,
+        None,
+        FailureKind.INFRASTRUCTURE,
+    )
+    assert len(ended.message or "") == 500 and ended.timestamp < 1e11
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ({"type": "FINAL", "sequence": 0, "value": str(10**400)}, "too large for a number"),
+        (
+            {"type": "FINAL", "sequence": 2**63, "value": "1"},
+            "sequence 9223372036854775808 is not an integer",
+        ),
+        ({"type": "FINAL", "sequence": -1, "value": "1"}, "sequence -1 is not an integer from 0"),
+        ({"type": "FINAL", "parameter_id": 2**64, "value": "1"}, "parameter_id 18446744073709551616"),
+        (
+            {
+                "type": "FINAL",
+                "value": json.dumps(
+                    {"default": 1, "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}
+                ),
+            },
+            "nested more than 32",
+        ),
+    ],
+)
+def test_hostile_metric_records_are_problems(record: dict[str, object], problem: str) -> None:
+    decoded = decode_metric("t", json.dumps(record).encode(), {}, 0.0)
+    assert isinstance(decoded, TrialProblem) and problem in decoded.message
+
+
+def test_a_record_nested_past_the_parser_is_a_problem() -> None:
+    decoded = decode_metric("t", b"[" * 100_000 + b"]" * 100_000, {}, 0.0)
+    assert isinstance(decoded, TrialProblem) and "nested too deeply" in decoded.message

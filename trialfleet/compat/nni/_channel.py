@@ -74,10 +74,11 @@ class TrialDirChannel:
             record = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"{path} is not valid JSON: {exc}") from exc
-        if not isinstance(record, dict) or not isinstance(record.get("parameters"), dict):
+        if not isinstance(record, dict) or "parameters" not in record:
+            # the parameters themselves may be any JSON value: NNI's BatchTuner hands out bare ones
             raise ValueError(
                 f"{path} must hold an NNI parameter record "
-                '{"parameter_id": ..., "parameters": {...}}, got: ' + text[:200]
+                '{"parameter_id": ..., "parameters": ...}, got: ' + text[:200]
             )
         return record
 

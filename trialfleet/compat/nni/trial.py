@@ -67,7 +67,8 @@ _trialfleet_state = _adopt_twin_state()
 
 
 def get_next_parameter() -> Any:
-    """The hyper-parameters chosen for this trial (a dict). Call it once per trial.
+    """The hyper-parameters chosen for this trial (a dict, or any JSON value the tuner chose: NNI's
+    BatchTuner hands out bare ones). Call it once per trial.
 
     As in NNI, a second call returns ``None`` when running under a manager (there is no next set),
     and ``{}`` every time when running standalone.

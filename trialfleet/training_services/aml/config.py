@@ -1,19 +1,39 @@
-"""``platform: aml``: one Azure ML command job per trial."""
+"""``platform: aml``: one Azure ML command job per trial attempt (SDK v2, ``azure-ai-ml``)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from trialfleet.config.service import DEFAULT_IMAGE, TrainingServiceConfig
+from trialfleet.config.base import JsonMapping
+from trialfleet.config.service import DEFAULT_IMAGE, MANAGER_IP_UNUSED, TrainingServiceConfig
 
 
 class AmlConfig(TrainingServiceConfig):
+    """NNI's ``AmlConfig`` keys, and where to find a sovereign or private Azure cloud.
+
+    Credentials come from azure-identity's ``DefaultAzureCredential`` chain (``AZURE_CLIENT_ID`` /
+    ``AZURE_TENANT_ID`` / ``AZURE_CLIENT_SECRET``, a managed identity, ``az login`` …), with
+    ``AZURE_AUTHORITY_HOST`` for another Entra ID authority. ``cloud`` names the Azure cloud (the SDK's
+    ``AzureCloud`` by default, ``AzureChinaCloud``, ``AzureUSGovernment``, or a name of your own with
+    ``cloud_metadata``: its endpoints, as ``MLClient``'s ``cloud_metadata``). ``disable_instance_discovery``
+    lets azure-identity use an authority it does not know (Azure Stack, a private cloud).
+    """
+
     platform: Literal["aml"] = "aml"
     subscription_id: str
     resource_group: str
     workspace_name: str
     compute_target: str
     docker_image: str = DEFAULT_IMAGE
-    max_trial_number_per_gpu: int = Field(default=1, gt=0)
+    max_trial_number_per_gpu: int | None = Field(default=None, gt=0)  # NNI's default: 1
+    cloud: str | None = None
+    cloud_metadata: JsonMapping | None = None
+    disable_instance_discovery: bool = False
+
+    not_acted_on: ClassVar[dict[str, str]] = {
+        **TrainingServiceConfig.not_acted_on,
+        "nni_manager_ip": MANAGER_IP_UNUSED + "; they report through the job's MLflow run",
+        "max_trial_number_per_gpu": "every trial is a job of its own on the compute target",
+    }

@@ -1,1 +1,24 @@
-"""The ``dlts`` platform's config (accepted so NNI configs load; refused at start until its service lands)."""
+"""The ``dlts`` platform: one DLTS (DLWorkspace) job per trial attempt, through the cluster's dashboard.
+
+The service (``.service``, which needs httpx) is imported only when asked for: the config model is imported
+by every config load.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trialfleet.training_services.dlts.config import DltsConfig
+
+if TYPE_CHECKING:
+    from trialfleet.training_services.dlts.service import DltsTrainingService
+
+__all__ = ["DltsConfig", "DltsTrainingService"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DltsTrainingService":
+        from trialfleet.training_services.dlts.service import DltsTrainingService
+
+        return DltsTrainingService
+    raise AttributeError(name)

@@ -10,7 +10,6 @@ next trial starts right after one ends. Everything else is read from the trial d
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
@@ -27,7 +26,7 @@ from typing import Any, cast
 from trialfleet.compat import trial_pythonpath_env
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
-from trialfleet.training_services.environment import trial_environment
+from trialfleet.training_services.environment import environment_change, trial_environment
 from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.gpu import GpuInfo, allocate_for, allocate_gpus, read_gpus
 from trialfleet.training_services.local.config import LocalConfig
@@ -39,13 +38,11 @@ from trialfleet.training_services.trial_dir import (
     KEEPER_SCRIPT,
     LAUNCH_RECORD,
     RESULT_RECORD,
-    canceled_by_manager,
     command_record,
     ended_from_result,
     input_files,
     lost,
     read_record,
-    write_record,
 )
 from trialfleet.training_services.trial_files import LocalTrialFiles, TrialLook
 from trialfleet.trial_keeper import keeper
@@ -53,6 +50,9 @@ from trialfleet.trial_keeper import keeper
 log = logging.getLogger(__name__)
 
 KILL_GRACE = 5.0
+#: a keeper asked to cancel has this long to end its trial (grace, then SIGKILL and a wait for the kernel);
+#: past it, it is stopped, stuck or gone astray, so the manager kills it and does its job
+KEEPER_ANSWER_SECONDS = KILL_GRACE + keeper.SIGKILL_WAIT + 2
 GPU_READING_MAX_AGE = 5.0
 _KEEPER_SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
@@ -105,9 +105,8 @@ class LocalTrainingService(TrainingService):
             if isinstance(choice, str):
                 return Deferred(f"waiting for {spec.gpu_number} free GPU(s): {choice}")
             gpus = choice
-        command = command_record(
-            ["/bin/bash", "-c", spec.command], str(spec.code_dir), self._trial_env(spec, trial_dir, gpus)
-        )
+        env, unset = environment_change(self._trial_env(spec, trial_dir, gpus), os.environ, spec.env)
+        command = command_record(["/bin/bash", "-c", spec.command], str(spec.code_dir), env, env_unset=unset)
         await self.files.write(str(trial_dir), input_files(spec.parameter_record, command))
         pid = self._spawn_keeper(trial_dir)
         handle: dict[str, Any] = {
@@ -163,8 +162,9 @@ class LocalTrainingService(TrainingService):
 
     async def _kill(self, trial: LiveTrial) -> None:
         if self._keeper_alive(trial.handle):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(trial.handle["keeper_pid"], signal.SIGTERM)  # the keeper ends the tree and records it
+            # the keeper ends the tree and records it; SIGCONT: a stopped keeper must act too
+            keeper.send({trial.handle["keeper_pid"]}, signal.SIGTERM, signal.SIGCONT)
+            trial.state.setdefault("answer_by", time.monotonic() + KEEPER_ANSWER_SECONDS)
             return
         if read_record(Path(trial.handle["trial_dir"]) / RESULT_RECORD) is None:
             self._start_cleanup(trial, canceled=True)
@@ -172,9 +172,16 @@ class LocalTrainingService(TrainingService):
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
         return await self.files.read(handle["trial_dir"], name)
 
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        return self.files.here(handle["trial_dir"])
+
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials:
-            await self._wait_for_trials_to_end(self._keepers_gone, KILL_GRACE + keeper.SIGKILL_WAIT + 2)
+            await self._wait_for_trials_to_end(self._keepers_gone, KEEPER_ANSWER_SECONDS)
+            for trial in self.live.values():  # keepers that did not answer: nothing of theirs is left behind
+                if self._keeper_alive(trial.handle):
+                    keeper.send({trial.handle["keeper_pid"]}, signal.SIGKILL)
+                    await asyncio.to_thread(keeper.end_without_keeper, trial.handle["trial_dir"], True, 0)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         for trial_id in list(self._pidfds):
@@ -191,6 +198,10 @@ class LocalTrainingService(TrainingService):
         alive = bool(look.alive) and self._keeper_alive(trial.handle)
         cleanup = trial.state.get("cleanup")
         ended = None
+        if alive and time.monotonic() > trial.state.get("answer_by", float("inf")):
+            log.warning("trial %s: its keeper did not end it when asked; killing the keeper", trial.trial_id)
+            keeper.send({trial.handle["keeper_pid"]}, signal.SIGKILL)  # the next look finds it gone
+            trial.state["answer_by"] = float("inf")
         if look.result is not None:
             ended = ended_from_result(trial.trial_id, look.result, trial.cancel_status)
         elif not alive and cleanup is None and trial.cancel_status is not None:
@@ -214,14 +225,7 @@ class LocalTrainingService(TrainingService):
 
     async def _clean_up_after_keeper(self, handle: Mapping[str, Any], *, canceled: bool) -> None:
         """Do the dead keeper's job: end the trial's tree and, for a cancel, write its final record."""
-        trial_dir = Path(handle["trial_dir"])
-        record = read_record(trial_dir / KEEPER_RECORD) or {}
-        pid, ticks = record.get("pid"), record.get("start_ticks")
-        if pid and record.get("boot_id") == self._boot_id:
-            tree = functools.partial(keeper.trial_tree, pid, leader_ticks=ticks)
-            await asyncio.to_thread(keeper.end_tree, tree, KILL_GRACE)
-        if canceled and read_record(trial_dir / RESULT_RECORD) is None:
-            write_record(trial_dir / RESULT_RECORD, canceled_by_manager())
+        await asyncio.to_thread(keeper.end_without_keeper, handle["trial_dir"], canceled, KILL_GRACE)
         self.wakeup.set()
 
     def _forget(self, trial_id: str) -> None:

@@ -8,7 +8,8 @@ The payload is this trial's (JSON); what every trial shares is in ``settings.jso
 Standalone on purpose (stdlib only, Linux, Python >= 3.8), like the keeper beside which it is shipped. It
 
 * makes the trial directory on this node (``<root>/<experiment>/trials/<attempt>``), writes its inputs and a
-  ``command.json`` whose environment is the job's own plus NNI's variables;
+  ``command.json`` (keeper protocol 2) holding what the trial's environment changes in the job's: NNI's
+  variables, the trial's own, the ``nni`` shim; the keeper inherits the job's environment and applies that;
 * starts the keeper in a session of its own, so that Ray's process-group kill of a dead job cannot take it down
   before it has ended the trial's tree: the keeper gets SIGTERM when this process dies (``PR_SET_PDEATHSIG``);
 * writes, as lines ``@trialfleet/1 <json>`` on its stdout (the job's log), every byte the trial adds to its
@@ -149,11 +150,14 @@ def output_files(trial_dir: str) -> list:
     return sorted(found)
 
 
-def trial_environment(payload: dict, trial_dir: str, code_dir: str) -> dict:
-    """The job's environment, less the variables that would switch a real nni's channel, plus NNI's."""
-    env = {key: value for key, value in os.environ.items() if key not in payload["unset"]}
-    env.update(payload["env"])
-    env.update(NNI_SYS_DIR=trial_dir, NNI_OUTPUT_DIR=trial_dir, NNI_CODE_DIR=code_dir)
+def trial_environment(payload: dict, trial_dir: str, code_dir: str) -> tuple:
+    """What the trial's environment changes in the job's (keeper protocol 2: ``command.json`` holds only this,
+    never the job's whole environment): ``(overlay, names to unset)``. The variables that would switch a real
+    nni's channel go; NNI's come, with the ``nni`` shim on PYTHONPATH unless the trial's python3 has a real nni."""
+    unset = sorted(name for name in payload["unset"] if name in os.environ)
+    overlay = dict(payload["env"], NNI_SYS_DIR=trial_dir, NNI_OUTPUT_DIR=trial_dir, NNI_CODE_DIR=code_dir)
+    env = {key: value for key, value in os.environ.items() if key not in unset}
+    env.update(overlay)
     probe = subprocess.run(
         ["python3", "-c", payload["real_nni_probe"]],
         env=env,
@@ -163,10 +167,10 @@ def trial_environment(payload: dict, trial_dir: str, code_dir: str) -> dict:
     )
     if probe.stdout.strip() != b"yes":  # no real nni for the trial's python3: the shim is its nni
         shim = os.path.join(code_dir, payload["shim"])
-        env["PYTHONPATH"] = os.pathsep.join(
+        overlay["PYTHONPATH"] = os.pathsep.join(
             [shim] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         )
-    return env
+    return overlay, unset
 
 
 def prepare(payload: dict, code_dir: str) -> str:
@@ -176,7 +180,8 @@ def prepare(payload: dict, code_dir: str) -> str:
     for stale in payload["stale"]:  # a directory reused for the same attempt must not show the last run
         if os.path.lexists(os.path.join(trial_dir, stale)):
             os.unlink(os.path.join(trial_dir, stale))
-    command = dict(payload["command"], cwd=code_dir, env=trial_environment(payload, trial_dir, code_dir))
+    overlay, unset = trial_environment(payload, trial_dir, code_dir)
+    command = dict(payload["command"], cwd=code_dir, env=overlay, env_unset=unset)
     files = dict(payload["files"], **{"command.json": json.dumps(command)})
     for name, content in files.items():
         fd = os.open(os.path.join(trial_dir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -5,8 +5,8 @@ manager follows that log and applies each line to ``<experiment dir>/trials/<att
 any local trial directory (:class:`~..trial_files.LocalTrialFiles`): the metric cursors, exactly-once and in
 order, are those of every platform. Streams are appended at the offsets the lines carry (the relay's
 ``append_at``: bytes the mirror has already are skipped, so a log read twice changes nothing); records and
-output files are written whole. A line naming a file outside the trial directory, or one of the inputs the
-manager wrote itself, is refused and logged.
+output files are written whole. A line naming a file outside the trial directory, one of the inputs the
+manager wrote itself, or the keeper's private ``command.json`` (entry.py never sends it) is refused and logged.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import os
 from pathlib import Path
 
+from trialfleet.errors import TrialFileRefusedError
 from trialfleet.training_services.ray.entry import unframe
 from trialfleet.training_services.relay import GapError, append_at
 from trialfleet.training_services.trial_dir import COMMAND_FILE, PARAMETER_FILE, relative_file
@@ -59,10 +60,10 @@ class LogMirror:
             return  # Ray's own lines ("Running entrypoint for job …")
         name, data, offset = found
         try:
-            relative = relative_file(name, self.trial_dir)
+            relative = relative_file(name, self.trial_dir)  # command.json: TrialFileRefusedError
             if relative in _INPUTS:
                 raise ValueError(f"{name!r} is written by the manager, not the trial")
-        except ValueError as exc:
+        except (ValueError, TrialFileRefusedError) as exc:
             log.warning("ray: job log of %s: refused %s", self.trial_dir.name, exc)
             return
         path = self.trial_dir / relative

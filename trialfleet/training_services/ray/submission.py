@@ -21,7 +21,7 @@ from trialfleet.compat import REAL_NNI_PROBE
 from trialfleet.training_services.environment import CHANNEL_VARIABLES
 from trialfleet.training_services.naming import attempt_name, nni_job_name
 from trialfleet.training_services.spec import TrialSpec
-from trialfleet.training_services.trial_dir import KEEPER_PROTOCOL, PARAMETER_FILE, STALE_RECORDS
+from trialfleet.training_services.trial_dir import PARAMETER_FILE, STALE_RECORDS, command_record
 
 METADATA_EXPERIMENT = "trialfleet_experiment"
 METADATA_TRIAL = "trialfleet_trial"
@@ -89,13 +89,15 @@ def payload(experiment_id: str, spec: TrialSpec, node_directory: str | None) -> 
     }
     if spec.gpu_number == 0:
         env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
-    command = {"argv": ["/bin/bash", "-c", spec.command], "max_duration": None, "kill_grace": KILL_GRACE}
+    command = command_record(["/bin/bash", "-c", spec.command], "", None, kill_grace=KILL_GRACE)
+    for known_on_the_node in ("cwd", "env", "env_unset"):  # entry.py fills these in
+        del command[known_on_the_node]
     return {
         "experiment": experiment_id,
         "attempt": attempt_name(spec.trial_id, spec.attempt),
         "trial_root": node_directory,
         "files": {PARAMETER_FILE: spec.parameter_record},
-        "command": {**command, "protocol": KEEPER_PROTOCOL},
+        "command": command,
         "env": env,
     }
 

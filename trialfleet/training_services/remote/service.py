@@ -29,7 +29,7 @@ from trialfleet.compat import trial_pythonpath_env
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.code_packing import pack_code_dir
-from trialfleet.training_services.environment import trial_environment
+from trialfleet.training_services.environment import environment_change, trial_environment
 from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.remote.config import RemoteConfig
@@ -198,9 +198,10 @@ class RemoteTrainingService(TrainingService):
         )
         trial_dir = machine.trial_dir(name)
         cwd = posixpath.join(trial_dir, "code")
-        command = command_record(
-            ["/bin/bash", "-c", spec.command], cwd, self._trial_env(machine, spec, trial_dir, gpus)
+        env, unset = environment_change(
+            self._trial_env(machine, spec, trial_dir, gpus), machine.env, spec.env
         )
+        command = command_record(["/bin/bash", "-c", spec.command], cwd, env, env_unset=unset)
         files = input_files(spec.parameter_record, command)
         # a copy here too: readable while the host is unreachable
         await asyncio.to_thread(write_trial_inputs, self.context.trials_dir / name, files)

@@ -322,6 +322,9 @@ class SlurmTrainingService(TrainingService):
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
         return await self.shared.trials.read(handle["trial_dir"], name)
 
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        return self.shared.trials.here(handle["trial_dir"])
+
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials:
             await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)

@@ -2,7 +2,7 @@
 // results (downsampled on the server, filtered by step and value range) and trial durations.
 
 import { api } from "./api.js";
-import { adaptiveThrottle, card, h } from "./dom.js";
+import { adaptiveThrottle, card, h, isRecord } from "./dom.js";
 import { durationPlot, finalMetricPlot, intermediatePlot, parallelPlot } from "./plots.js";
 import * as trialCache from "./trialcache.js";
 
@@ -25,7 +25,7 @@ function select(id, values, current, label, onChange) {
 
 function paramNames() {
   const names = new Set(Object.keys(state.exp.searchSpace || {}));
-  for (const t of trials) for (const k of Object.keys(t.params || {})) names.add(k);
+  for (const t of trials) if (isRecord(t.params)) for (const k of Object.keys(t.params)) names.add(k);
   return [...names];
 }
 

@@ -58,8 +58,14 @@ export function fmtDuration(seconds) {
   return parts.length ? parts.slice(0, 3).join(" ") : "0s";
 }
 
+/** A trial's parameters are usually a record of named values; NNI's BatchTuner hands out bare values. */
+export function isRecord(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
 export function fmtParams(params) {
-  return Object.entries(params || {}).map(([k, v]) => `${k}=${fmtNumber(v)}`).join(", ");
+  if (!isRecord(params)) return JSON.stringify(params ?? {});
+  return Object.entries(params).map(([k, v]) => `${k}=${fmtNumber(v)}`).join(", ");
 }
 
 export function trialDuration(trial, now = Date.now()) {

@@ -41,6 +41,16 @@ function errorCallout(exp) {
     h("pre", {}, exp.error || "(no message)"));
 }
 
+function failureCallout(exp) {
+  const failure = exp.firstFailure;
+  if (!failure) return null;
+  const failed = exp.counts.FAILED || 0;
+  return h("div", { className: "callout error", id: "first-failure" },
+    h("strong", {}, `${failed} trial${failed === 1 ? "" : "s"} failed and none succeeded yet. `),
+    `The first, ${failure.trialId} (${failure.message || "failed"}), wrote to stderr:`,
+    h("pre", {}, failure.stderrTail || "(nothing)"));
+}
+
 function progress(fraction, color) {
   const pct = Math.min(100, Math.max(0, fraction * 100));
   return h("div", { className: "progress" }, h("div", { className: "bar", style: `width:${pct}%;background:${color}` }));
@@ -150,7 +160,7 @@ const refreshChart = adaptiveThrottle(async () => {
 
 function renderCards(exp) {
   slots.cards.replaceChildren(infoCard(exp), durationCard(exp), trialsCard(exp));
-  slots.error.replaceChildren(errorCallout(exp) || "");
+  slots.error.replaceChildren(errorCallout(exp) || "", failureCallout(exp) || "");
 }
 
 let shownRevision = null;

@@ -1,7 +1,7 @@
 // Chart builders on plotly.js (served from the installed plotly package). Each takes plain data and
 // draws with Plotly.react, so redrawing on every live update only touches what changed.
 
-import { h, STATUS_COLORS, trialDuration } from "./dom.js";
+import { h, isRecord, STATUS_COLORS, trialDuration } from "./dom.js";
 
 const FONT = { family: "Inter, system-ui, sans-serif", size: 12, color: "#334155" };
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
@@ -125,7 +125,7 @@ export function parallelPlot(el, trials, { params, topPercent, mode, space = {} 
   if (!done.length || !params.length) return empty(el, "No succeeded trial with a final metric yet.");
   done = [...done].sort((a, b) => (isBetter(a.final, b.final, mode) ? -1 : 1));
   done = done.slice(0, Math.max(1, Math.ceil((done.length * topPercent) / 100)));
-  const dims = params.map((p) => dimension(p, done.map((t) => (p in t.params ? t.params[p] : null)), space[p]));
+  const dims = params.map((p) => dimension(p, done.map((t) => (isRecord(t.params) && p in t.params ? t.params[p] : null)), space[p]));
   const finals = done.map((t) => t.final);
   dims.push({ label: "metric", values: finals });
   draw(el, [{

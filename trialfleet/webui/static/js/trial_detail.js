@@ -104,6 +104,7 @@ export async function open(id, state, onClose) {
   document.body.append(overlay);
   try {
     open_.trial = await api.trial(id);
+    if (open_.trial.status === "FAILED") Object.assign(open_, { tab: "logs", logName: "stderr" }); // what explains it
     await fetchMetrics();
   } catch (error) {
     els.body.replaceChildren(h("div", { className: "empty error" }, String(error.message || error)));

@@ -1,0 +1,59 @@
+"""What a new user meets first, through the real console script: a finished experiment says DONE with its
+end time, one manager per experiment (a racing resume is refused; a killed one is not counted as running,
+zombie or not), and a kill of a finished trial says so."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.cli_harness import Cli, free_port, wait_until, write_experiment
+from trialfleet.storage.manager_lock import manager_running
+
+
+def _create(cli: Cli, config: Path, *extra: str) -> str:
+    out = cli.ok("create", "--config", str(config), "--port", str(free_port()), *extra)
+    return re.search(r"Experiment ID: (\w+)", out).group(1)  # type: ignore[union-attr]
+
+
+def test_a_finished_foreground_run_is_done_with_its_end_time(tmp_path: Path) -> None:
+    cli = Cli.in_dir(tmp_path)
+    experiment_id = _create(cli, write_experiment(tmp_path, hold=False), "--foreground")
+    (entry,) = cli.json("experiment", "list", "--all", "--json")
+    assert (entry["id"], entry["status"]) == (experiment_id, "DONE")
+    assert entry["endTime"] is not None and entry["endTime"] >= entry["startTime"]
+    trial = cli.json("trial", "ls", experiment_id, "--json")[0]["trialJobId"]
+    resumed = cli.ok("resume", experiment_id, "--port", str(free_port()))  # a finished one may go on
+    assert "Resumed" in resumed
+    refused = cli.run("trial", "kill", experiment_id, "-T", trial)
+    assert refused.returncode == 2 and f"trial {trial} has already ended (SUCCEEDED)" in refused.stderr
+    cli.ok("stop", experiment_id)
+
+
+def test_one_manager_per_experiment_and_a_killed_one_is_not_running(tmp_path: Path) -> None:
+    cli = Cli.in_dir(tmp_path)
+    experiment_id = _create(cli, write_experiment(tmp_path, hold=True))
+    experiment_dir = tmp_path / "experiments" / experiment_id
+    cli.ok("stop", experiment_id)
+    # a manager started by this process: killed, it stays a zombie until this process reaps it
+    argv = [sys.executable, "-m", "trialfleet.manager", "--experiment-dir", str(experiment_dir)]
+    first = subprocess.Popen([*argv, "--action", "resume", "--port", str(free_port())], env=cli.env)
+    wait_until(lambda: manager_running(experiment_dir), "the first manager to hold the experiment")
+    second = subprocess.run(
+        [*argv, "--action", "resume", "--port", str(free_port())], env=cli.env, capture_output=True, text=True
+    )
+    assert second.returncode == 2 and f"another manager (pid {first.pid})" in second.stderr
+    os.kill(first.pid, signal.SIGKILL)
+    wait_until(
+        lambda: Path(f"/proc/{first.pid}/stat").read_text().split(")")[-1].split()[0] == "Z", "a zombie"
+    )
+    assert not manager_running(experiment_dir)
+    assert cli.json("experiment", "list", "--all", "--json")[0]["status"] == "STOPPED"
+    cli.ok("resume", experiment_id, "--port", str(free_port()))  # at once, the zombie notwithstanding
+    first.wait()
+    (tmp_path / "code" / "hold").unlink()
+    cli.ok("stop", experiment_id)

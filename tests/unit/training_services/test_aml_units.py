@@ -1,0 +1,223 @@
+"""Azure ML's pure parts: the state table, how a trial ended, the mirror of a job's trial directory, job names
+and what a job is submitted with (a golden file, hostile values included).
+
+Regenerate the golden file after an intended change with::
+
+    TRIALFLEET_REGEN_GOLDEN=1 python -m pytest tests/unit/training_services/test_aml_units.py
+
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.aml.job import (
+    TrialJob,
+    experiment_name,
+    job_name,
+    job_spec,
+    trial_variables,
+)
+from trialfleet.training_services.aml.mirror import FILES_TAG, apply_chunks
+from trialfleet.training_services.aml.status import AmlJob, aml_state_meaning, trial_outcome
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "aml_job" / "hostile.json"
+REGENERATE = os.environ.get("TRIALFLEET_REGEN_GOLDEN") == "1"
+HOSTILE = "sp ace 'q' \"dq\" $(touch pwned) `touch pwned` ;|&<> %j \\n ünï ✓\nnew line"
+W, R = TrialStatus.WAITING, TrialStatus.RUNNING
+INFRA, USER, CANCELED = FailureKind.INFRASTRUCTURE, FailureKind.USER_CODE, FailureKind.CANCELED
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "kind"),
+    [
+        ("NotStarted", W, None),
+        ("Starting", W, None),
+        ("Provisioning", W, None),
+        ("Preparing", W, None),
+        ("Queued", W, None),
+        ("Running", R, None),
+        ("Finalizing", R, None),
+        ("CancelRequested", R, None),
+        ("Completed", TrialStatus.SUCCEEDED, None),
+        ("Failed", TrialStatus.FAILED, USER),
+        ("Canceled", TrialStatus.USER_CANCELED, CANCELED),
+        ("NotResponding", TrialStatus.FAILED, INFRA),
+        ("Paused", TrialStatus.FAILED, INFRA),
+        ("Unknown", TrialStatus.UNKNOWN, None),
+        (None, TrialStatus.UNKNOWN, None),
+    ],
+)
+def test_state_table(state: str | None, status: TrialStatus, kind: FailureKind | None) -> None:
+    meaning = aml_state_meaning(state)
+    assert (meaning.status, meaning.failure_kind) == (status, kind)
+
+
+def outcome(result: dict[str, Any] | None, status: str | None, **kw: Any) -> tuple[Any, ...] | None:
+    args: dict[str, Any] = {"keeper_started": True, "cancel_status": None, "settled": True, **kw}
+    ended = trial_outcome("t", result, AmlJob("j", status) if status else None, **args)
+    return None if ended is None else (ended.status, ended.failure_kind, (ended.message or "").split(" (")[0])
+
+
+CANCELED_RESULT = {"canceled": True, "reason": "canceled"}
+
+
+@pytest.mark.parametrize(
+    ("result", "status", "kw", "expected"),
+    [
+        (
+            {"exit_code": 0, "reason": "exit code 0"},
+            "Running",
+            {},
+            (TrialStatus.SUCCEEDED, None, "exit code 0"),
+        ),
+        ({"exit_code": 2, "reason": "exit code 2"}, "Failed", {}, (TrialStatus.FAILED, USER, "exit code 2")),
+        (
+            CANCELED_RESULT,
+            "CancelRequested",
+            {"cancel_status": TrialStatus.EARLY_STOPPED},
+            (TrialStatus.EARLY_STOPPED, CANCELED, "canceled"),
+        ),
+        (CANCELED_RESULT, "Running", {}, None),
+        (
+            CANCELED_RESULT,
+            "NotResponding",
+            {},
+            (TrialStatus.FAILED, INFRA, "the job's node stopped responding"),
+        ),
+        (CANCELED_RESULT, "Canceled", {}, (TrialStatus.USER_CANCELED, CANCELED, "canceled")),
+        (None, "Queued", {}, None),
+        (None, "Completed", {"settled": False}, None),
+        (
+            None,
+            "Completed",
+            {},
+            (TrialStatus.FAILED, INFRA, "lost: the trial keeper ended without a final record"),
+        ),
+        (
+            None,
+            "Failed",
+            {"keeper_started": False},
+            (TrialStatus.FAILED, INFRA, "the job ended before the trial started"),
+        ),
+        (
+            None,
+            "Canceled",
+            {"cancel_status": TrialStatus.USER_CANCELED},
+            (TrialStatus.USER_CANCELED, CANCELED, "canceled"),
+        ),
+        (None, "Canceled", {}, (TrialStatus.USER_CANCELED, CANCELED, "cancelled outside trialfleet")),
+        (None, "Paused", {}, (TrialStatus.FAILED, INFRA, "Azure ML paused the job")),
+        (None, None, {}, None),
+    ],
+)
+def test_trial_outcome(
+    result: dict[str, Any] | None, status: str | None, kw: dict[str, Any], expected: tuple[Any, ...] | None
+) -> None:
+    assert outcome(result, status, **kw) == expected
+
+
+def chunk(offset: int, data: bytes) -> str:
+    return f"{offset}:{base64.b64encode(data).decode()}"
+
+
+def test_the_mirror_applies_each_chunk_once_at_its_offset(tmp_path: Path) -> None:
+    tags = {FILES_TAG: json.dumps([".nni/metrics", "trial.stdout"]), "trialfleet.0.0": chunk(0, b"abc")}
+    assert apply_chunks(tmp_path, tags) == 3
+    tags |= {"trialfleet.0.1": chunk(3, b"def"), "trialfleet.1.0": chunk(0, "ü\n".encode())}
+    tags["trialfleet.0.3"] = chunk(9, b"jkl")  # a gap: chunk 2 is not there yet
+    assert apply_chunks(tmp_path, tags) == 3 + 3
+    assert apply_chunks(tmp_path, tags) == 0  # read twice, written once
+    assert (tmp_path / ".nni" / "metrics").read_bytes() == b"abcdef"
+    tags["trialfleet.0.2"] = chunk(6, b"ghi")
+    assert apply_chunks(tmp_path, tags) == 6
+    assert (tmp_path / ".nni" / "metrics").read_bytes() == b"abcdefghijkl"
+    assert (tmp_path / "trial.stdout").read_text() == "ü\n"
+
+
+def test_the_mirror_ignores_what_is_not_a_chunk_of_the_trial_directory(tmp_path: Path) -> None:
+    tags = {
+        FILES_TAG: json.dumps(["../escape", "/etc/passwd", "ok"]),
+        "trialfleet.0.0": chunk(0, b"x"),
+        "trialfleet.1.0": chunk(0, b"x"),
+        "trialfleet.2.0": "not base64 ~~~",
+        "trialfleet.9.0": chunk(0, b"x"),
+        "mlflow.user": "someone",
+    }
+    assert apply_chunks(tmp_path, tags) == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_job_names() -> None:
+    assert job_name("abc123", "trial", 0) == "nni_exp_abc123_trial_trial"
+    assert job_name("abc123", "trial", 2) == "nni_exp_abc123_trial_trial_attempt_2"
+    upper, lower = job_name("abc123", "aBc", 0), job_name("abc123", "abc", 0)
+    assert upper.startswith("nni_exp_abc123_trial_abc_") and upper == upper.lower() and upper != lower
+    assert experiment_name("my exp: ü", "x1") == "my_exp"
+    assert experiment_name(None, "x1") == "trialfleet_x1"
+
+
+def test_the_job_spec_matches_the_golden_file() -> None:
+    nni = {
+        "NNI_PLATFORM": "aml",
+        "NNI_EXP_ID": "golden",
+        "NNI_TRIAL_JOB_ID": "Tr1al",
+        "NNI_TRIAL_SEQ_ID": "5",
+    }
+    record = json.dumps({"parameter_id": 3, "parameters": {"text": HOSTILE}})
+    env = trial_variables(nni, {"HOSTILE_VALUE": HOSTILE}, record, f"python3 echo.py '{HOSTILE}'", 0)
+    job = TrialJob(
+        job_name("golden", "Tr1al", 0),
+        "Tr1al",
+        experiment_name(HOSTILE, "golden"),
+        "cpu-cluster",
+        "msranni/nni:latest",
+        env,
+        {"trialfleet.trial": "Tr1al"},
+    )
+    text = json.dumps(job_spec(job), indent=1, ensure_ascii=False) + "\n"
+    if REGENERATE:
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), f"{GOLDEN} differs (TRIALFLEET_REGEN_GOLDEN=1 to update)"
+    assert job_spec(job)["environment_variables"]["HOSTILE_VALUE"] == HOSTILE
+    assert HOSTILE not in job_spec(job)["command"]  # every value travels in the environment
+
+
+def test_the_forwarder_writes_the_command_the_keeper_speaks(tmp_path: Path, monkeypatch) -> None:
+    """The forwarder (stdlib, in the job) writes command.json itself: its protocol is the keeper's."""
+    import json
+
+    from trialfleet.training_services.aml import forwarder
+    from trialfleet.trial_keeper.keeper import PROTOCOL
+
+    monkeypatch.setenv(forwarder.ENV_PREFIX + "PARAMETERS", '{"parameter_id": 0}')
+    monkeypatch.setenv(forwarder.ENV_PREFIX + "COMMAND", "python3 trial.py")
+    monkeypatch.chdir(tmp_path)
+    forwarder.prepare(str(tmp_path / "support"), str(tmp_path / "trial"))
+    assert json.loads((tmp_path / "trial" / "command.json").read_text())["protocol"] == PROTOCOL
+
+
+def test_command_json_stays_in_the_job(tmp_path: Path, monkeypatch) -> None:
+    """command.json holds environment values: the forwarder does not ship it, the mirror would not write it."""
+    from trialfleet.training_services.aml import forwarder
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
+    monkeypatch.setenv("MLFLOW_RUN_ID", "run")
+    (tmp_path / "command.json").write_text('{"env": {"SECRET": "x"}}')
+    (tmp_path / "trial.stdout").write_text("hello\n")
+    shipper = forwarder.Shipper(str(tmp_path))
+    assert [tag["key"] for tag in shipper.scan()] == ["trialfleet.0.0"]
+    assert shipper.files == ["trial.stdout"]
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    shipped = {FILES_TAG: json.dumps(["command.json"]), "trialfleet.0.0": chunk(0, b"{}")}
+    assert apply_chunks(mirror, shipped) == 0
+    assert list(mirror.iterdir()) == []

@@ -1,0 +1,282 @@
+"""DLTS training service: every trial attempt is one DLTS job, submitted through the cluster's dashboard.
+
+The trial directories, a copy of the keeper and of the ``nni`` shim, and a copy of the code live on the
+cluster's NFS storage, which this machine mounts too (:class:`~.mounted_storage.MountedStorage`); jobs see
+it at their ``/work``. Everything but job control goes through those files (docs/trial-directory.md), so
+metrics are read exactly once through the cursors as on every platform. Job control is the dashboard's API
+(:mod:`.client`): submit, one status read per watched job when a look is due (:class:`~.status.JobWatcher`),
+kill, and the job's log. The job id is chosen here per attempt (:func:`~.job.job_id`) and kept in the
+handle, so ``submit`` finds a job it launched already and a restarted manager re-adopts its jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from trialfleet.errors import PlatformError
+from trialfleet.status import FailureKind
+from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services.dlts.client import DashboardClient, DltsRefused, DltsUnavailable
+from trialfleet.training_services.dlts.config import DltsConfig
+from trialfleet.training_services.dlts.job import SCRIPT_NAME, JobSettings, TrialJob, job_body, launch_script
+from trialfleet.training_services.dlts.status import RESULT_GRACE, DltsJob, JobWatcher, trial_outcome
+from trialfleet.training_services.environment import nni_variables
+from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
+from trialfleet.training_services.mounted_storage import MountedStorage
+from trialfleet.training_services.naming import attempt_name
+from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
+from trialfleet.training_services.trial_dir import KEEPER_RECORD, command_record, input_files
+from trialfleet.training_services.trial_files import TrialLook
+
+log = logging.getLogger(__name__)
+
+JOB_LOG = "dlts.log"  # read_trial_file's name for the job's log as DLTS keeps it (the pod's output)
+SHUTDOWN_WAIT = 30.0
+#: variables DLTS sets in its jobs, read when the config leaves a credential out (a manager run in a job)
+ENV_FALLBACKS = {"email": "DLWS_USER_EMAIL", "password": "DLTS_JOB_TOKEN", "team": "DLWS_VC_NAME"}
+
+
+def _setting(value: str | None, key: str) -> str:
+    """``email``, ``password`` or ``team``: the config's value, else the variable DLTS sets in its jobs."""
+    if value is not None:
+        return value
+    fallback = os.environ.get(ENV_FALLBACKS[key])
+    if not fallback:
+        raise PlatformError(
+            f"dlts: `{key}` is not set in the config and ${ENV_FALLBACKS[key]} is not set either "
+            "(DLTS sets it only inside its own jobs)"
+        )
+    return fallback
+
+
+class DltsTrainingService(TrainingService):
+    platform = "dlts"
+    config_class = DltsConfig
+    supports_gpu_scheduling = True  # DLTS places each job's GPUs (resourcegpu)
+    poll_interval = 1.0  # trial directories; the dashboard itself is read by the watcher's back-off
+
+    def __init__(self, context: ExperimentContext) -> None:
+        super().__init__(context)
+        self.config = cast(DltsConfig, context.service_config)
+        local, remote = self._mounts()
+        self.storage = MountedStorage(local, remote, context.experiment_id)
+        self.client: DashboardClient | None = None
+        self.watcher: JobWatcher | None = None
+        self.team = ""
+        self.gpu_type = ""
+        self._unreadable: str | None = None
+
+    def _mounts(self) -> tuple[Path, str]:
+        local, container = self.config.local_storage_mount_point, self.config.container_storage_mount_point
+        if local is None and container is None:  # NNI's layout: the working directory is on the storage
+            working = self.context.experiment_dir.parent.absolute()
+            return working, str(working)
+        return (local or Path(str(container))), str(container)
+
+    # ---- preparation -----------------------------------------------------------------------------------
+
+    async def _prepare(self) -> None:
+        config = self.config
+        secret = config.password.get_secret_value() if config.password is not None else None
+        email, password = _setting(config.email, "email"), _setting(secret, "password")
+        self.team = _setting(config.team, "team")
+        self.client = DashboardClient(self.config.dashboard, self.config.cluster, email, password)
+        self.watcher = JobWatcher(self.client)
+        try:
+            self.gpu_type = self.config.gpu_type or await self.client.gpu_type(self.team)
+            await self.storage.prepare()
+        except PlatformError:
+            await self.client.close()
+            raise
+
+    @property
+    def _client(self) -> DashboardClient:
+        assert self.client is not None, "start() first"
+        return self.client
+
+    @property
+    def _watcher(self) -> JobWatcher:
+        assert self.watcher is not None, "start() first"
+        return self.watcher
+
+    # ---- submission ------------------------------------------------------------------------------------
+
+    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+        trial_dir = self.storage.trial_dir(attempt_name(spec.trial_id, spec.attempt))
+        try:
+            job = self._trial_job(spec, trial_dir, "")
+            log.debug("dlts: trial %s is job %s (%s)", spec.trial_id, job.job_id, job.name)
+        except ValueError as exc:
+            raise PlatformError(f"dlts: {exc}") from exc
+        try:
+            if await self._client.job(job.job_id) is not None:  # launched by an earlier manager
+                log.info("dlts: trial %s already has job %s; adopting it", spec.trial_id, job.job_id)
+                return self._submitted(job)
+            code_dir = await self.storage.code_dir(spec.code_dir)
+            job = self._trial_job(spec, trial_dir, code_dir)
+            await self._write_inputs(spec, job, code_dir)
+            await self._client.submit(job_body(job, self._settings(spec)))
+        except DltsUnavailable as exc:  # the submit may have happened: the next offer finds the job by its id
+            return Deferred(f"the DLTS dashboard is unavailable: {exc}")
+        except DltsRefused:
+            if await self._client.job(job.job_id) is None:  # not a second submit of the same id
+                raise
+        return self._submitted(job)
+
+    async def _write_inputs(self, spec: TrialSpec, job: TrialJob, code_dir: str) -> None:
+        # env None: the trial inherits the job's environment (DLTS's variables, its GPUs) and the script's
+        command = command_record(["/bin/bash", "-c", spec.command], code_dir, None)
+        files = input_files(spec.parameter_record, command)
+        files[SCRIPT_NAME] = launch_script(job)  # private, as command.json: it holds environment values
+        await self.storage.trials.write(job.trial_dir, files)
+
+    def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
+        env = nni_variables(
+            self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
+        )
+        env.update(spec.env)
+        if spec.gpu_number == 0:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
+        return TrialJob(
+            experiment_id=self.context.experiment_id,
+            trial_id=spec.trial_id,
+            attempt=spec.attempt,
+            trial_dir=trial_dir,
+            keeper=self.storage.layout.keeper,
+            shim_dir=self.storage.layout.shim_dir,
+            env=env,
+        )
+
+    def _settings(self, spec: TrialSpec) -> JobSettings:
+        return JobSettings(
+            team=self.team,
+            email=self._client.email,
+            gpu_type=self.gpu_type,
+            image=self.config.image,
+            gpus=spec.gpu_number or 0,
+            preemption_allowed=self.config.preemption_allowed,
+        )
+
+    def _submitted(self, job: TrialJob) -> Submitted:
+        self._watcher.watch(job.job_id)
+        handle = {"job_id": job.job_id, "job_name": job.name, "trial_dir": job.trial_dir}
+        return Submitted(handle, f"dlts:{self.config.cluster}:{job.job_id}:{job.trial_dir}", started=False)
+
+    # ---- polling ---------------------------------------------------------------------------------------
+
+    async def _adopt(self, trial: LiveTrial) -> None:
+        self._watcher.watch(trial.handle["job_id"])
+        trial.started = await self.storage.trials.exists(trial.handle["trial_dir"], KEEPER_RECORD)
+        self.wakeup.set()  # it may have ended while nobody watched
+
+    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
+        await self._watcher.refresh()
+        try:
+            looks = await self.storage.trials.look(trials)
+        except (OSError, PlatformError) as exc:  # nothing read: the next look starts at the same cursors
+            if self._unreadable is None:
+                log.warning("dlts: cannot read the trial directories (retried): %s", exc)
+            self._unreadable = str(exc)
+            return PollBatch()
+        self._unreadable = None
+        batch = PollBatch()
+        for trial in trials:
+            batch.extend(await self._collect_one(trial, looks[trial.trial_id]))
+        return batch
+
+    async def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
+        watcher, job_id = self._watcher, trial.handle["job_id"]
+        job = watcher.jobs.get(job_id)
+        keeper_started = bool(trial.state.get("keeper_started") or look.keeper_started)
+        trial.state["keeper_started"] = keeper_started
+        batch = PollBatch()
+        if not trial.started and (keeper_started or (job is not None and job.status == "running")):
+            batch.started.append(TrialStarted(trial.trial_id, time.time()))
+        batch.waiting = self._waiting(trial, job)
+        since = watcher.ended_for(job_id)
+        current = self._current(trial, look, job)
+        ended = trial_outcome(
+            trial.trial_id,
+            look.result,
+            current,
+            keeper_started=keeper_started,
+            cancel_status=trial.cancel_status,
+            gone=watcher.gone(job_id),
+            settled=since is not None and since >= RESULT_GRACE,
+        )
+        if ended is None and (look.result is not None or trial.cancel_status is not None):
+            watcher.hurry()  # the end is near: learn DLTS's side of it soon
+        batch.metrics, batch.problems = look.read_metrics(ended is not None)
+        if ended is not None:
+            if ended.failure_kind is FailureKind.INFRASTRUCTURE and (current is None or not current.ended):
+                await self._kill_job(job_id)  # paused or requeued: it must not run this attempt again
+            batch.ended.append(ended)
+            watcher.forget(job_id)
+        return batch
+
+    def _current(self, trial: LiveTrial, look: TrialLook, job: DltsJob | None) -> DltsJob | None:
+        """The job's state, or None when the keeper recorded a cancel nobody here asked for and DLTS has not
+        been asked since: only a fresh state tells a kill elsewhere from a pause or a preemption."""
+        if look.result is None or not look.result.get("canceled") or trial.cancel_status is not None:
+            return job
+        seen_at = trial.state.setdefault("foreign_cancel_at", self._watcher.clock())
+        if self._watcher.read_at.get(trial.handle["job_id"], float("-inf")) <= seen_at:
+            self._watcher.reread(trial.handle["job_id"])
+            return None
+        return job
+
+    @staticmethod
+    def _waiting(trial: LiveTrial, job: DltsJob | None) -> list[TrialWaiting]:
+        """Why DLTS still holds the job (approval, GPUs, pod creation), reported once per change."""
+        reason = job.meaning.reason if job is not None and job.waiting else None
+        if reason == trial.state.get("waiting_reason"):
+            return []
+        trial.state["waiting_reason"] = reason
+        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
+
+    # ---- cancel, files, shutdown -----------------------------------------------------------------------
+
+    async def _kill(self, trial: LiveTrial) -> None:
+        """DLTS deletes the job's pod: the keeper, its main process, gets SIGTERM and ends the trial's tree."""
+        self._watcher.hurry()
+        await self._kill_job(trial.handle["job_id"])
+
+    async def _kill_job(self, job_id: str) -> None:
+        try:
+            await self._client.kill(job_id)
+        except PlatformError as exc:
+            log.warning("dlts: cannot kill job %s: %s", job_id, exc)
+
+    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+        if name == JOB_LOG:
+            return (await self._client.log(handle["job_id"])).encode()
+        return await self.storage.trials.read(handle["trial_dir"], name)
+
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        return self.storage.trials.here(handle["trial_dir"])
+
+    async def _shutdown(self, killed_trials: bool) -> None:
+        if killed_trials and self.client is not None:
+            await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
+        if self.client is not None:
+            await self.client.close()
+        await self.storage.close()
+
+    async def _jobs_ended(self, trials: list[LiveTrial]) -> set[str]:
+        """The cancelled trials whose keeper recorded its end, or whose job DLTS no longer runs."""
+        ended = await self.storage.trials.ended(trials)
+        for trial in trials:
+            if trial.trial_id in ended:
+                continue
+            try:
+                detail = await self._client.job(trial.handle["job_id"])
+            except PlatformError:
+                continue
+            if detail is None or not DltsJob.from_detail(trial.handle["job_id"], detail).active:
+                ended.add(trial.trial_id)
+        return ended
