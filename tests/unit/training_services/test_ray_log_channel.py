@@ -7,9 +7,13 @@ the trial directory, nor the manager's own inputs, can be written through it.
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
+from trialfleet.training_services.ray import entry
 from trialfleet.training_services.ray.entry import CHUNK, MARK, frame, unframe
 from trialfleet.training_services.ray.log_channel import LogMirror
 
@@ -86,3 +90,36 @@ def test_names_outside_the_trial_directory_or_of_its_inputs_are_refused(tmp_path
         "trials/t1",
         "trials/t1/parameter.cfg",
     ]
+
+
+STREAM_ALL = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import entry
+streamer = entry.Streamer(sys.argv[2])
+streamer.pump()
+streamer.record("keeper.json")
+streamer.outputs()
+streamer.record("result.json")
+"""
+
+
+def test_fifos_the_trial_made_are_not_waited_on(tmp_path: Path) -> None:
+    """A trial that replaces its streams or records by FIFOs must not hold entry.py (and its job) for ever."""
+    trial_dir = tmp_path / "trial"
+    (trial_dir / ".nni").mkdir(parents=True)
+    for name in (".nni/metrics", "trial.stdout", "keeper.json", "out.fifo"):
+        os.mkfifo(trial_dir / name)
+    (trial_dir / "trial.stderr").write_bytes(b"err\n")
+    (trial_dir / "result.json").write_text('{"exit_code": 0}')
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", STREAM_ALL, str(Path(entry.__file__).parent), str(trial_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    mirror = LogMirror(tmp_path / "mirror")
+    mirror.replay(done.stdout)
+    assert sorted(p.name for p in mirror.trial_dir.iterdir()) == ["result.json", "trial.stderr"]
+    assert (mirror.trial_dir / "trial.stderr").read_bytes() == b"err\n"

@@ -28,6 +28,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -72,13 +73,27 @@ def emit(line: str) -> None:
         data = data[os.write(1, data) :]
 
 
-def read_from(path: str, offset: int, size: int = CHUNK) -> bytes:
+def open_regular(path: str):  # -> BinaryIO | None
+    """A regular file opened for reading, or None: missing, or a FIFO or device the trial put there (opened
+    without waiting, O_NONBLOCK, and left alone: reading it would hold this process for ever)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read(size)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_from(path: str, offset: int, size: int = CHUNK) -> bytes:
+    f = open_regular(path)
+    if f is None:
         return b""
+    with f:
+        f.seek(offset)
+        return f.read(size)
 
 
 class Streamer:
@@ -101,11 +116,11 @@ class Streamer:
     def record(self, name: str) -> bool:
         if name in self.sent:
             return True
-        try:
-            with open(os.path.join(self.trial_dir, name), "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
+        f = open_regular(os.path.join(self.trial_dir, name))
+        if f is None:
             return False
+        with f:
+            data = f.read()
         emit(frame(name, data))
         self.sent.add(name)
         return True
