@@ -50,6 +50,7 @@ async def test_a_trial_no_node_can_place_waits_with_rays_reason_until_cancelled(
         record = json.dumps({"parameter_id": 0, "parameter_source": "algorithm", "parameters": {}})
         submitted = await service.submit(TrialSpec("nowhere", 0, "true", tmp_path, record))
         assert isinstance(submitted, Submitted) and not submitted.started
+        assert service.trial_dir_here(submitted.handle) is None  # a live trial's files: the job's log first
         reasons: list[str] = []
         for _ in range(60):
             batch = await service.poll()
@@ -64,6 +65,7 @@ async def test_a_trial_no_node_can_place_waits_with_rays_reason_until_cancelled(
         assert [(e.status, e.failure_kind) for e in ended] == [
             (TrialStatus.USER_CANCELED, FailureKind.CANCELED)
         ]
+        assert service.trial_dir_here(submitted.handle) == Path(submitted.handle["trial_dir"])  # complete
         # Ray keeps the job PENDING; its stop waits for a node that can place it
         assert client(healthy_cluster).get_job_status(submitted.handle["submission_id"]) == "PENDING"
     finally:

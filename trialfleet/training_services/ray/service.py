@@ -299,11 +299,23 @@ class RayTrainingService(TrainingService):
                 raise
             raise FileNotFoundError(left) from None
 
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        """An ended trial's mirror, which is complete, is streamed from disk. A running trial's file is read
+        with :meth:`_read_file` (the mirror caught up with the job's log first), as is any file of a trial
+        that left files on its node (asking for one of those then says where it is)."""
+        mirror = self.files.here(handle["trial_dir"])
+        if self._is_live(handle["submission_id"]) or (mirror / LEFT_RECORD).exists():
+            return None
+        return mirror
+
+    def _is_live(self, submission_id: str) -> bool:
+        return any(trial.handle["submission_id"] == submission_id for trial in self.live.values())
+
     async def _catch_up(self, handle: Mapping[str, Any]) -> None:
         """For a running trial, bring the mirror up to what the trial wrote before now: wait for entry.py to
         forward it (every PAUSE) and read the job's whole log, rather than wait for its follower."""
         sid = handle["submission_id"]
-        if not any(trial.handle["submission_id"] == sid for trial in self.live.values()):
+        if not self._is_live(sid):
             return  # an ended trial's mirror is complete
         await asyncio.sleep(2 * FORWARD_PERIOD)
         try:
