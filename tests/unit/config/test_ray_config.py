@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -9,11 +11,15 @@ import pytest
 
 from trialfleet.config import ExperimentConfig
 from trialfleet.errors import ConfigError
+from trialfleet.manager.experiment_manager import ExperimentManager
+from trialfleet.manager.launcher import create_experiment
+from trialfleet.storage import secrets
+from trialfleet.storage.store import DB_RELATIVE_PATH
 from trialfleet.training_services.ray import RayConfig
 
 
-def experiment(tmp_path: Path, **service: Any) -> ExperimentConfig:
-    data = {
+def experiment(tmp_path: Path, workdir: Path | None = None, **service: Any) -> ExperimentConfig:
+    data: dict[str, Any] = {
         "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
         "trialCommand": "python3 trial.py",
         "trialCodeDirectory": str(tmp_path),
@@ -22,6 +28,8 @@ def experiment(tmp_path: Path, **service: Any) -> ExperimentConfig:
         "tuner": {"name": "Random"},
         "trainingService": {"platform": "ray", "address": "http://head:8265", **service},
     }
+    if workdir is not None:
+        data["experimentWorkingDirectory"] = str(workdir)
     return ExperimentConfig.from_dict(data)
 
 
@@ -60,3 +68,23 @@ def test_refused_with_a_reason(tmp_path: Path, service: dict[str, Any], expected
     with pytest.raises(ConfigError) as error:
         experiment(tmp_path, **service)
     assert expected in str(error.value)
+
+
+def test_the_token_is_a_secret_kept_out_of_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
+    config = experiment(tmp_path, token="s3cret-t0ken", workdir=tmp_path / "exps")
+    _, experiment_dir = create_experiment(config)
+    conn = sqlite3.connect(experiment_dir / DB_RELATIVE_PATH)
+    try:
+        assert "s3cret-t0ken" not in "\n".join(conn.iterdump())
+    finally:
+        conn.close()
+    kept = json.loads((experiment_dir / secrets.SECRETS_FILE).read_text())
+    assert kept == {"/trainingService/token": "s3cret-t0ken"}
+    manager = ExperimentManager(experiment_dir)
+    ray = manager.config.training_services[0]
+    assert isinstance(ray, RayConfig) and ray.http_headers() == {"Authorization": "Bearer s3cret-t0ken"}
+    assert "s3cret-t0ken" not in json.dumps(manager.config.to_json())
+    manager.store.close()

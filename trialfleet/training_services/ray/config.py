@@ -35,7 +35,7 @@ class RayConfig(TrainingServiceConfig):
         default_factory=dict
     )  # more HTTP headers, for a proxy in front of the head
     runtime_env: JsonMapping | None = None
-    trial_cpu_number: float = Field(default=1, ge=0)
+    trial_cpu_number: float = Field(default=1.0, ge=0)  # a float default: an int warns when dumped
     trial_memory_size: SizeMB | None = Field(default=None, gt=0)
     trial_resources: dict[str, float] = Field(default_factory=dict)  # custom resources, e.g. {"ssd": 1}
     node_directory: str | None = None  # where trial directories go on the nodes; default <tmp>/trialfleet-ray
