@@ -172,9 +172,19 @@ class RayNode:
         self.process = None
 
     def tail(self, lines: int = 30) -> str:
+        """The end of ``ray start``'s output, and why a raylet of this cluster aborted, if one did."""
+        text = ""
         with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
+            text = "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        for raylet_log in sorted(self.temp_dir.glob("session_*/logs/raylet.out")):
+            with contextlib.suppress(OSError):
+                aborted = [
+                    line for line in raylet_log.read_text(errors="replace").splitlines() if " C " in line
+                ]
+                # e.g. its dashboard agent did not write its port file within 15 s (Ray's fixed limit), as
+                # happens on a machine loaded far beyond its cores
+                text += "".join(f"\n{raylet_log.parent.parent.name}: {line[:600]}" for line in aborted)
+        return text
 
 
 class RayCluster:
