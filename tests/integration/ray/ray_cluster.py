@@ -4,11 +4,13 @@ Each node is ``ray start --block`` run as our child in a session of its own, the
 (short, for Ray's socket paths) below a root of their own, as Ray's own multi-node test clusters do: a node's agent
 finds a job's log at the path the cluster's session names, which on one machine must be the same directory. Ports
 are picked free: nothing is shared with another Ray on the machine, and ``ray stop`` (which stops every Ray here)
-is never used. A node is stopped by its pid: SIGTERM to ``ray start``,
-which takes its daemons down, then SIGKILL for whatever of its tree, or of any process working in the root (a
-job's entrypoint, a trial), is left. The head advertises 127.0.0.2 and the second node 127.0.0.3: Ray replaces
-127.0.0.1 by the machine's primary address. GCS health checks are frequent, so a lost node is noticed in seconds. A node that does not come up (Ray waits 30 s
-for a raylet to register, which a loaded machine can exceed) is started once more.
+is never used. A node is stopped by its pid: SIGTERM to ``ray start``, which takes its daemons down, then SIGKILL
+for whatever is left of its tree or of the processes carrying its marker in their environment (agents a dead
+raylet left behind, a job's entrypoint, a trial); the cluster's last sweep also takes any process working in the
+root. The head advertises 127.0.0.2 and the second node 127.0.0.3: Ray replaces 127.0.0.1 by the machine's
+primary address. GCS health checks are frequent, so a lost node is noticed in seconds. A starting node runs at a
+higher priority where we may (Ray's fixed startup deadlines, see :func:`_starting_priority`), and one that does
+not come up is started once more.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ HEAD_IP, NODE_IP = "127.0.0.2", "127.0.0.3"
 HEAD_RESOURCES = {"slot": 1, "head": 1}
 NODE_RESOURCES = {"slot": 2, "worker": 1}
 CPUS = 2
+STARTING_NICENESS = -10
+MARKER_VARIABLE = "TRIALFLEET_RAY_TEST_NODE"
 ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     # a killed raylet refuses connections at once, so five failed checks a second apart find it in ~5 s; the
@@ -102,6 +106,19 @@ def working_in(root: Path) -> dict[int, int]:
     return found
 
 
+def marked(marker: str) -> dict[int, int]:
+    """The processes whose environment holds ``MARKER_VARIABLE=marker``, pid → start ticks."""
+    needle = f"{MARKER_VARIABLE}={marker}\0".encode()
+    table = _proc_table()
+    found = {}
+    for pid, (_, ticks) in table.items():
+        with contextlib.suppress(OSError):
+            if needle in Path(f"/proc/{pid}/environ").read_bytes():
+                found[pid] = ticks
+    found.pop(os.getpid(), None)
+    return found
+
+
 def kill_all(processes: dict[int, int]) -> None:
     """SIGKILL each of ``processes`` (pid → start ticks) still running, and wait until they are gone."""
     deadline = time.monotonic() + STOP_TIMEOUT
@@ -118,6 +135,14 @@ def kill_all(processes: dict[int, int]) -> None:
         time.sleep(0.05)
 
 
+def _starting_priority() -> None:
+    """A starting node's daemons run ahead of other work on this machine, where we may (root): Ray 2.60 gives a
+    node's dashboard agent a fixed 15 s to write its port files, after which the raylet aborts, and the agent's
+    imports alone take longer than that on a machine loaded far beyond its cores."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, STARTING_NICENESS)
+
+
 class RayNode:
     """One ``ray start --block``, our child."""
 
@@ -127,6 +152,9 @@ class RayNode:
         self.log = root / f"{name}.log"
         self.args = args
         self.process: subprocess.Popen[bytes] | None = None
+        #: in the environment of every process of this node: its daemons, the agents a dead raylet left behind
+        #: (Ray renames them, and they are no longer below ``ray start``), workers, jobs and their trials
+        self.marker = f"{root}/{name}"
 
     @property
     def running(self) -> bool:
@@ -141,8 +169,16 @@ class RayNode:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, **ENV},
+                env={**os.environ, **ENV, MARKER_VARIABLE: self.marker},
+                preexec_fn=_starting_priority,
             )
+
+    def settle(self) -> None:
+        """The node is up: its processes (and the workers they start from now on) go back to the usual priority."""
+        assert self.process is not None
+        for pid in descendants([self.process.pid]):
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, pid, 0)
 
     def raylet_pid(self) -> int:
         assert self.process is not None
@@ -157,10 +193,10 @@ class RayNode:
         os.kill(self.raylet_pid(), signal.SIGKILL)
 
     def stop(self) -> None:
-        """SIGTERM to ``ray start`` (it stops its daemons), then SIGKILL to whatever of its tree is left."""
+        """SIGTERM to ``ray start`` (it stops its daemons), then SIGKILL to whatever of this node is left."""
         if self.process is None:
             return
-        tree = descendants([self.process.pid])
+        tree = {**descendants([self.process.pid]), **marked(self.marker)}
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -168,7 +204,7 @@ class RayNode:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        kill_all({**tree, **descendants(tree)})
+        kill_all({**tree, **descendants(tree), **marked(self.marker)})
         self.process = None
 
     def tail(self, lines: int = 30) -> str:
@@ -239,6 +275,7 @@ class RayCluster:
             node.start()
             try:
                 self._wait(lambda: ip in self.alive_nodes().values(), node, what)
+                node.settle()
                 return
             except RuntimeError:
                 node.stop()

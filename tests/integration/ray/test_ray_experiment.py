@@ -100,7 +100,14 @@ def test_the_nni_style_example_runs_through_the_cli(tmp_path: Path, healthy_clus
     out = cli.ok("create", "--config", str(config), "--port", str(free_port()), "--foreground")
     experiment_id = re.search(r"Experiment ID: (\w+)", out).group(1)  # type: ignore[union-attr]
     trials = cli.json("trial", "ls", experiment_id, "--json")
-    assert [t["status"] for t in trials] == ["SUCCEEDED"] * 4
-    assert all("default" in t["finalMetricData"][0]["data"] for t in trials), trials
+    # the example's Medianstop may stop a trial that started after another one ended, through Ray's stop
+    statuses = {str(t["trialJobId"]): t["status"] for t in trials}
+    assert len(statuses) == 4 and set(statuses.values()) <= {"SUCCEEDED", "EARLY_STOPPED"}, statuses
+    succeeded = [t for t in trials if t["status"] == "SUCCEEDED"]
+    assert succeeded and all("default" in t["finalMetricData"][0]["data"] for t in succeeded), trials
+    jobs = client(healthy_cluster)
+    for trial_id, status in statuses.items():
+        job = jobs.get_job_status(f"nni_exp_{experiment_id}_trial_{trial_id}_attempt_0")
+        assert job == ("SUCCEEDED" if status == "SUCCEEDED" else "STOPPED"), (trial_id, status, job)
     log = cli.ok("log", "trial", experiment_id, "--trial_id", str(trials[0]["trialJobId"]))
     assert "ray:nni_exp_" in log

@@ -138,6 +138,9 @@ async def test_the_head_restarted_under_a_running_experiment_is_survived(
         await wait_until_gone(
             [pid], lambda p: process_start_ticks(p) if process_start_ticks(p) == ticks else None
         )
+        # a raylet whose head is gone gives up after a while (gcs_rpc_server_reconnect_timeout_s), and ray start
+        # refuses a new head on a port that a raylet of this machine still names: the second node goes first
+        healthy_cluster.node.stop()
         healthy_cluster.start_head()
         (trial,) = run.manager.store.trials()
         await run.until(lambda: run.manager.store.trial(trial.id).attempt == 1, "the retry", timeout=120)
