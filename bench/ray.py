@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 import tempfile
 import time
@@ -82,12 +83,13 @@ def run_tune(gcs_address: str, trials: int, concurrency: int) -> float:
         tune.report({"default": config["x"]})
 
     ray.init(address=gcs_address, log_to_driver=False, logging_level="WARNING")
+    storage = tempfile.mkdtemp(prefix="bench-tune-")
     try:
         tuner = tune.Tuner(
             tune.with_resources(trainable, {"cpu": CPU_PER_TRIAL}),
             param_space={"x": tune.uniform(0, 1)},
             tune_config=tune.TuneConfig(num_samples=trials, max_concurrent_trials=concurrency),
-            run_config=tune.RunConfig(storage_path=tempfile.mkdtemp(prefix="bench-tune-"), verbose=0),
+            run_config=tune.RunConfig(storage_path=storage, verbose=0),
         )
         start = time.perf_counter()
         results = tuner.fit()
@@ -95,6 +97,7 @@ def run_tune(gcs_address: str, trials: int, concurrency: int) -> float:
         assert len(results) == trials and not results.errors, results.errors
     finally:
         ray.shutdown()
+        shutil.rmtree(storage, ignore_errors=True)
     return wall
 
 
