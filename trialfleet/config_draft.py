@@ -27,8 +27,21 @@ class ConfigSection:
         return {key: _plain(value) for key, value in vars(self).items() if value is not None}
 
 
+class AlgorithmSection(ConfigSection):
+    """``tuner``, ``assessor`` or ``advisor``, ready to fill as NNI's placeholders are
+    (``config.assessor.name = 'Medianstop'``, ``config.tuner.class_args['optimize_mode'] = ...``)."""
+
+    def __init__(self) -> None:
+        super().__init__(class_args={})
+
+    def untouched(self) -> bool:
+        """Nothing was set on it: it is left out of the config, as NNI drops its ``_none_`` placeholders."""
+        return all(value is None or value == {} for value in vars(self).values())
+
+
 class ConfigDraft(ConfigSection):
-    """``ExperimentConfig`` being written: ``tuner`` is ready to fill, ``assessor`` is None until given."""
+    """``ExperimentConfig`` being written: ``tuner``, ``assessor`` and ``advisor`` are ready to fill; an
+    untouched assessor or advisor is not part of the config."""
 
     def __init__(self, platform: str | list[str]) -> None:
         service: Any = (
@@ -36,7 +49,22 @@ class ConfigDraft(ConfigSection):
             if isinstance(platform, list)
             else ConfigSection(platform=platform)
         )
-        super().__init__(tuner=ConfigSection(class_args={}), assessor=None, training_service=service)
+        super().__init__(
+            tuner=AlgorithmSection(),
+            assessor=AlgorithmSection(),
+            advisor=AlgorithmSection(),
+            training_service=service,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        for key in ("assessor", "advisor", "tuner"):
+            section = vars(self).get(key)
+            # an untouched tuner stays (its error names tuner.name) unless the advisor takes its place
+            keep = key == "tuner" and "advisor" not in data
+            if isinstance(section, AlgorithmSection) and section.untouched() and not keep:
+                data.pop(key, None)
+        return data
 
     def build(self) -> ExperimentConfig:
         """The validated config; ConfigError lists every problem."""

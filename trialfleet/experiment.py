@@ -68,7 +68,7 @@ class Experiment:
         self.mode = RunMode.Background
         self._action = "create"
         self._pid: int | None = None
-        self._log_stop: threading.Event | None = None
+        self._log_follower: _LogFollower | None = None
         self._url = ""
 
     # ---- life cycle ----------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ class Experiment:
         if self.mode is not RunMode.Detach:
             atexit.register(self.stop)
         if self.mode is RunMode.Foreground:
-            self._log_stop = _follow_log(log_files(experiment_dir).manager)
+            self._log_follower = _LogFollower(log_files(experiment_dir).manager)
 
     def _validated_config(self) -> ExperimentConfig:
         from trialfleet.config import ExperimentConfig
@@ -132,11 +132,12 @@ class Experiment:
         from trialfleet.manager.launcher import stop_manager
 
         atexit.unregister(self.stop)
-        if self._log_stop is not None:
-            self._log_stop.set()
         stopped_in_time = (
             self._pid is None or self._experiment_dir is None or stop_manager(self._pid, self._experiment_dir)
         )
+        if self._log_follower is not None:  # after the manager: its last lines are copied too
+            self._log_follower.close()
+            self._log_follower = None
         if not stopped_in_time:
             _logger.warning("the manager of experiment %s (pid %d) did not stop in time", self.id, self._pid)
         self._pid = None
@@ -315,23 +316,34 @@ class Experiment:
         self._ask("cancel_trial", trial_job_id)
 
 
-def _follow_log(path: Any) -> threading.Event:
-    """Copy the manager's log to stderr as it grows (RunMode.Foreground), until the event is set."""
-    import sys
+class _LogFollower:
+    """Copies the manager's log to stderr as it grows (RunMode.Foreground); ``close`` copies what is left."""
 
-    stop = threading.Event()
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="manager-log", daemon=True)
+        self._thread.start()
 
-    def follow() -> None:
-        offset = 0
-        while not stop.wait(0.5):
-            try:
-                with open(path, "rb") as log:
-                    log.seek(offset)
-                    chunk = log.read()
-            except FileNotFoundError:
-                continue
-            offset += len(chunk)
-            sys.stderr.write(chunk.decode("utf-8", errors="replace"))
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
-    threading.Thread(target=follow, name="manager-log", daemon=True).start()
-    return stop
+    def _follow(self) -> None:
+        while not self._stop.wait(0.5):
+            self._copy()
+        self._copy()
+
+    def _copy(self) -> None:
+        import sys
+
+        try:
+            with open(self._path, "rb") as log:
+                log.seek(self._offset)
+                chunk = log.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(chunk)
+        sys.stderr.write(chunk.decode("utf-8", errors="replace"))
+        sys.stderr.flush()

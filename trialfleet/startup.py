@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from trialfleet.errors import ExperimentStateError, PlatformNotAvailableError
-from trialfleet.storage import manifest, secrets
+from trialfleet.storage import secrets
 
 if TYPE_CHECKING:
     from trialfleet.client import ExperimentRef
@@ -63,10 +63,7 @@ def spawn(
     """Start the detached manager process and wait until it answers."""
     from trialfleet.manager.launcher import spawn_manager
 
-    launched = spawn_manager(experiment_dir, action, port, host, debug, url_prefix or "", public_read)
-    if url_prefix:
-        manifest.upsert(launched.experiment_id, prefixUrl=url_prefix.strip("/"))
-    return launched
+    return spawn_manager(experiment_dir, action, port, host, debug, url_prefix or "", public_read)
 
 
 def check_relaunch(

@@ -182,18 +182,73 @@ class Container:
                 os.kill(pid, signo)
 
     def stop(self, grace: float = 3.0) -> int | None:
-        """SIGTERM the tree, SIGKILL what is left after ``grace`` seconds; returns the exit code."""
+        """SIGTERM the tree, SIGKILL what is left after ``grace`` seconds; returns the exit code.
+
+        What is left is every process the container started, as when a container's PID namespace ends: also
+        those that left its session (``setsid``) while still below one of its processes when the stop began."""
         if self.process is None:
             return None
+        started = self._members()  # before anything dies: an escaped process's parent is still known now
         if self.poll() is None:
             self.signal_tree(signal.SIGTERM)
             try:
                 self.process.wait(grace)
             except subprocess.TimeoutExpired:
-                self.signal_tree(signal.SIGKILL)
+                self._kill_all(started)
                 self.process.wait()
-        self.signal_tree(signal.SIGKILL)  # stragglers the command left in the background
+        self._kill_all(started)  # stragglers the command left in the background
         return self.poll()
+
+    def _members(self) -> dict[int, int]:
+        """The container's live processes now (its session and group, and their descendants): pid → start time."""
+        assert self.process is not None
+        leader = self.process.pid
+        table = _process_table()
+        # a session or group id stays busy while a member lives, so these are the container's own
+        found = {pid for pid, row in table.items() if leader in (row[1], row[2])}
+        if self.process.returncode is None:  # not reaped yet: its pid is still its own
+            found.add(leader)
+        children: dict[int, list[int]] = {}
+        for pid, row in table.items():
+            children.setdefault(row[0], []).append(pid)
+        stack = list(found)
+        while stack:
+            for kid in children.get(stack.pop(), ()):
+                if kid not in found:
+                    found.add(kid)
+                    stack.append(kid)
+        return {pid: table[pid][3] for pid in found if pid in table}
+
+    def _kill_all(self, started: dict[int, int]) -> None:
+        """SIGKILL the container's processes: those of ``started`` still alive and whatever is below them now."""
+        for _ in range(3):  # a process may fork between a look and its kill: look again
+            table = _process_table()
+            alive = {pid for pid, ticks in started.items() if pid in table and table[pid][3] == ticks}
+            current = self._members() if self.process is not None else {}
+            victims = (alive | set(current)) - {os.getpid()}
+            if not victims:
+                return
+            for pid in victims:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            started = {**started, **current}
+
+
+def _process_table() -> dict[int, tuple[int, int, int, int]]:
+    """Live processes of this machine: pid → (parent, process group, session, start time)."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{name}/stat").read_text(errors="replace")
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        if fields[0] in ("Z", "X"):
+            continue
+        table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+    return table
 
 
 def _session_members(leader: int) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -62,6 +63,41 @@ def test_stop_ends_the_whole_tree_and_reports_the_signal(tmp_path: Path) -> None
             break
         assert time.monotonic() < deadline, "the background sleep survived"
         time.sleep(0.02)
+
+
+def test_stop_also_ends_what_left_the_session(tmp_path: Path) -> None:
+    """A daemon that called setsid dies with its container, as with the end of the container's PID namespace."""
+    pids = tmp_path / "pids"
+    script = f"setsid sleep 300 & echo $! > {pids}; sleep 300"
+    container = Container(["bash", "-c", script], env=container_env({}), stdout=tmp_path / "log")
+    container.start()
+    deadline = time.monotonic() + 30
+    while not pids.exists() or not pids.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    daemon = int(pids.read_text())
+    while _session(daemon) != daemon:  # setsid has run
+        assert time.monotonic() < deadline, "the daemon never left the container's session"
+        time.sleep(0.02)
+    container.stop(grace=0.5)
+    deadline = time.monotonic() + 10
+    try:
+        while _session(daemon) == daemon:
+            assert time.monotonic() < deadline, "the daemon outside the container's session survived its stop"
+            time.sleep(0.02)
+    finally:
+        if _session(daemon) == daemon:  # a failing run must not leave it behind
+            os.kill(daemon, signal.SIGKILL)
+
+
+def _session(pid: int) -> int | None:
+    """The session of a live process; None once it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return None if fields[0] == "Z" else int(fields[3])
 
 
 def test_exit_code_of_a_failing_command(tmp_path: Path) -> None:

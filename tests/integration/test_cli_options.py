@@ -22,6 +22,13 @@ def test_url_prefix(tmp_path: Path) -> None:
     wait_until(lambda: cli.json("experiment", "status")["status"] == "DONE", "the experiment to finish")
     assert len(cli.json("trial", "ls", "--json")) == 6  # the CLI finds the prefix in the manifest
     cli.ok("stop", "--all")
+    # resumed without a prefix (resume has no --url_prefix): the CLI must not look for the old one
+    experiment_id = re.search(r"Experiment ID: (\w+)", out).group(1)  # type: ignore[union-attr]
+    port = free_port()
+    cli.ok("resume", experiment_id, "-p", str(port))
+    assert httpx.get(f"http://127.0.0.1:{port}/api/v1/nni/check-status", timeout=20).status_code == 200
+    assert cli.json("experiment", "status")["status"] == "DONE"
+    cli.ok("stop", "--all")
 
 
 def test_view_an_experiment_moved_from_another_machine(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_the_plugin_is_listed_with_its_version(tmp_path: Path) -> None:
     assert "pinned" in listed, "the example plugin is not installed: pip install -e examples/plugin"
     assert listed["pinned"]["status"] == "available"
     assert listed["pinned"]["source"] == "trialfleet-pinned 0.1.0"
-    assert listed["local"]["status"] == "available" and listed["openpai"]["status"].startswith("config only")
+    assert listed["local"]["status"] == "available" and listed["dlc"]["status"].startswith("config only")
 
 
 def test_an_experiment_on_the_plugin_runs_to_the_end(tmp_path: Path) -> None:

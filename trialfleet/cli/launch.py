@@ -133,10 +133,7 @@ def _run_foreground(
 ) -> None:
     from trialfleet.cli import foreground
     from trialfleet.manager.launcher import connect_url
-    from trialfleet.storage import manifest
 
-    if url_prefix:
-        manifest.upsert(experiment_id, prefixUrl=url_prefix.strip("/"))
     token = listening.token_for(experiment_dir)
     url = connect_url(listening.host, sock.getsockname()[1])
     _print_started(experiment_id, url, url_prefix, token, foreground=True)

@@ -13,6 +13,7 @@ app = typer.Typer(help="Show the logs of an experiment and its trials.", no_args
 IdArgument = typer.Argument(None, help="experiment id (default: the running experiment)")
 TailOption = typer.Option(None, "--tail", "-T", min=0, help="only the last N lines")
 HeadOption = typer.Option(None, "--head", "-H", min=0, help="only the first N lines")
+PathOption = typer.Option(False, "--path", help="print the paths of the log files instead of their content")
 
 #: what each command shows, from the experiment's log directory
 _LOG_FILES = {
@@ -30,13 +31,17 @@ def _lines(text: str, head: int | None, tail: int | None) -> str:
     return "".join(lines)
 
 
-def _print_logs(experiment_id: str | None, kind: str, head: int | None, tail: int | None) -> None:
+def _print_logs(
+    experiment_id: str | None, kind: str, head: int | None, tail: int | None, paths_only: bool
+) -> None:
     from trialfleet.client import resolve_experiment
 
     log_dir = resolve_experiment(experiment_id).experiment_dir / "log"
     for name in _LOG_FILES[kind]:
         path = log_dir / name
-        if path.is_file():
+        if path.is_file() and paths_only:
+            sys.stdout.write(f"{path}\n")
+        elif path.is_file():
             console().print(f"==> {path} <==", style="bold", markup=False)
             sys.stdout.write(_lines(path.read_text(errors="replace"), head, tail))
             sys.stdout.flush()
@@ -44,18 +49,24 @@ def _print_logs(experiment_id: str | None, kind: str, head: int | None, tail: in
 
 @app.command("stdout")
 def stdout(
-    experiment_id: str | None = IdArgument, tail: int | None = TailOption, head: int | None = HeadOption
+    experiment_id: str | None = IdArgument,
+    tail: int | None = TailOption,
+    head: int | None = HeadOption,
+    path: bool = PathOption,
 ) -> None:
     """The manager's log and the detached process's stdout."""
-    _print_logs(experiment_id, "stdout", head, tail)
+    _print_logs(experiment_id, "stdout", head, tail, path)
 
 
 @app.command("stderr")
 def stderr(
-    experiment_id: str | None = IdArgument, tail: int | None = TailOption, head: int | None = HeadOption
+    experiment_id: str | None = IdArgument,
+    tail: int | None = TailOption,
+    head: int | None = HeadOption,
+    path: bool = PathOption,
 ) -> None:
     """The detached manager process's stderr."""
-    _print_logs(experiment_id, "stderr", head, tail)
+    _print_logs(experiment_id, "stderr", head, tail, path)
 
 
 @app.command("trial")

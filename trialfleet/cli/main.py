@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from trialfleet.cli import algo, experiments, launch, logs, platforms, trials, update
+from trialfleet.cli import algo, experiments, launch, logs, platforms, trials, update, webui
 from trialfleet.cli.output import error_block
 
 app = typer.Typer(
@@ -45,6 +45,7 @@ app.add_typer(experiments.config_app, name="config")
 app.add_typer(update.app, name="update")
 app.add_typer(logs.app, name="log")
 app.add_typer(algo.app, name="algo")
+app.add_typer(webui.app, name="webui")
 
 
 def _debug_requested(argv: list[str]) -> bool:

@@ -206,20 +206,19 @@ class _Converter:
             service["machineList"].append(machine)
 
     def _pai(self, trial: dict[str, Any], service: dict[str, Any]) -> None:
-        pai = self.section(self.rest, "paiConfig", "")
-        self.move(
-            pai, service, {"userName": "username", "token": "token", "host": "host", "reuse": "reuseMode"}
-        )
-        self.move(pai, service, {"gpuNum": "trialGpuNumber", "cpuNum": "trialCpuNumber"})
-        self.move(pai, service, {"memoryMB": "trialMemorySize"})
-        self.drop(pai, ("passWord", "password", "maxTrialNumPerGpu", "useActiveGpu"), "paiConfig")
-        self.leftover(pai, "paiConfig")
+        # NNI's order: the trial's keys, then paiConfig's, whose cpuNum and memoryMB win when both set them
         self.move(trial, service, {"nniManagerNFSMountPath": "localStorageMountPoint"})
         self.move(trial, service, {"containerNFSMountPath": "containerStorageMountPoint"})
         self.move(trial, service, {"cpuNum": "trialCpuNumber", "memoryMB": "trialMemorySize"})
         self.move(trial, service, {"image": "dockerImage", "virtualCluster": "virtualCluster"})
         self.move(trial, service, {"paiStorageConfigName": "storageConfigName"})
         self.move(trial, service, {"paiConfigPath": "openpaiConfigFile"})
+        pai = self.section(self.rest, "paiConfig", "")
+        self.move(pai, service, {"userName": "username", "token": "token", "host": "host"})
+        self.move(pai, service, {"reuse": "reuseMode", "gpuNum": "trialGpuNumber"})
+        self.move(pai, service, {"cpuNum": "trialCpuNumber", "memoryMB": "trialMemorySize"})
+        self.drop(pai, ("passWord", "password", "maxTrialNumPerGpu", "useActiveGpu"), "paiConfig")
+        self.leftover(pai, "paiConfig")
 
     def _aml(self, trial: dict[str, Any], service: dict[str, Any]) -> None:
         self.move(trial, service, {"image": "dockerImage"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 import string
 from collections.abc import Iterable, Sequence
@@ -24,6 +25,11 @@ def new_experiment_id() -> str:
     """NNI's experiment id shape: 8 characters of [a-z0-9]."""
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+def valid_experiment_id(experiment_id: str) -> bool:
+    """NNI's rule for an id the user chooses: 1 to 32 letters, digits, ``_`` or ``-`` (it names a directory)."""
+    return re.fullmatch(r"[A-Za-z0-9_-]{1,32}", experiment_id) is not None
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.errors import ExperimentStateError, ManagerUnreachableError, PortInUseError, TrialfleetError
-from trialfleet.manager.decisions import new_experiment_id
+from trialfleet.errors import (
+    ConfigError,
+    ExperimentStateError,
+    ManagerUnreachableError,
+    PortInUseError,
+    TrialfleetError,
+)
+from trialfleet.manager.decisions import new_experiment_id, valid_experiment_id
 from trialfleet.status import ExperimentStatus
 from trialfleet.storage import ExperimentStore, manifest, secrets
 from trialfleet.storage.manager_lock import manager_running
@@ -87,6 +93,10 @@ def connect_url(host: str, port: int) -> str:
 
 def create_experiment(config: ExperimentConfig, experiment_id: str | None = None) -> tuple[str, Path]:
     """Write the experiment's directory, database and manifest entry. Starts nothing."""
+    if experiment_id is not None and not valid_experiment_id(experiment_id):
+        raise ConfigError(
+            f"experiment id {experiment_id!r} is not allowed: use 1 to 32 letters, digits, '_' or '-' (as NNI)"
+        )
     experiment_id = experiment_id or new_experiment_id()
     experiment_dir = Path(config.experiment_working_directory).expanduser() / experiment_id
     if (experiment_dir / "db").exists():

@@ -84,7 +84,14 @@ async def serve(
         logging.getLogger().setLevel(logging.DEBUG if debug else LOG_LEVELS[config.log_level])
     host, port = sock.getsockname()[:2]
     access = AccessPolicy.for_listening(host, experiment_dir, manager.experiment_id, public_read=public_read)
-    manifest.upsert(manager.experiment_id, pid=os.getpid(), port=port, webuiUrl=[connect_url(host, port)])
+    # the prefix is this run's: a resumed or viewed experiment is served without the one it was created with
+    manifest.upsert(
+        manager.experiment_id,
+        pid=os.getpid(),
+        port=port,
+        webuiUrl=[connect_url(host, port)],
+        prefixUrl=url_prefix.strip("/") or None,
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, manager.request_stop)

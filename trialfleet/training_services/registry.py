@@ -88,7 +88,7 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
         _builtin("remote", "remote", "RemoteConfig", "RemoteTrainingService"),
         _builtin("slurm", "slurm", "SlurmConfig", "SlurmTrainingService"),
         _builtin("ray", "ray", "RayConfig", "RayTrainingService"),
-        _builtin("openpai", "openpai", "OpenpaiConfig", None),
+        _builtin("openpai", "openpai", "OpenpaiConfig", "OpenpaiTrainingService"),
         _builtin("kubeflow", "kubernetes", "KubeflowConfig", None),
         _builtin("frameworkcontroller", "kubernetes", "FrameworkControllerConfig", None),
         _builtin("adl", "kubernetes", "AdlConfig", None),

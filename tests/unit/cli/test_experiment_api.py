@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -120,3 +121,76 @@ def test_busy_port_creates_nothing(code_dir: Path) -> None:
         with pytest.raises(PortInUseError):
             experiment.start(taken.getsockname()[1])
     assert manifest.entries() == {}
+
+
+def test_assessor_and_advisor_are_ready_to_fill_as_in_nni(code_dir: Path) -> None:
+    """NNI's docs write ``config.assessor.name = 'Medianstop'`` on a fresh config; untouched ones are left out."""
+    experiment = nni_style_experiment(code_dir)
+    assert experiment.config.build().assessor is None
+    experiment.config.assessor.name = "Medianstop"
+    experiment.config.assessor.class_args["start_step"] = 3
+    built = experiment.config.build()
+    assert built.assessor is not None
+    assert (built.assessor.name, built.assessor.class_args) == ("Medianstop", {"start_step": 3})
+
+    advised = Experiment("local")
+    advised.config.trial_command = "python3 trial.py"
+    advised.config.trial_code_directory = code_dir
+    advised.config.search_space = {"x": {"_type": "uniform", "_value": [0, 1]}}
+    advised.config.trial_concurrency = 1
+    advised.config.advisor.name = "Hyperband"
+    assert advised.config.build().tuner.name == "Hyperband"  # NNI moves an advisor into tuner too
+
+
+FOREGROUND_SCRIPT = """
+import sys, time
+from trialfleet import Experiment, RunMode
+experiment = Experiment("local")
+experiment.config.trial_command = f"{sys.executable} trial.py"
+experiment.config.trial_code_directory = sys.argv[1]
+experiment.config.search_space = {"x": {"_type": "uniform", "_value": [0, 1]}}
+experiment.config.tuner.name = "Random"
+experiment.config.max_trial_number = 1
+experiment.config.trial_concurrency = 1
+experiment.config.experiment_working_directory = sys.argv[2]
+experiment.start(int(sys.argv[3]), run_mode=RunMode.Foreground)
+while experiment.get_status() != "DONE":
+    time.sleep(0.1)
+print(experiment.id)
+"""
+
+
+def test_foreground_mode_copies_the_whole_manager_log_and_stops_at_exit(code_dir: Path) -> None:
+    script = code_dir.parent / "foreground.py"
+    script.write_text(FOREGROUND_SCRIPT)
+    workdir = code_dir.parent / "experiments"
+    run = subprocess.run(
+        [sys.executable, str(script), str(code_dir), str(workdir), str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    experiment_id = run.stdout.strip()
+    log = (workdir / experiment_id / "log" / "manager.log").read_text()
+    assert run.stderr.endswith(log) and log.rstrip().endswith("Experiment stopped.")  # up to the last line
+    assert manifest.entries()[experiment_id].get("port") is None  # stopped when the interpreter exited
+
+
+@pytest.mark.parametrize("bad_id", ["../escape", "a/b", "", "x" * 33, "spaced id", "ünï"])
+def test_experiment_ids_follow_nni_rule(code_dir: Path, bad_id: str) -> None:
+    experiment = nni_style_experiment(code_dir)
+    experiment.id = bad_id
+    with pytest.raises(ConfigError, match="1 to 32 letters, digits"):
+        experiment.start(free_port())
+    assert manifest.entries() == {}
+    assert not (code_dir.parent / "experiments").exists() and not (code_dir.parent / "escape").exists()
+
+
+def test_a_chosen_experiment_id_is_kept(code_dir: Path) -> None:
+    with nni_style_experiment(code_dir) as experiment:
+        experiment.id = "My_run-2"
+        experiment.start(free_port())
+        assert experiment.get_experiment_profile()["id"] == "My_run-2"
+    assert (code_dir.parent / "experiments" / "My_run-2" / "db").is_dir()

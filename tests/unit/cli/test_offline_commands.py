@@ -80,6 +80,29 @@ def test_trial_log_from_the_trial_directory(
     assert code == 1 and "no trial nope" in err
 
 
+def test_log_path_names_the_log_files_instead_of_printing_them(
+    stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    experiment_id, experiment_dir = stopped
+    log_dir = experiment_dir / "log"
+    (log_dir / "manager.log").write_text("the manager's line\n")
+    (log_dir / "nnictl_stderr.log").write_text("the detached process's stderr\n")
+    code, out, _ = run(capsys, "log", "stdout", experiment_id, "--path")
+    assert code == 0 and out.splitlines() == [str(log_dir / "manager.log")]
+    code, out, _ = run(capsys, "log", "stderr", experiment_id, "--path")
+    assert code == 0 and out.splitlines() == [str(log_dir / "nnictl_stderr.log")]
+    code, out, _ = run(capsys, "log", "stdout", experiment_id)
+    assert code == 0 and "the manager's line" in out
+
+
+def test_webui_url_of_a_stopped_experiment_is_refused(
+    stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    experiment_id, _ = stopped
+    code, _, err = run(capsys, "webui", "url", experiment_id)
+    assert code == 2 and "not running" in err and f"trialfleet view {experiment_id}" in err
+
+
 def test_changes_to_a_stopped_experiment_are_refused(
     stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import MINIMAL
 
+from tests.unit.config.conftest import MINIMAL
 from trialfleet.config import load_config
 from trialfleet.errors import ConfigError
 

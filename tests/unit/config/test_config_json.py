@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import MINIMAL
 
+from tests.unit.config.conftest import MINIMAL
 from trialfleet.config import ExperimentConfig, LocalConfig, load_config
 from trialfleet.errors import ConfigError
 

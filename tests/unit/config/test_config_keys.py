@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import MINIMAL
 
+from tests.unit.config.conftest import MINIMAL
 from trialfleet.config import ExperimentConfig, RemoteConfig, load_config
 from trialfleet.config.keys import fold
 from trialfleet.errors import ConfigError

@@ -1,35 +1,96 @@
-"""``platform: openpai``: one OpenPAI job per trial (NNI's OpenPAI mode)."""
+"""``platform: openpai``: one OpenPAI job per trial attempt (NNI's OpenPAI mode), its files on a shared storage,
+mounted on the manager's machine too (``localStorageMountPoint``) or not (then trials report through the relay).
+
+The block has NNI's keys. ``openpaiConfig`` / ``openpaiConfigFile`` give a job protocol of the user's own whose
+task roles run the trial; what it states wins, and the block's fields fill only what it leaves out, so the
+block's resource, image, cluster and storage fields are required only when the protocol does not state them
+(see :func:`~.protocol.template_problems`).
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import posixpath
+import re
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+import yaml
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from trialfleet.config.base import ConfigPath, JsonMapping, KeyPath, Secret, SizeMB, existing, raise_problems
+from trialfleet.config.base import (
+    ConfigPath,
+    JsonMapping,
+    KeyPath,
+    Secret,
+    SizeMB,
+    build_settings,
+    existing,
+    raise_problems,
+)
 from trialfleet.config.service import DEFAULT_IMAGE, TrainingServiceConfig
+
+#: OpenPAI's own rule for virtual-cluster names (rest server, ``virtual-cluster`` routes)
+VC_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
 class OpenpaiConfig(TrainingServiceConfig):
+    """``platform: openpai``.
+
+    ``container_storage_mount_point`` unset: where the job mounts the storage, which is OpenPAI's default
+    ``/mnt/<storageConfigName>`` unless the user's protocol gives it a ``mountPath``.
+    """
+
     platform: Literal["openpai"] = "openpai"
     host: str
-    username: str
+    username: str = Field(min_length=1)
     token: Secret
-    trial_cpu_number: int = Field(gt=0)
-    trial_memory_size: SizeMB = Field(gt=0)
-    storage_config_name: str
-    docker_image: str = DEFAULT_IMAGE
-    virtual_cluster: str | None = None  # None: the cluster's default virtual cluster
-    local_storage_mount_point: ConfigPath
-    container_storage_mount_point: str
-    reuse_mode: bool = True
+    trial_cpu_number: int | None = Field(default=None, gt=0)
+    trial_memory_size: SizeMB | None = Field(default=None, gt=0)
+    storage_config_name: str | None = Field(default=None, min_length=1)
+    docker_image: str = Field(default=DEFAULT_IMAGE, min_length=1)
+    virtual_cluster: str | None = None  # None: the protocol's, else OpenPAI's default virtual cluster
+    #: None: the storage is not mounted here; jobs carry their files and trials report through the relay
+    local_storage_mount_point: ConfigPath | None = None
+    container_storage_mount_point: str | None = None
+    relay_port: int | None = Field(default=None, gt=0, lt=65536)  # None: the manager's port + 1
+    reuse_mode: bool = False  # NNI's default is True; what trialfleet does is False, so true is warned about
     openpai_config: JsonMapping | None = None
     openpai_config_file: ConfigPath | None = None
+
+    # nniManagerIp and relayPort are used without localStorageMountPoint only; the service warns otherwise
+    not_acted_on: ClassVar[dict[str, str]] = {
+        **TrainingServiceConfig.not_acted_on,
+        "reuse_mode": "every trial attempt is an OpenPAI job of its own; no job is kept to run several trials",
+    }
 
     @field_validator("host")
     @classmethod
     def _add_scheme(cls, host: str) -> str:
-        return host if "://" in host else f"https://{host}"
+        host = host.strip().rstrip("/")
+        if not host:
+            raise ValueError("expected the cluster's address, such as 10.1.2.3 or https://pai.example.org")
+        if "://" not in host:
+            return f"https://{host}"  # NNI's default
+        if not host.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// address, got {host!r}")
+        return host
+
+    @field_validator("virtual_cluster")
+    @classmethod
+    def _check_virtual_cluster(cls, name: str | None) -> str | None:
+        if name is not None and not VC_NAME.fullmatch(name):
+            raise ValueError(f"OpenPAI names virtual clusters with letters, digits and _ only, got {name!r}")
+        return name
+
+    @field_validator("container_storage_mount_point")
+    @classmethod
+    def _check_mount_point(cls, path: str | None) -> str | None:
+        if path is None:
+            return None
+        problem = mount_point_problem(path)
+        if problem:
+            raise ValueError(problem)
+        return posixpath.normpath(path)
 
     _check_mount = field_validator("local_storage_mount_point")(
         existing("directory", "local storage mount point")
@@ -37,15 +98,52 @@ class OpenpaiConfig(TrainingServiceConfig):
     _check_config_file = field_validator("openpai_config_file")(existing("file", "OpenPAI config file"))
 
     @model_validator(mode="after")
-    def _check_openpai(self) -> OpenpaiConfig:
+    def _check_openpai(self, info: ValidationInfo) -> OpenpaiConfig:
+        from trialfleet.training_services.openpai.template import template_problems
+
         problems: list[tuple[KeyPath, str]] = []
-        if self.trial_gpu_number is None:
-            problems.append(
-                (("trialGpuNumber",), "required field is missing (OpenPAI jobs need a GPU count)")
-            )
         if self.openpai_config is not None and self.openpai_config_file is not None:
             problems.append(
                 (("openpaiConfigFile",), "set either openpaiConfig or openpaiConfigFile, not both")
             )
+            raise_problems(problems)
+        try:
+            protocol = self.user_protocol() if build_settings(info).check_paths else self.openpai_config
+        except ValueError as exc:
+            raise_problems([(("openpaiConfigFile",), str(exc))])
+        if protocol is not None or self.openpai_config_file is None:
+            problems += template_problems(self, protocol)
         raise_problems(problems)
         return self
+
+    def user_protocol(self) -> dict[str, Any] | None:
+        """The job protocol of ``openpaiConfig`` or ``openpaiConfigFile`` (read now), None without one;
+        ValueError when the file cannot be read or is not a YAML mapping."""
+        if self.openpai_config is not None:
+            return self.openpai_config
+        if self.openpai_config_file is None:
+            return None
+        return read_protocol_file(self.openpai_config_file)
+
+
+def read_protocol_file(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the OpenPAI config file {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"the OpenPAI config file {path} is not valid YAML: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ValueError(f"the OpenPAI config file {path} does not hold a job protocol (a YAML mapping)")
+    return loaded
+
+
+def mount_point_problem(path: str) -> str | None:
+    """Why ``path`` cannot be where jobs see the storage; None when it can."""
+    if not path.startswith("/"):
+        return f"expected an absolute path in the container, got {path!r}"
+    if "\0" in path:
+        return "a path cannot contain a NUL character"
+    if "<%" in path:  # OpenPAI renders job commands as <% %> templates
+        return f"cannot contain '<%' (OpenPAI would read it as a template in the job's commands): {path!r}"
+    return None

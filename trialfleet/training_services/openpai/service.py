@@ -1,0 +1,367 @@
+"""OpenPAI training service: every trial attempt is one OpenPAI job whose task runs the trial keeper.
+
+Everything but job control goes through the storage that OpenPAI mounts into the job's containers and that the
+manager's machine mounts too (``localStorageMountPoint`` here, ``containerStorageMountPoint`` in the jobs): the
+support bundle, a copy of the code directory and the trial directories live under ``<storage>/<experiment id>/``
+(:class:`~..mounted_storage.MountedStorage`), and the manager reads metrics, logs and the keeper's records there
+exactly as it reads a local trial directory. Job control is OpenPAI's REST server v2 (:mod:`.client`): a job
+protocol posted per attempt, ``executionType: STOP`` to cancel, and one job list call per due poll
+(:class:`~.watcher.JobWatcher`). The job's name is in the handle, so a restarted manager re-adopts its jobs, and
+``submit`` finds a job it already posted by its name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from trialfleet.errors import PlatformError
+from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services.environment import nni_variables
+from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
+from trialfleet.training_services.naming import attempt_name
+from trialfleet.training_services.openpai import cluster
+from trialfleet.training_services.openpai.client import OpenpaiClient, PaiApiError, RateLimited
+from trialfleet.training_services.openpai.config import OpenpaiConfig
+from trialfleet.training_services.openpai.delivery import Delivery, delivery_for
+from trialfleet.training_services.openpai.protocol import (
+    TASK_SCRIPT,
+    TaskScript,
+    job_name,
+    job_protocol,
+    protocol_text,
+    task_script,
+)
+from trialfleet.training_services.openpai.status import (
+    PaiJob,
+    result_grace,
+    trial_outcome,
+    waiting_reason,
+)
+from trialfleet.training_services.openpai.template import JobTemplate
+from trialfleet.training_services.openpai.watcher import JobWatcher
+from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
+from trialfleet.training_services.trial_dir import (
+    KEEPER_RECORD,
+    LAUNCH_RECORD,
+    RESULT_RECORD,
+    command_record,
+    input_files,
+)
+from trialfleet.training_services.trial_files import LocalTrialFiles, TrialLook
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_WAIT = 60.0
+JOB_LOG = "openpai.log"  # the job's first task's own log (OpenPAI's log manager), for what the keeper could not write
+
+
+class OpenpaiTrainingService(TrainingService):
+    platform = "openpai"
+    config_class = OpenpaiConfig
+    supports_gpu_scheduling = True  # OpenPAI places the GPUs a job asks for
+    poll_interval = 1.0  # trial directories on the storage; OpenPAI itself is asked by the watcher's back-off
+    #: after OpenPAI refused a submission (60 jobs an hour per user), how often to try again before the
+    #: limit's window has passed (the limit may have been raised, or the window's end misread)
+    submit_retry_interval = 60.0
+
+    def __init__(self, context: ExperimentContext) -> None:
+        super().__init__(context)
+        self.config = cast(OpenpaiConfig, context.service_config)
+        self.client = OpenpaiClient(
+            self.config.host, self.config.username, self.config.token.get_secret_value()
+        )
+        self.watcher = JobWatcher(self.client, f"nni_exp_{context.experiment_id}_trial_")
+        self.trials = LocalTrialFiles()  # handles hold the trial directory as this machine sees it
+        self._template: JobTemplate | None = None
+        self._delivery: Delivery | None = None
+        self._submit_blocked: tuple[float, float, str] | None = None  # (window ends, blocked since, why)
+        self._stops: dict[str, float] = {}  # trials to stop → when their STOP is due (until OpenPAI took it)
+
+    @property
+    def template(self) -> JobTemplate:
+        assert self._template is not None, "the service was not started"
+        return self._template
+
+    @property
+    def delivery(self) -> Delivery:
+        assert self._delivery is not None, "the service was not started"
+        return self._delivery
+
+    # ---- preparation -----------------------------------------------------------------------------------
+
+    async def _prepare(self) -> None:
+        try:
+            self._template = cluster.load_template(self.config)
+            await cluster.check_cluster(self.client, self.config, self.template)
+            self._delivery = delivery_for(self.context, self.config, self.template)
+            await self.delivery.prepare()
+        except PlatformError:
+            await self.client.close()
+            raise
+
+    # ---- submission ------------------------------------------------------------------------------------
+
+    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+        try:
+            name = job_name(self.context.experiment_id, spec.trial_id, spec.attempt)
+        except ValueError as exc:
+            raise PlatformError(f"openpai: {exc}") from exc
+        attempt = attempt_name(spec.trial_id, spec.attempt)
+        local_dir = self.delivery.local_dir(attempt)
+        submitted = self._submitted(name, local_dir, self.delivery.paths.trial_dir(attempt))
+        if any((local_dir / record).exists() for record in (LAUNCH_RECORD, KEEPER_RECORD, RESULT_RECORD)):
+            log.info("openpai: trial %s was launched already (job %s); adopting it", spec.trial_id, name)
+            return submitted  # its keeper ran: an earlier manager posted the job
+        blocked = self._blocked()
+        if blocked is not None:
+            return Deferred(blocked)
+        try:
+            if await self._job_exists(name):
+                log.info("openpai: trial %s already has job %s; adopting it", spec.trial_id, name)
+                return submitted
+            setup = await self._deliver(spec, name, attempt, submitted.handle["container_trial_dir"])
+            text = protocol_text(self._protocol(spec, name, submitted.handle["container_trial_dir"], setup))
+            await self.client.submit(name, text)
+        except RateLimited as exc:  # on the job submission (60 an hour) or on any request (600 a minute)
+            return Deferred(self._block(exc, submission=exc.what.startswith("submitting")))
+        except PaiApiError as exc:
+            if exc.code == "ConflictJobError":  # posted before, not visible yet when we asked
+                return submitted
+            if exc.transient or exc.status == 401:
+                return Deferred(f"OpenPAI cannot take the job now: {exc}")
+            raise
+        return submitted
+
+    def _submitted(self, name: str, local_dir: Path, container_dir: str) -> Submitted:
+        self.watcher.watch(name)
+        handle = {
+            "job": name,
+            "trial_dir": str(local_dir),
+            "container_trial_dir": container_dir,
+            "tasks": self.template.tasks,
+        }
+        return Submitted(handle, f"openpai:{self.config.username}~{name}:{local_dir}", started=False)
+
+    async def _job_exists(self, name: str) -> bool:
+        try:
+            await self.client.job(name)
+        except PaiApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def _blocked(self) -> str | None:
+        """Why submissions wait, while OpenPAI's submission limit holds them back."""
+        if self._submit_blocked is None:
+            return None
+        window_end, since, why = self._submit_blocked
+        now = time.time()
+        if now >= window_end or now >= since + self.submit_retry_interval:
+            self._submit_blocked = None
+            return None
+        return why
+
+    def _block(self, exc: RateLimited, *, submission: bool) -> str:
+        now = time.time()
+        reset = max(exc.reset, now)
+        clock = time.strftime("%H:%M:%S", time.localtime(reset))
+        limit = "job submission limit" if submission else "request rate limit"
+        why = f"OpenPAI's {limit} is reached (HTTP 429, {self.config.username}); it resets at {clock}"
+        self._submit_blocked = (reset, now, why)
+        log.warning("openpai: %s", why)
+        return why
+
+    def _protocol(self, spec: TrialSpec, name: str, container_dir: str, setup: list[str]) -> dict[str, Any]:
+        description = f"trialfleet: trial {spec.trial_id} (attempt {spec.attempt}) of experiment {self.context.experiment_id}"
+        return job_protocol(
+            self.template, name=name, trial_dir=container_dir, description=description, setup=setup
+        )
+
+    async def _deliver(self, spec: TrialSpec, name: str, attempt: str, container_dir: str) -> list[str]:
+        """The trial's input files where its tasks find them; the commands each task runs before its script."""
+        code_dir = await self.delivery.code_dir(spec.code_dir)
+        relay = self.delivery.relay_settings(attempt)
+        command = self._command(spec.command, self.template.primary, code_dir, relay)
+        files = input_files(spec.parameter_record, command)
+        if self.template.tasks > 1:
+            for role in self.template.role_commands:
+                files[f"command-{role}.json"] = json.dumps(self._command(spec.command, role, code_dir, relay))
+        files[TASK_SCRIPT] = task_script(self._task(spec, name, container_dir, code_dir))
+        return await self.delivery.deliver(attempt, spec.code_dir, files)
+
+    def _command(
+        self, trial_command: str, role: str, code_dir: str, relay: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """``command.json`` of a role's tasks; env None: they inherit the task script's environment."""
+        own = self.template.role_commands[role]
+        argv = ["/bin/bash", "-c", trial_command if own is None else own]
+        return command_record(argv, code_dir, None, relay=relay)
+
+    def _task(self, spec: TrialSpec, name: str, container_dir: str, code_dir: str) -> TaskScript:
+        env = nni_variables(
+            self.platform, self.context.experiment_id, spec, trial_dir=container_dir, code_dir=code_dir
+        )
+        for own in ("NNI_SYS_DIR", "NNI_OUTPUT_DIR"):  # each task's own directory, set by the script
+            env.pop(own)
+        env.update(spec.env)
+        if spec.gpu_number == 0:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
+        return TaskScript(
+            experiment_id=self.context.experiment_id,
+            trial_id=spec.trial_id,
+            attempt=spec.attempt,
+            job_name=name,
+            trial_dir=container_dir,
+            keeper=self.delivery.paths.layout.keeper,
+            shim_dir=self.delivery.paths.layout.shim_dir,
+            primary_role=self.template.primary,
+            several_tasks=self.template.tasks > 1,
+            env=env,
+        )
+
+    # ---- polling ---------------------------------------------------------------------------------------
+
+    async def _adopt(self, trial: LiveTrial) -> None:
+        self.watcher.watch(trial.handle["job"])
+        trial.started = await self.trials.exists(trial.handle["trial_dir"], KEEPER_RECORD)
+        self.wakeup.set()  # it may have ended while nobody watched
+
+    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
+        await self._send_stops(trials)
+        looks = await self.trials.look(trials)
+        # a job running the trial alone ends with its keeper's result.json: OpenPAI need not be asked about it
+        decided = {t.handle["job"] for t in trials if _result_decides(t, looks[t.trial_id])}
+        await self.watcher.refresh(skip=decided)
+        batch = PollBatch()
+        for trial in trials:
+            batch.extend(await self._collect_one(trial, looks[trial.trial_id]))
+        return batch
+
+    async def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
+        name = trial.handle["job"]
+        job = self.watcher.jobs.get(name)
+        keeper_started = trial.state.get("keeper_started") or look.keeper_started
+        trial.state["keeper_started"] = keeper_started
+        batch = PollBatch()
+        if not trial.started and (
+            keeper_started or (job is not None and job.state in ("RUNNING", "STOPPING"))
+        ):
+            batch.started.append(TrialStarted(trial.trial_id, time.time()))
+        batch.waiting = self._waiting(trial, job)
+        since = self.watcher.ended_for(name)
+        ended = trial_outcome(
+            trial.trial_id,
+            look.result,
+            job,
+            keeper_started=keeper_started,
+            cancel_status=trial.cancel_status,
+            gone=self.watcher.gone(name),
+            single_task=trial.handle.get("tasks", 1) == 1,
+            settled=job is not None and since is not None and since >= result_grace(job, keeper_started),
+        )
+        if ended is None and (look.result is not None or trial.cancel_status is not None):
+            self.watcher.hurry()  # the end is near: learn OpenPAI's side of it soon
+        batch.metrics, batch.problems = look.read_metrics(ended is not None)
+        if ended is not None:
+            batch.ended.append(ended)
+            if look.result is None and job is not None:
+                await self._keep_job_log(trial)
+            self.watcher.forget(name)
+            self._stops.pop(trial.trial_id, None)
+        return batch
+
+    def _waiting(self, trial: LiveTrial, job: PaiJob | None) -> list[TrialWaiting]:
+        """Why OpenPAI keeps the job waiting, with its virtual cluster's usage, reported once per change."""
+        reason = None
+        if job is not None and job.state == "WAITING":
+            reason = waiting_reason(job, self.watcher.virtual_clusters.get(job.virtual_cluster or "default"))
+        if reason == trial.state.get("waiting_reason"):
+            return []
+        trial.state["waiting_reason"] = reason
+        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
+
+    # ---- cancel, files, shutdown -----------------------------------------------------------------------
+
+    async def _kill(self, trial: LiveTrial) -> None:
+        """``executionType: STOP``: OpenPAI deletes the job's pods, so each keeper ends its trial's process tree
+        and records the cancel. Through the relay, the STOP waits for the keeper to have sent what the trial wrote
+        until now (the containers' end takes what it had not sent yet). A STOP OpenPAI does not take now (not
+        reachable, the job not visible yet) is sent again on the next polls."""
+        self.watcher.hurry()
+        settle = self.delivery.stop_settle
+        self._stops[trial.trial_id] = time.monotonic() + settle
+        if settle:
+            asyncio.get_running_loop().call_later(settle, self.wakeup.set)
+        else:
+            await self._send_stops([trial])
+
+    async def _send_stops(self, trials: list[LiveTrial]) -> None:
+        """The STOPs that are due, of these trials."""
+        now = time.monotonic()
+        for trial in trials:
+            due = self._stops.get(trial.trial_id)
+            if due is None or now < due:
+                continue
+            try:
+                await self.client.stop(trial.handle["job"])
+            except PaiApiError as exc:
+                log.warning("openpai: cannot stop job %s yet (retried): %s", trial.handle["job"], exc)
+            else:
+                self._stops.pop(trial.trial_id, None)
+
+    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+        try:
+            return await self.trials.read(handle["trial_dir"], name)
+        except FileNotFoundError:
+            if name != JOB_LOG:
+                raise
+        return (await cluster.job_log(self.client, handle["job"], self.template.primary)).encode()
+
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        """On the storage mounted here, or the relay's mirror: here either way. The web UI then streams the
+        trial's files; ``openpai.log`` is there once a trial ended without result.json (:meth:`_keep_job_log`)."""
+        return self.trials.here(handle["trial_dir"])
+
+    async def _keep_job_log(self, trial: LiveTrial) -> None:
+        """A trial that ended without result.json: keep what OpenPAI's log manager has of its first task."""
+        try:
+            text = await cluster.job_log(self.client, trial.handle["job"], self.template.primary)
+            path = Path(trial.handle["trial_dir"]) / JOB_LOG
+            await asyncio.to_thread(path.write_text, text, encoding="utf-8")
+        except (PlatformError, OSError) as exc:
+            log.info("openpai: cannot keep the log of job %s: %s", trial.handle["job"], exc)
+
+    async def _shutdown(self, killed_trials: bool) -> None:
+        if killed_trials and self.live:
+            await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
+        await self.client.close()
+        if self._delivery is not None:
+            await self._delivery.close()
+
+    async def _jobs_ended(self, trials: list[LiveTrial]) -> set[str]:
+        """The cancelled trials whose keeper recorded its end or whose job ended; STOPs not taken are resent."""
+        await self._send_stops(trials)
+        self.watcher.hurry()
+        await self.watcher.refresh()
+        ended = await self.trials.ended(trials)
+        for trial in trials:
+            job = self.watcher.jobs.get(trial.handle["job"])
+            if (job is not None and job.ended) or self.watcher.gone(trial.handle["job"]):
+                ended.add(trial.trial_id)
+        return ended
+
+
+def _result_decides(trial: LiveTrial, look: TrialLook) -> bool:
+    if look.result is None or trial.handle.get("tasks", 1) != 1:
+        return False
+    return not look.result.get("canceled") or trial.cancel_status is not None
+
+
+__all__ = ["OpenpaiTrainingService"]
