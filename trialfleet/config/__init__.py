@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from trialfleet.training_services.local.config import LocalConfig
     from trialfleet.training_services.openpai.config import OpenpaiConfig
+    from trialfleet.training_services.ray.config import RayConfig
     from trialfleet.training_services.remote.config import RemoteConfig, RemoteMachineConfig
     from trialfleet.training_services.slurm.config import SlurmConfig
 
@@ -42,6 +43,7 @@ _PLATFORM_CONFIGS = {
     "RemoteConfig": "remote",
     "RemoteMachineConfig": "remote",
     "SlurmConfig": "slurm",
+    "RayConfig": "ray",
     "OpenpaiConfig": "openpai",
     "AmlConfig": "aml",
     "DlcConfig": "dlc",
@@ -75,6 +77,7 @@ __all__ = [
     "LocalConfig",
     "NfsConfig",
     "OpenpaiConfig",
+    "RayConfig",
     "RemoteConfig",
     "RemoteMachineConfig",
     "SharedStorageConfig",

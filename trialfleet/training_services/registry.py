@@ -87,6 +87,7 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
         _builtin("local", "local", "LocalConfig", "LocalTrainingService"),
         _builtin("remote", "remote", "RemoteConfig", "RemoteTrainingService"),
         _builtin("slurm", "slurm", "SlurmConfig", "SlurmTrainingService"),
+        _builtin("ray", "ray", "RayConfig", "RayTrainingService"),
         _builtin("openpai", "openpai", "OpenpaiConfig", "OpenpaiTrainingService"),
         _builtin("kubeflow", "kubernetes", "KubeflowConfig", "KubeflowTrainingService"),
         _builtin(

@@ -38,6 +38,7 @@ def test_every_platform_names_its_own_config_model() -> None:
         "local",
         "remote",
         "slurm",
+        "ray",
         "openpai",
         "aml",
         "dlc",

@@ -1,0 +1,104 @@
+"""What the Ray tests share: contexts on the session's cluster, and a look at a job through Ray's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ray.job_submission import JobSubmissionClient
+from ray_cluster import RayCluster
+
+from trialfleet.config import ExperimentConfig
+from trialfleet.manager.experiment_manager import ExperimentManager
+from trialfleet.manager.launcher import create_experiment
+from trialfleet.status import ExperimentStatus
+from trialfleet.testing import make_context
+from trialfleet.training_services.base import ExperimentContext
+from trialfleet.training_services.ray import RayConfig
+from trialfleet.training_services.ray.entry import NODE_RECORD, unframe
+
+HANG_GUARD = 90.0
+
+
+def new_experiment_id() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def ray_context(
+    experiment_dir: Path, cluster: RayCluster, experiment_id: str | None = None, **config: Any
+) -> ExperimentContext:
+    config.setdefault("node_directory", str(cluster.root / "trials"))  # removed with the cluster
+    service = RayConfig(trial_command="unused", address=cluster.address, **config)
+    return make_context(experiment_dir, service, experiment_id=experiment_id or new_experiment_id())
+
+
+def client(cluster: RayCluster) -> JobSubmissionClient:
+    return JobSubmissionClient(cluster.address)
+
+
+def node_record(cluster: RayCluster, submission_id: str) -> dict[str, Any]:
+    """entry.py's node.json, read from the job's log as Ray serves it (no trialfleet involved)."""
+    deadline = time.monotonic() + HANG_GUARD
+    while True:
+        for line in client(cluster).get_job_logs(submission_id).splitlines():
+            found = unframe(line)
+            if found is not None and found[0] == NODE_RECORD:
+                return dict(json.loads(found[1]))
+        assert time.monotonic() < deadline, f"stuck: {submission_id} never logged its node record"
+        time.sleep(0.2)
+
+
+class RunningExperiment:
+    """The real experiment manager on a config, on this event loop, stopped whatever the test does."""
+
+    def __init__(self, config: ExperimentConfig) -> None:
+        self.experiment_id, experiment_dir = create_experiment(config)
+        self.manager = ExperimentManager(experiment_dir)
+        self._loop: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> RunningExperiment:
+        await self.manager.start()
+        self._loop = asyncio.create_task(self.manager.run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.manager.request_stop()
+        assert self._loop is not None
+        await asyncio.wait_for(self._loop, 120)
+        self.manager.store.close()
+
+    async def done(self, timeout: float = 300) -> None:
+        await self.manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=timeout)
+        assert self.manager.error is None
+
+    async def until(self, condition: Callable[[], bool], what: str, timeout: float = HANG_GUARD) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"stuck: {what}"
+            await asyncio.sleep(0.2)
+
+
+def experiment_config(tmp_path: Path, cluster: RayCluster, trial: str, **fields: Any) -> ExperimentConfig:
+    """An NNI-style experiment on the cluster: ``trial`` is the code of trial.py, run with this python."""
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / "trial.py").write_text(trial)
+    service = {"platform": "ray", "address": cluster.address, "nodeDirectory": str(cluster.root / "trials")}
+    data: dict[str, Any] = {
+        "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
+        "trialCommand": f"{sys.executable} trial.py",
+        "trialCodeDirectory": str(code),
+        "trialConcurrency": 1,
+        "maxTrialNumber": 1,
+        "tuner": {"name": "Random"},
+        "experimentWorkingDirectory": str(tmp_path / "experiments"),
+        **fields,
+    }
+    data["trainingService"] = {**service, **data.pop("trainingService", {})}
+    return ExperimentConfig.from_dict(data)
