@@ -186,12 +186,33 @@ def make_cgroup(marker: str) -> str | None:
     return path
 
 
-def enter_cgroup(path: str | None) -> None:
-    """Move the calling process into ``path`` (in the trial command's child, before exec)."""
-    if path:
-        procs = os.path.join(path, "cgroup.procs")
-        with contextlib.suppress(OSError), open(procs, "w") as f:  # if not, still found by its marker
-            f.write("0")
+def move_into_cgroup(path: str | None, leader: int, rounds: int = 5) -> None:
+    """Move the running trial command, and whatever it forked already, into the trial's cgroup ``path``.
+
+    Done from the keeper once the command runs, not in the child before its exec: a cgroup migration waits for
+    an RCU grace period (12-18 ms here), which the trial's start waited for too. A process forked while its
+    parent was being moved stays where it was, so the trial's processes are looked at again until all of them
+    are in, a few ``rounds`` at most: its session and every descendant of the keeper (a subreaper: what detached
+    was re-parented to it), which reads no other process's environment. One not moved (this user may not move
+    it) is still found by its marker.
+    """
+    if not path:
+        return
+    try:
+        fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        outside = [leader]
+        for _ in range(rounds):
+            for pid in outside:
+                with contextlib.suppress(OSError):  # ended meanwhile
+                    os.write(fd, str(pid).encode())
+            outside = sorted(trial_tree(leader, (os.getpid(),)) - cgroup_members(path))
+            if not outside:
+                return
+    finally:
+        os.close(fd)
 
 
 def cgroup_members(path: str | None) -> set:
@@ -370,13 +391,12 @@ def command_env(command: dict, marker: str) -> dict:
     return env
 
 
-def start(command: dict, trial_dir: str, marker: str, cgroup: str | None) -> subprocess.Popen:
+def start(command: dict, trial_dir: str, marker: str) -> subprocess.Popen:
     out, err = open_output(trial_dir, "trial.stdout"), open_output(trial_dir, "trial.stderr")
 
     def in_child() -> None:
         # the keeper blocks the signals it waits for; the command must not inherit that mask
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
-        enter_cgroup(cgroup)
 
     with contextlib.suppress(OSError):  # NNI's name for the trial's output, which its users' scripts read
         os.symlink("trial.stdout", os.path.join(trial_dir, "trial.log"))
@@ -460,7 +480,7 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     # a restarted manager so): their fsyncs bought nothing and cost ~10 ms before every trial could start
     write_json_atomically(os.path.join(trial_dir, "launch.json"), launch, durable=False)
     try:
-        process = start(command, trial_dir, marker, cgroup)
+        process = start(command, trial_dir, marker)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         with open(os.path.join(trial_dir, "trial.stderr"), "a") as f:
             f.write(f"trialfleet: could not start the trial command: {exc}\n")
@@ -471,6 +491,7 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     write_json_atomically(os.path.join(trial_dir, "keeper.json"), record, durable=False)
     if forwarder is not None:
         forwarder.send_record("keeper.json")
+    move_into_cgroup(cgroup, process.pid)
     trial = Trial(process.pid, marker, cgroup)
     cause = trial.supervise(command.get("max_duration"))
     trial.end_tree(float(command.get("kill_grace", 5)))

@@ -229,6 +229,29 @@ def test_a_daemon_dies_with_its_trial_after_the_keeper_was_killed(tmp_path: Path
         assert not Path(record["cgroup"]).exists(), "the trial's cgroup is removed with it"
 
 
+def test_what_the_command_forks_at_once_is_in_the_trial_s_cgroup(tmp_path: Path) -> None:
+    """The keeper moves the command into its cgroup once it runs; processes forked meanwhile are moved too."""
+    probe = keeper_mod.make_cgroup("probe-" + os.urandom(4).hex())
+    if probe is None:
+        pytest.fail("this test needs a cgroup v2 the test user may create (the CI machine has one, as root)")
+    keeper_mod.remove_cgroup(probe)
+    write_command(tmp_path, "sleep 600 & sleep 600 & (sleep 600 &); sleep 600")
+    keeper_process = launch(tmp_path)
+    record = wait_for(tmp_path / "keeper.json")
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while True:  # the keeper.json is written before the move
+            session = {pid for pid in keeper_mod.trial_tree(record["pid"]) if alive(pid)}
+            if len(session) == 4 and session <= keeper_mod.cgroup_members(record["cgroup"]):
+                break
+            assert time.monotonic() < deadline, (session, keeper_mod.cgroup_members(record["cgroup"]))
+            time.sleep(0.05)
+    finally:
+        keeper_process.send_signal(signal.SIGTERM)
+    assert finish(keeper_process, tmp_path)["canceled"]
+    assert not Path(record["cgroup"]).exists()
+
+
 def test_the_marker_finds_a_process_outside_every_tree(tmp_path: Path) -> None:
     marker = os.urandom(8).hex()
     env = {**os.environ, keeper_mod.MARKER_VARIABLE: marker}
