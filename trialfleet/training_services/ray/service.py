@@ -217,10 +217,7 @@ class RayTrainingService(TrainingService):
             if job is not None and job.status == "PENDING"
             else None
         )
-        if reason == trial.state.get("waiting_reason"):
-            return []
-        trial.state["waiting_reason"] = reason
-        return [TrialWaiting(trial.trial_id, reason, time.time())] if reason else []
+        return trial.waiting_changed(reason)
 
     # ---- the job's log -----------------------------------------------------------------------------------
 

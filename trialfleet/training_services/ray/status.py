@@ -17,23 +17,13 @@ from typing import Any
 from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.job_states import INFRA, USER, StateMeaning
+from trialfleet.training_services.job_states import failed as _failed
 from trialfleet.training_services.trial_dir import ended_from_result, lost
 
 log = logging.getLogger(__name__)
 
 _MISSING_QUERIES_BEFORE_GONE = 2
-INFRA, USER = FailureKind.INFRASTRUCTURE, FailureKind.USER_CODE
-
-
-@dataclass(frozen=True)
-class StateMeaning:
-    status: TrialStatus
-    failure_kind: FailureKind | None
-    reason: str
-
-
-def _failed(kind: FailureKind, reason: str) -> StateMeaning:
-    return StateMeaning(TrialStatus.FAILED, kind, reason)
 
 
 #: (JobStatus, JobErrorType or "") → ours; "" is any error type the table does not name
