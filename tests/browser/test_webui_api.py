@@ -39,6 +39,7 @@ def client(experiment: Path) -> Iterator[TestClient]:
     manager = ExperimentManager(experiment, readonly=True)
     with TestClient(create_app(manager)) as test_client:
         yield test_client
+    manager.store.close()
 
 
 def test_changes_sends_only_the_trials_changed_since_the_cursor(client: TestClient, experiment: Path) -> None:
@@ -155,6 +156,7 @@ def named(tmp_path: Path) -> Iterator[TestClient]:
     manager = ExperimentManager(experiment_dir, readonly=True)
     with TestClient(create_app(manager)) as test_client:
         yield test_client
+    manager.store.close()
 
 
 @pytest.mark.parametrize("index", range(len(NAMES)), ids=[repr(name) for name in NAMES])

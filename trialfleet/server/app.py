@@ -6,6 +6,8 @@ OpenAPI: ``/api/v1/nni/openapi.json`` and interactive docs at ``/api/v1/nni/docs
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
@@ -42,7 +44,19 @@ def create_app(
 
     prefix = normalise_prefix(url_prefix)
     api = prefix + API_PATH
+    #: what the app opened for itself (read-only database connections): closed when it shuts down
+    closers: list[Callable[[], object]] = []
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            for close in reversed(closers):
+                close()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="trialfleet",
         version=__version__,
         description="NNI-compatible REST API of one trialfleet experiment.",
@@ -51,7 +65,9 @@ def create_app(
         redoc_url=None,
     )
     reader_store = ExperimentStore.for_experiment_dir(manager.experiment_dir, readonly=True)
-    cache = ResponseCache(ChangeCounter(reader_store.path))
+    counter = ChangeCounter(reader_store.path)
+    cache = ResponseCache(counter)
+    closers += [reader_store.close, counter.close]
     app.state.trialfleet = ServerContext(
         manager, ExperimentReader(reader_store, manager.experiment_dir), cache
     )
@@ -68,7 +84,7 @@ def create_app(
     ):
         app.include_router(router, prefix=api)
     app.include_router(routes_files.logs_router, prefix=prefix)
-    mount_webui(app, manager, prefix=prefix)
+    mount_webui(app, manager, prefix=prefix, closers=closers)
     _document_errors(app, bearer=policy.token is not None)
     return app
 

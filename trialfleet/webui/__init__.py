@@ -52,12 +52,16 @@ def plotly_js_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def mount(app: FastAPI, manager: ExperimentManager, *, prefix: str = "") -> None:
-    """Serve the web UI of ``manager``'s experiment from ``app`` (under ``prefix``, e.g. ``/nni``)."""
+def mount(
+    app: FastAPI, manager: ExperimentManager, *, prefix: str = "", closers: list[Callable[[], object]]
+) -> None:
+    """Serve the web UI of ``manager``'s experiment from ``app`` (under ``prefix``, e.g. ``/nni``); what it opens
+    is added to ``closers``, which the app calls when it shuts down."""
     reader = ExperimentStore(manager.store.path, readonly=True)
     queries = TrialQueries(ExperimentStore(manager.store.path, readonly=True))
+    closers += [reader.close, queries.close]
     before = len(app.router.routes)
-    app.include_router(build_router(manager, reader, queries), prefix=prefix)
+    app.include_router(build_router(manager, reader, queries, closers), prefix=prefix)
 
     plotly_url = f"webui/vendor/plotly-{plotly_version()}.min.js"
     index_html = (STATIC_DIR / "index.html").read_text().replace("{{plotly_src}}", plotly_url)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, HTTPException, Query
@@ -90,7 +91,12 @@ def _platform(config: dict[str, Any]) -> str:
     return str((service or {}).get("platform", "local"))
 
 
-def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: TrialQueries) -> APIRouter:
+def build_router(
+    manager: ExperimentManager,
+    reader: ExperimentStore,
+    queries: TrialQueries,
+    closers: list[Callable[[], object]],
+) -> APIRouter:
     """The routes; ``reader`` and ``queries`` are read-only connections, so polls never take the manager's
     write lock. The change feed has two of its own: ``feed`` for its answers, never queued behind a page's
     query, and ``watch`` for the long polls' looks, made on the event loop itself (three index lookups each),
@@ -98,6 +104,7 @@ def build_router(manager: ExperimentManager, reader: ExperimentStore, queries: T
     router = APIRouter(prefix=PREFIX)
     feed = TrialQueries(ExperimentStore(reader.path, readonly=True))
     watch = TrialQueries(ExperimentStore(reader.path, readonly=True))
+    closers += [feed.close, watch.close]
 
     def changes_since(since: Cursor | None) -> dict[str, Any]:
         # take the new cursor first: a change landing during this request is sent again next time

@@ -65,6 +65,7 @@ class AmlEmulator:
         self._server: TlsServer | None = None
         self._proxy: ConnectProxy | None = None
         self._lock = threading.Lock()
+        self._opened: list[Any] = []  # the clients' HTTP sessions and credentials, closed by stop()
 
     # lifecycle
 
@@ -127,6 +128,8 @@ class AmlEmulator:
         return self._pipeline(request)
 
     def stop(self) -> None:
+        while self._opened:
+            self._opened.pop().close()
         if self._server is not None:
             self.engine.close()
             self._server.shutdown()
@@ -195,7 +198,7 @@ class AmlEmulator:
         """A real ``azure.identity.ClientSecretCredential`` that gets its tokens from the emulator's Entra ID."""
         from azure.identity import ClientSecretCredential
 
-        return ClientSecretCredential(
+        credential = ClientSecretCredential(
             self.principal.tenant_id,
             self.principal.client_id,
             self.principal.client_secret,
@@ -203,11 +206,17 @@ class AmlEmulator:
             disable_instance_discovery=True,
             **kwargs,
         )
+        self._opened.append(credential)
+        return credential
 
     def ml_client(self, credential: Any = None, **kwargs: Any) -> Any:
         """``MLClient`` for the emulated workspace (the process must trust ``ca_bundle``: see :meth:`client_env`)."""
+        import requests
         from azure.ai.ml import MLClient
+        from azure.core.pipeline.transport import RequestsTransport
 
+        session = requests.Session()  # shared by the client's service clients; stop() closes it
+        self._opened.append(session)
         c = self.config
         return MLClient(
             credential or self.credential(),
@@ -216,6 +225,7 @@ class AmlEmulator:
             c.workspace_name,
             cloud=self.cloud_name,
             cloud_metadata=self.cloud_metadata,
+            transport=RequestsTransport(session=session, session_owner=False),
             **kwargs,
         )
 

@@ -108,8 +108,12 @@ def hybrid_experiment(tmp_path: Path, blocks: list[dict[str, Any]], **fields: An
 @asynccontextmanager
 async def rest(manager: ExperimentManager) -> AsyncIterator[httpx.AsyncClient]:
     """NNI's REST API of the manager, on the manager's own loop."""
-    transport = httpx.ASGITransport(app=create_app(manager))
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+    app = create_app(manager)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client,
+    ):
         yield client
 
 

@@ -107,7 +107,8 @@ def populated(tmp_path: Path) -> Iterator[tuple[Served, TestClient]]:
     populate(store, trial_dir)
     store.close()
     manager = ExperimentManager(experiment_dir)
-    yield Served(manager, experiment_dir), TestClient(create_app(manager))
+    with TestClient(create_app(manager)) as client:  # its shutdown closes the app's read connections
+        yield Served(manager, experiment_dir), client
     manager.store.close()
 
 
@@ -115,7 +116,8 @@ def populated(tmp_path: Path) -> Iterator[tuple[Served, TestClient]]:
 def viewed(populated: tuple[Served, TestClient]) -> Iterator[tuple[Served, TestClient]]:
     served, _ = populated
     manager = ExperimentManager(served.experiment_dir, readonly=True)
-    yield Served(manager, served.experiment_dir), TestClient(create_app(manager))
+    with TestClient(create_app(manager)) as client:
+        yield Served(manager, served.experiment_dir), client
     manager.store.close()
 
 
@@ -128,8 +130,12 @@ async def running(tmp_path: Path) -> AsyncIterator[tuple[Served, httpx.AsyncClie
     manager = ExperimentManager(experiment_dir)
     await manager.start()
     loop_task = asyncio.create_task(manager.run())
-    transport = httpx.ASGITransport(app=create_app(manager))
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+    app = create_app(manager)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://test") as client,
+    ):
         yield Served(manager, experiment_dir), client
     manager.request_stop()
     await asyncio.wait_for(loop_task, 60)

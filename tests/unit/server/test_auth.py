@@ -4,6 +4,7 @@ every route beyond it — as a bearer header, a cookie set from ``?token=``, or 
 from __future__ import annotations
 
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,8 +57,21 @@ def test_listening_address_decides_the_policy(tmp_path: Path) -> None:
     assert wide.cookie_name == "trialfleet_token_e1"
 
 
+_made: list[TestClient] = []
+
+
+@pytest.fixture(autouse=True)
+def _shut_down_clients() -> Iterator[None]:
+    """Each app made by ``_client`` is shut down after its test (that closes its read connections)."""
+    yield
+    while _made:
+        _made.pop().__exit__(None, None, None)
+
+
 def _client(served: Served, policy: AccessPolicy) -> TestClient:
-    return TestClient(create_app(served.manager, access=policy), follow_redirects=False)
+    client = TestClient(create_app(served.manager, access=policy), follow_redirects=False)
+    _made.append(client.__enter__())
+    return client
 
 
 def test_loopback_refuses_hosts_that_are_not_this_machine(populated: tuple[Served, TestClient]) -> None:

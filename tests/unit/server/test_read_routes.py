@@ -163,7 +163,7 @@ def test_unknown_route_and_openapi(populated: tuple[Served, TestClient]) -> None
 
 def test_url_prefix(populated: tuple[Served, TestClient]) -> None:
     served, _ = populated
-    client = TestClient(create_app(served.manager, url_prefix="/team/"))
-    assert client.get(f"/team{API}/check-status").json()["status"] == "INITIALIZED"
-    assert client.get(f"{API}/check-status").status_code == 404
-    assert client.get(f"/team{API}/openapi.json").status_code == 200
+    with TestClient(create_app(served.manager, url_prefix="/team/")) as client:
+        assert client.get(f"/team{API}/check-status").json()["status"] == "INITIALIZED"
+        assert client.get(f"{API}/check-status").status_code == 404
+        assert client.get(f"/team{API}/openapi.json").status_code == 200

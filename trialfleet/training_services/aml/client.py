@@ -74,12 +74,18 @@ class AmlClient:
             cloud["cloud"] = config.cloud
         if metadata:
             cloud["cloud_metadata"] = metadata
+        import requests
+        from azure.core.pipeline.transport import RequestsTransport
+
+        # the SDK's service clients share one HTTP session, which close() ends (its own would linger)
+        self._sdk_session = requests.Session()
         self.ml = MLClient(
             self.credential,
             config.subscription_id,
             config.resource_group,
             config.workspace_name,
             show_progress=False,
+            transport=RequestsTransport(session=self._sdk_session, session_owner=False),
             **cloud,
         )
         self.audience = str(
@@ -87,10 +93,14 @@ class AmlClient:
         )
         self.tracking_uri = ""
         self.discovery_url = ""
-        import requests
-
         self.http = requests.Session()
         self._token: Any = None
+
+    def close(self) -> None:
+        """End the HTTP sessions and the credential's (their connections would stay open until collected)."""
+        self._sdk_session.close()
+        self.http.close()
+        self.credential.close()
 
     def call(self, what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
         """``function(*args, **kwargs)``, its Azure errors as PlatformErrors."""

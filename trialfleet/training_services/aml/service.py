@@ -283,8 +283,13 @@ class AmlTrainingService(TrainingService):
         return await self.trials.read(handle["trial_dir"], name)
 
     async def _shutdown(self, killed_trials: bool) -> None:
-        if killed_trials and self.client is not None:
-            await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
+        if self.client is None:
+            return
+        try:
+            if killed_trials:
+                await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
+        finally:
+            await asyncio.to_thread(self.client.close)
 
     async def _jobs_ended(self, trials: list[LiveTrial]) -> set[str]:
         ended = set()
