@@ -126,7 +126,8 @@ async def serve(
     import uvicorn
 
     app = create_app(manager, access=access, url_prefix=url_prefix)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    # lifespan on: at its shutdown the app closes the read-only connections it opened
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     server_task = asyncio.create_task(server.serve(sockets=[sock]))
     if exit_when_finished:
         watcher = asyncio.create_task(_stop_when_finished(manager))

@@ -29,8 +29,13 @@ def accepted_from(client: tuple[str, int]) -> socket.socket:
     """A duplicate of the socket this process accepted from ``client``, found among its own descriptors."""
     for name in os.listdir("/proc/self/fd"):
         try:
-            sock = socket.socket(fileno=os.dup(int(name)))
+            duplicate = os.dup(int(name))
         except OSError:
+            continue  # closed meanwhile (the listing's own descriptor)
+        try:
+            sock = socket.socket(fileno=duplicate)
+        except OSError:
+            os.close(duplicate)
             continue  # not a socket
         try:
             if sock.type == socket.SOCK_STREAM and sock.getpeername() == client:
