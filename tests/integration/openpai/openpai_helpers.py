@@ -47,6 +47,10 @@ def openpai_config(pai: OpenPAIEmulator, **overrides: Any) -> OpenpaiConfig:
 def openpai_context(
     pai: OpenPAIEmulator, experiment_dir: Path, experiment_id: str = "contract", **overrides: Any
 ) -> ExperimentContext:
+    if "trialCodeDirectory" not in overrides:  # shipped at start: a small one, never the cwd (a whole checkout)
+        code = experiment_dir.parent / "configured code"
+        code.mkdir(parents=True, exist_ok=True)
+        overrides["trialCodeDirectory"] = str(code)
     return make_context(experiment_dir, openpai_config(pai, **overrides), experiment_id)
 
 

@@ -33,6 +33,7 @@ from trialfleet.testing import (
     TrialHost,
     make_context,
     poll_until,
+    wait_for_file,
     wait_until_gone,
 )
 from trialfleet.training_services.base import ExperimentContext, TrainingService
@@ -106,6 +107,9 @@ class TestOpenpaiRelayContract(TrainingServiceContract):
         command = self.run_command(python_command, "doomed.py", control)
         handle = (await self.submit(first, self.spec("doomed", command, code_dir))).handle
         await control.wait_for("running")
+        # the keeper's record reached this manager through the relay: it knows the keeper started (killed before
+        # that, with the relay closed, the trial is the job's failure as OpenPAI reports it, not lost)
+        await wait_for_file(Path(handle["trial_dir"]) / "keeper.json")
         await services.close(first, kill_trials=False)
         await hard_kill(handle)
         second = await services.start()
