@@ -11,6 +11,7 @@ killed and restarted. Everything is torn down by pid and by name, even after a f
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -217,11 +218,16 @@ class Host:
 class Fleet:
     """``count`` hosts on a bridge; :meth:`up` builds them, :meth:`down` removes every trace."""
 
+    #: fleets of one process (the hybrid and the remote tests' session fleets live together) get names and a
+    #: subnet of their own
+    _made = itertools.count()
+
     def __init__(self, base: Path, count: int) -> None:
-        tag = os.getpid() % 100000
+        index = next(Fleet._made) % 10
+        tag = f"{os.getpid() % 100000}{index}"  # "tfv" + tag + "h9" stays within an interface name's 15 bytes
         self.base = base
         self.bridge = f"tfb{tag}"
-        self.subnet = f"10.213.{tag % 200 + 20}"
+        self.subnet = f"10.213.{(os.getpid() * 7 + index) % 200 + 20}"
         self.client_key = base / "client_key"
         self.wrong_key = base / "wrong_key"
         self.known_hosts = base / "known_hosts"
