@@ -848,6 +848,13 @@ def cli_webui_url(shared: Shared) -> None:
     assert shared.cli.ok("webui", "url").strip() == f"Web UI url: http://127.0.0.1:{shared.port}"
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT as a shell leaves it for a command, whatever this test process does with it (a child
+    inherits an ignored or blocked SIGINT, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def cli_top(shared: Shared) -> None:
     top = subprocess.Popen(
         [str(CONSOLE_SCRIPT), "top", "--time", "1"],
@@ -856,6 +863,7 @@ def cli_top(shared: Shared) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
     seen: list[str] = []
     try:
