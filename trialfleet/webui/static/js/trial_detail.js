@@ -103,10 +103,14 @@ export async function open(id, state, onClose) {
   open_ = { id, metrics: [], lastMetric: 0, tab: "parameters", logName: "stdout", els, overlay, onClose, trial: null,
     forget: onEscape(onClose) };
   document.body.append(overlay);
+  const mine = open_; // closed (Escape) or replaced while a request was out: this drawer is gone, do nothing
   try {
-    open_.trial = await api.trial(id);
-    if (open_.trial.status === "FAILED") Object.assign(open_, { tab: "logs", logName: "stderr" }); // what explains it
+    const trial = await api.trial(id);
+    if (open_ !== mine) return;
+    open_.trial = trial;
+    if (trial.status === "FAILED") Object.assign(open_, { tab: "logs", logName: "stderr" }); // what explains it
     await fetchMetrics();
+    if (open_ !== mine) return;
   } catch (error) {
     els.body.replaceChildren(h("div", { className: "empty error" }, String(error.message || error)));
     return;
