@@ -54,6 +54,18 @@ def node_record(cluster: RayCluster, submission_id: str) -> dict[str, Any]:
         time.sleep(0.2)
 
 
+def forwarded(cluster: RayCluster, submission_id: str, files: set[str]) -> None:
+    """Wait until the job's log, as Ray serves it, carries some of each of ``files`` of the trial directory."""
+    deadline = time.monotonic() + HANG_GUARD
+    while True:
+        lines = client(cluster).get_job_logs(submission_id).splitlines()
+        sent = {found[0] for found in map(unframe, lines) if found is not None and found[1]}
+        if files <= sent:
+            return
+        assert time.monotonic() < deadline, f"stuck: {submission_id} never logged {sorted(files - sent)}"
+        time.sleep(0.2)
+
+
 class RunningExperiment:
     """The real experiment manager on a config, on this event loop, stopped whatever the test does."""
 

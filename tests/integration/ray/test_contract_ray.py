@@ -3,7 +3,9 @@
 Both nodes are processes of this machine, so the trials see the control directory where the test wrote it and
 their process table is this machine's: the default ``control`` fixture applies. What differs from a local trial:
 its code runs in Ray's unpacked copy of the working directory, whose path the trial's node record gives, and a
-"crashed worker" is the job's entrypoint killed with everything below it.
+"crashed worker" is the job's entrypoint killed with everything below it, once ``entry.py`` forwarded what the
+trial wrote into the job's log (what a node writes in the last fraction of a second before it is lost stays on it,
+as any file there does: the relay's vanished-keeper case waits the same way).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import pytest
 from ray_cluster import RayCluster, descendants, kill_all
-from ray_helpers import node_record, ray_context
+from ray_helpers import forwarded, node_record, ray_context
 
 from trialfleet.testing import TrainingServiceContract
 from trialfleet.training_services.base import ExperimentContext
@@ -37,25 +39,14 @@ class TestRayContract(TrainingServiceContract):
     @pytest.fixture
     def hard_kill(self, healthy_cluster: RayCluster) -> Callable[[Mapping[str, Any]], Awaitable[None]]:
         async def kill(handle: Mapping[str, Any]) -> None:
-            entry_pid = node_record(healthy_cluster, handle["submission_id"])["pid"]
+            sid = handle["submission_id"]
+            entry_pid = node_record(healthy_cluster, sid)["pid"]
+            forwarded(healthy_cluster, sid, {"keeper.json", ".nni/metrics"})
             tree = descendants([entry_pid])
             assert len(tree) >= 3, f"the entrypoint, the keeper and the trial should run: {tree}"
             kill_all(tree)
 
         return kill
-
-    @pytest.mark.xfail(
-        strict=True,  # once the defect is fixed this fails: take the mark away
-        reason="known defect, open: run after the module's other cases (as in CI) the re-adopting service finds "
-        "the killed job's log empty, so the trial ends as the job's failure (exit -9) instead of lost, and the "
-        "metric reported before the kill is missing; alone (-k) the case passes, and shows as XPASS(strict)",
-    )
-    async def test_adopt_a_trial_whose_keeper_vanished_reports_lost(
-        self, services: Any, python_command: str, code_dir: Path, control: Any, hard_kill: Any
-    ) -> None:
-        await super().test_adopt_a_trial_whose_keeper_vanished_reports_lost(
-            services, python_command, code_dir, control, hard_kill
-        )
 
     def trial_code_dir(self, handle: Mapping[str, Any], code_dir: Path) -> str:
         """Ray's unpacked copy of the working directory on the node, as the trial's node record names it."""
