@@ -37,7 +37,8 @@ def test_quick_launch_workload_reports_every_run(tmp_path: Path) -> None:
         (True, False),
         (False, False),
     ]
-    assert [r.split("|")[2].strip() for r in rows if r.startswith("| trials SUCCEEDED |")] == ["10.0"] * 4
+    succeeded = [r.split("|")[2].strip() for r in rows if r.startswith("| trials SUCCEEDED |")]
+    assert succeeded == ["10.0"] * 4, _unsuccessful(tmp_path / "work")
     mismatched = [r.split("|")[2].strip() for r in rows if r.startswith("| trials whose recorded parameters")]
     assert mismatched == ["0.00"] * 4
     overheads = [r for r in rows if r.startswith("| **per-trial overhead**")]
@@ -55,3 +56,26 @@ def test_keep_alive_bench_prints_both_variants_and_their_ratio() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert [line.split()[0] for line in lines[1:]] == ["before", "now", "ratio"], done.stdout
+
+
+def _unsuccessful(workdir: Path) -> str:
+    """What the trials that did not exit 0 left, and the managers' warnings: the failure's own account."""
+    told = []
+    for manager_log in sorted(workdir.glob("*/experiments/*/log/manager.log")):
+        lines = manager_log.read_text().splitlines()
+        warnings = [
+            line for line in lines if any(word in line for word in (" WARNING ", " ERROR ", "FAILED"))
+        ]
+        if warnings and not manager_log.parents[1].is_symlink():
+            told += [f"== {manager_log}", *warnings[-20:]]
+    for trial in sorted(workdir.glob("*/experiments/*/trials/*")):
+        if trial.parents[1].is_symlink():
+            continue
+        result = trial / "result.json"
+        if result.exists() and '"exit_code": 0,' in result.read_text():
+            continue
+        told.append(f"== {trial}: {result.read_text() if result.exists() else 'no result.json'}")
+        for name in ("trial.stderr", "keeper.log", "trial.log"):
+            if (trial / name).exists():
+                told += [f"-- {name}", (trial / name).read_text()[-2000:]]
+    return "\n".join(told)
