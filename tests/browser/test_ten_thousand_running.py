@@ -5,6 +5,7 @@ measures them with their percentiles."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,10 +104,14 @@ def chart(page: Any, chart_id: str) -> Any:
 
 
 def test_every_chart_shows_what_rest_says(running: RunningExperiment, page: Any) -> None:
+    before = sum(1 for j in rest_trials(running) if final_metric(j) is not None)
     for i, trial_id in enumerate(newest(40, 100)):  # more finished trials, so every chart has some
         running.end(trial_id, "SUCCEEDED", round(0.1 + i / 100, 4))
+    deadline = time.monotonic() + 120
     jobs = rest_trials(running)
-    while sum(1 for j in jobs if final_metric(j) is not None) < 49:  # 8 + 1 + 40 succeeded
+    while sum(1 for j in jobs if final_metric(j) is not None) < before + 40:
+        assert time.monotonic() < deadline, "REST never showed the 40 trials ended with their final metrics"
+        time.sleep(0.2)
         jobs = rest_trials(running)
     page.goto(f"{running.url}/#/charts")
     done = [j for j in jobs if final_metric(j) is not None]
