@@ -6,7 +6,9 @@ succeeded with the parameters they were given and that the report has its tables
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +61,8 @@ def test_keep_alive_bench_prints_both_variants_and_their_ratio() -> None:
 
 
 def _unsuccessful(workdir: Path) -> str:
-    """What the trials that did not exit 0 left, and the managers' warnings: the failure's own account."""
+    """The trials stored as not SUCCEEDED, what the trials that did not exit 0 left, and the managers' warnings:
+    the failure's own account."""
     told = []
     for manager_log in sorted(workdir.glob("*/experiments/*/log/manager.log")):
         lines = manager_log.read_text().splitlines()
@@ -68,6 +71,14 @@ def _unsuccessful(workdir: Path) -> str:
         ]
         if warnings and not manager_log.parents[1].is_symlink():
             told += [f"== {manager_log}", *warnings[-20:]]
+    for db in sorted(workdir.glob("*/experiments/*/db/trialfleet.sqlite")):
+        if db.parents[1].is_symlink():
+            continue
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            rows = conn.execute(
+                "SELECT id, status, message FROM trials WHERE status != 'SUCCEEDED'"
+            ).fetchall()
+        told += [f"== {db}: trial {row[0]} {row[1]}: {row[2]}" for row in rows]
     for trial in sorted(workdir.glob("*/experiments/*/trials/*")):
         if trial.parents[1].is_symlink():
             continue

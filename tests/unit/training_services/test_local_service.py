@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,28 @@ def test_command_json_holds_only_what_trialfleet_changes_in_the_workers_environm
     # NNI's and the GPU variables always (a re-adopting manager reads them), the spec's, and what differs
     assert overlay == {"NNI_EXP_ID": "e", "CUDA_VISIBLE_DEVICES": "0", "MY_VAR": "1"}
     assert unset == ["SDK_PROCESS"]
+
+
+async def test_a_keeper_that_ends_while_its_trial_is_looked_at_is_not_taken_for_lost(service, dirs) -> None:
+    """The look reads the keeper alive and no result.json; the keeper then writes its record and exits before
+    the look is judged. The trial succeeded and must be told so, not reported lost (its record is there)."""
+    code, control = dirs
+    handle = (await service.submit(spec("race", held_command(control, "race"), code))).handle
+    await wait_for_file(control / "race.out")
+    look_one = service.files.look_one
+
+    def look_then_the_keeper_ends(trial):  # type: ignore[no-untyped-def]
+        look = look_one(trial)
+        assert look.alive and look.result is None
+        (control / "race.release").touch()
+        deadline = time.monotonic() + HANG_GUARD
+        while alive(handle["keeper_pid"]):
+            assert time.monotonic() < deadline, "stuck: the keeper did not end"
+            time.sleep(0.01)
+        service.files.look_one = look_one  # the one stale look only
+        return look
+
+    service.files.look_one = look_then_the_keeper_ends
+    ended: dict[str, TrialEnded] = {}
+    await poll_until_ended(service, {"race"}, ended)
+    assert (ended["race"].status, ended["race"].message) == (TrialStatus.SUCCEEDED, "exit code 0")

@@ -203,7 +203,9 @@ class LocalTrainingService(TrainingService):
     # ---- one trial -------------------------------------------------------------------------------
 
     def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
-        alive = bool(look.alive) and self._keeper_alive(trial.handle)
+        # the look's own answer, taken before it read result.json: asked again now, a keeper that wrote its
+        # record and exited since would be taken for lost with the record there
+        alive = bool(look.alive)
         cleanup = trial.state.get("cleanup")
         ended = None
         if alive and time.monotonic() > trial.state.get("answer_by", float("inf")):
