@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,42 @@ def test_killing_a_trial_from_the_page_ends_its_process(tmp_path: Path, page: An
         page.locator(f"#trials-table tr[data-trial='{trial_id}'][data-status=USER_CANCELED]").wait_for()
         wait_for(lambda: process_gone(pid), timeout=15, what=f"trial process {pid} to end")
         assert store.trial(trial_id).status is TrialStatus.USER_CANCELED
+        hold_trials(tmp_path, False)
+
+
+def test_a_page_answer_older_than_a_kill_does_not_take_the_row_back(tmp_path: Path, page: Any) -> None:
+    """The trials page asks for its page, the trial is killed, the change feed's delta draws it killed, and
+    only then does the page's answer (taken before the kill, the trial RUNNING in it) arrive."""
+    hold_trials(tmp_path, True)
+    _, experiment_dir = new_experiment(tmp_path, trial_concurrency=1, max_trial_number=1)
+    store = reader(experiment_dir)
+    with manager_process(experiment_dir, "create") as manager:
+        trial_id = wait_for(lambda: running_trial(store), what="a running trial")
+        page.goto(f"{manager.url}/#/trials")
+        row = page.locator(f"#trials-table tr[data-trial='{trial_id}']")
+        row.and_(page.locator("[data-status=RUNNING]")).wait_for()
+        held: list[tuple[Any, Any]] = []  # (route, the answer it got when it was asked)
+
+        def hold(route: Any) -> None:
+            held.append((route, route.fetch() if not held else None))
+
+        page.route("**/api/v1/trialfleet/trials?*", hold)
+        page.locator("#trials-table th.sorted").click()  # Trial No., now ascending: asks for the page again
+        deadline = time.monotonic() + 30
+        while not held:  # the route's handler runs while Playwright is called
+            assert time.monotonic() < deadline, "the page never asked for its trials again"
+            page.wait_for_timeout(20)
+        assert "RUNNING" in held[0][1].text()
+        request = urllib.request.Request(f"{manager.url}/api/v1/nni/trial-jobs/{trial_id}", method="DELETE")
+        urllib.request.urlopen(request, timeout=30).close()
+        row.and_(page.locator("[data-status=USER_CANCELED]")).wait_for()  # drawn from the change feed
+        route, answer = held[0]
+        route.fulfill(response=answer)
+        page.locator("#trials-table th.sorted", has_text="\u25b2").wait_for()  # the old answer is drawn
+        assert row.get_attribute("data-status") == "USER_CANCELED"
+        page.unroute("**/api/v1/trialfleet/trials?*")
+        for route, _ in held[1:]:
+            route.continue_()
         hold_trials(tmp_path, False)
 
 

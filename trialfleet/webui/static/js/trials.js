@@ -26,6 +26,10 @@ let dirty = false;
 let reloadTimer = null;
 let lastLoad = -Infinity;
 const RELOAD_MS = 1000;
+// what change-feed deltas said of a trial, numbered: a page query sent before a delta answers with the
+// trial as it was, and drawing that would take the row back (a killed trial shown RUNNING again)
+let deltaCount = 0;
+const deltaSeen = new Map(); // trial id → { n, fresh }
 
 function loadHidden() {
   try { return new Set(JSON.parse(localStorage.getItem("trialfleet.hiddenColumns")) || [...HIDDEN_BY_DEFAULT]); } catch { return new Set(HIDDEN_BY_DEFAULT); }
@@ -70,6 +74,7 @@ async function load() {
   inFlight = true;
   lastLoad = performance.now();
   const mine = ++generation;
+  const sentAfter = deltaCount;
   try {
     const page = await api.trialPage({
       offset: view.offset, limit: view.limit, sort: view.sort, order: view.order,
@@ -81,6 +86,8 @@ async function load() {
       dirty = true;
       return;
     }
+    for (const [id, seen] of deltaSeen) if (seen.n <= sentAfter) deltaSeen.delete(id); // the page has them
+    page.trials = page.trials.map((t) => (deltaSeen.has(t.id) ? { ...t, ...deltaSeen.get(t.id).fresh } : t));
     view.page = page;
     view.metricKeys = page.metricKeys;
     renderTable();
@@ -157,6 +164,8 @@ function renderTable() {
 // a change-feed delta redraws the shown rows of the trials it names at once (what the page's query adds,
 // the latest intermediate result and the count, is kept until the page is fetched again)
 function patchRows(changed) {
+  deltaCount += 1;
+  for (const t of changed) deltaSeen.set(t.id, { n: deltaCount, fresh: { ...deltaSeen.get(t.id)?.fresh, ...t } });
   if (!view.page) return false;
   const byId = new Map(changed.map((t) => [t.id, t]));
   const cols = columns();
