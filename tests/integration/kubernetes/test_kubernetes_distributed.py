@@ -55,7 +55,11 @@ async def run_trial(service: TrainingService, root: Path, replicas: int) -> tupl
     submitted = await service.submit(trial_spec("dist", f"python3 env.py {replicas}", root / "code"))
     seen = await poll_until(service, lambda s: "dist" in s.ended)
     assert seen.ended["dist"].status == TrialStatus.SUCCEEDED, seen.ended["dist"]
-    assert [(m.type, m.data) for m in seen.metrics] == [("FINAL", "0")]  # the trial's replica's only
+    metrics_file = root / "nfs" / "nni" / "k8s" / "trials" / "dist" / ".nni" / "metrics"
+    assert [(m.type, m.data) for m in seen.metrics] == [("FINAL", "0")], (  # the trial's replica's only
+        f"problems {seen.problems}; {metrics_file} holds "
+        f"{metrics_file.read_bytes() if metrics_file.exists() else 'nothing (missing)'!r}"
+    )
     return seen, submitted.handle  # type: ignore[union-attr]
 
 
