@@ -1,8 +1,24 @@
-"""The ``ray`` platform: one Ray job per trial attempt, through the Jobs API of the user's Ray cluster."""
+"""The ``ray`` platform: one Ray job per trial attempt, through the Jobs API of the user's Ray cluster.
+
+The service is imported only when asked for: the config model is imported by every config load (``create``
+reads the config before anything else).
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from trialfleet.training_services.ray.config import RayConfig
-from trialfleet.training_services.ray.service import RayTrainingService
+
+if TYPE_CHECKING:
+    from trialfleet.training_services.ray.service import RayTrainingService
 
 __all__ = ["RayConfig", "RayTrainingService"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RayTrainingService":
+        from trialfleet.training_services.ray.service import RayTrainingService
+
+        return RayTrainingService
+    raise AttributeError(name)

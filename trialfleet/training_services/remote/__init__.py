@@ -1,8 +1,24 @@
-"""The ``remote`` platform: trials on a fleet of SSH hosts."""
+"""The ``remote`` platform: trials on a fleet of SSH hosts.
+
+The service is imported only when asked for: the config model is imported by every config load (``create``
+reads the config before anything else).
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from trialfleet.training_services.remote.config import RemoteConfig, RemoteMachineConfig
-from trialfleet.training_services.remote.service import RemoteTrainingService
+
+if TYPE_CHECKING:
+    from trialfleet.training_services.remote.service import RemoteTrainingService
 
 __all__ = ["RemoteConfig", "RemoteMachineConfig", "RemoteTrainingService"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RemoteTrainingService":
+        from trialfleet.training_services.remote.service import RemoteTrainingService
+
+        return RemoteTrainingService
+    raise AttributeError(name)
