@@ -1,6 +1,7 @@
 """One manager per experiment: an ``flock`` on ``<experiment dir>/manager.lock``, held for the manager's life.
 
-The kernel releases it the moment the manager dies — ``kill -9`` included, before anyone reaps the process —
+The kernel releases it the moment the manager dies — ``kill -9`` included, before anyone reaps the process
+(once its last thread has exited: under load that can be a moment after ``ps`` shows the process a zombie) —
 so "is a manager running this experiment?" is answered by the lock, never by a pid that may be a zombie or
 reused. A second ``resume`` started at the same time as the first finds the lock taken and refuses, naming the
 pid written in the file by the holder. The descriptor is not inherited by trials.
