@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from trialfleet.client import ExperimentRef
     from trialfleet.config import ExperimentConfig
     from trialfleet.manager.launcher import Launched
+    from trialfleet.manager.standby import StandbyManager
 
 DEFAULT_HOST = "127.0.0.1"
 
@@ -87,12 +88,16 @@ def spawn(
     host: str = DEFAULT_HOST,
     public_read: bool = False,
     sock: socket.socket | None = None,
+    standby: StandbyManager | None = None,
 ) -> Launched:
-    """Start the detached manager process (on ``sock`` when the port is already bound) and wait until it
-    answers; ``Launched.status`` is ERROR when the experiment could not start (``errors`` say why)."""
+    """Start the detached manager process (on ``sock`` when the port is already bound; ``standby``: hand the
+    experiment to this one) and wait until it answers; ``Launched.status`` is ERROR when the experiment could
+    not start (``errors`` say why)."""
     from trialfleet.manager.launcher import link_latest, spawn_manager
 
-    launched = spawn_manager(experiment_dir, action, port, host, debug, url_prefix or "", public_read, sock)
+    launched = spawn_manager(
+        experiment_dir, action, port, host, debug, url_prefix or "", public_read, sock, standby
+    )
     if action == "create":
         link_latest(experiment_dir)
     return launched

@@ -62,6 +62,7 @@ def register(app: typer.Typer) -> None:
 
 
 def create(
+    ctx: typer.Context,
     config: Path = typer.Option(..., "--config", "-c", help="the experiment config (YAML, v2 or legacy v1)"),
     port: int = PortOption,
     debug: bool = DebugOption,
@@ -71,6 +72,50 @@ def create(
     public_read: bool = PublicReadOption,
 ) -> None:
     """Create an experiment from a config file and start it."""
+    from trialfleet.manager.standby import StandbyManager
+
+    standby = (
+        ctx.obj if isinstance(ctx.obj, StandbyManager) else None
+    )  # started by main(), see standby_wanted
+    listening = Listening(host, public_read)
+    if foreground:
+        if standby is not None:
+            standby.close()
+        _create_in_foreground(_load(config), port, debug, url_prefix, listening)
+        return
+    # the manager's process starts now (if main() has not started it), on another core, while the config is
+    # read and checked
+    with standby or StandbyManager.start() as standby:
+        loaded = _load(config)
+        from trialfleet import startup
+
+        with startup.created(loaded, port, host=host) as new:
+            token = listening.token_for(new.experiment_dir)
+            console().print("Starting the manager...")
+            launched = startup.spawn(
+                new.experiment_dir,
+                "create",
+                port,
+                debug=debug,
+                url_prefix=url_prefix,
+                host=host,
+                public_read=public_read,
+                sock=new.sock,
+                standby=standby,
+            )
+    _print_started(launched.experiment_id, launched.url, url_prefix, token)
+    _refuse_failed_start(launched)
+
+
+def standby_wanted(args: list[str]) -> bool:
+    """Whether these arguments (abbreviations expanded) create an experiment with a detached manager, whose
+    process ``main`` then starts first of all (:mod:`trialfleet.manager.standby`). A wrong guess costs a
+    process that is killed at once."""
+    return bool(args) and args[0] == "create" and not {"--foreground", "-f", "--help", "-h"} & set(args)
+
+
+def _load(config: Path) -> ExperimentConfig:
+    """The config, its warnings printed (a legacy v1 file: with its v2 form)."""
     from trialfleet.config import load_config
 
     def show_converted(converted: str) -> None:
@@ -80,27 +125,7 @@ def create(
     loaded = load_config(config, on_converted=show_converted)
     for message in loaded.warnings:
         warning(message)
-    listening = Listening(host, public_read)
-    if foreground:
-        _create_in_foreground(loaded.config, port, debug, url_prefix, listening)
-        return
-    from trialfleet import startup
-
-    with startup.created(loaded.config, port, host=host) as new:
-        token = listening.token_for(new.experiment_dir)
-        console().print("Starting the manager...")
-        launched = startup.spawn(
-            new.experiment_dir,
-            "create",
-            port,
-            debug=debug,
-            url_prefix=url_prefix,
-            host=host,
-            public_read=public_read,
-            sock=new.sock,
-        )
-    _print_started(launched.experiment_id, launched.url, url_prefix, token)
-    _refuse_failed_start(launched)
+    return loaded.config
 
 
 def _refuse_failed_start(launched: Launched) -> None:

@@ -61,9 +61,14 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     command = typer.main.get_command(app)
+    standby = None
     try:
         args = expand_abbreviations(command, args)
-        result = command.main(args=args, prog_name="trialfleet", standalone_mode=False)
+        if launch.standby_wanted(args):  # its interpreter starts and imports while this one parses the config
+            from trialfleet.manager.standby import StandbyManager
+
+            standby = StandbyManager.start()
+        result = command.main(args=args, prog_name="trialfleet", standalone_mode=False, obj=standby)
     except TrialfleetError as exc:
         if _debug_requested(args):
             import traceback
@@ -83,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        if standby is not None:
+            standby.close()  # not handed an experiment: killed
     return result if isinstance(result, int) else 0
 
 

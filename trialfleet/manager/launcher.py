@@ -32,6 +32,7 @@ from trialfleet.errors import (
     TrialfleetError,
 )
 from trialfleet.manager.decisions import new_experiment_id, valid_experiment_id
+from trialfleet.manager.standby import StandbyManager
 from trialfleet.status import ExperimentStatus
 from trialfleet.storage import ExperimentStore, manifest, secrets
 from trialfleet.storage.disk import check_writable, write_error
@@ -279,7 +280,6 @@ def manager_command(
     debug: bool,
     public_read: bool = False,
     url_prefix: str = "",
-    socket_fd: int | None = None,
 ) -> list[str]:
     cmd = [
         sys.executable,
@@ -294,8 +294,6 @@ def manager_command(
         "--host",
         host,
     ]
-    if socket_fd is not None:
-        cmd += ["--socket-fd", str(socket_fd)]
     if debug:
         cmd.append("--debug")
     if public_read:
@@ -314,29 +312,34 @@ def spawn_manager(
     url_prefix: str = "",
     public_read: bool = False,
     sock: socket.socket | None = None,
+    standby: StandbyManager | None = None,
 ) -> Launched:
     """Start a detached manager process and wait until its REST server answers (under ``url_prefix``).
     ``sock``: the listening socket, already bound by the caller, which the manager inherits (no one can take
-    the port meanwhile); without it the manager binds ``port`` itself. Beyond loopback the experiment's access
-    token (:mod:`trialfleet.access`) must exist already."""
+    the port meanwhile); without it the manager binds ``port`` itself. ``standby``: a manager process started
+    earlier (:mod:`trialfleet.manager.standby`), handed this experiment instead of starting one. Beyond
+    loopback the experiment's access token (:mod:`trialfleet.access`) must exist already."""
     from trialfleet.access import read_token
 
     log_dir = experiment_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
     prefix = url_prefix.strip("/")
     fds = (sock.fileno(),) if sock is not None else ()
+    command = manager_command(experiment_dir, action, port, host, debug, public_read, prefix)
     with open(log_dir / "nnictl_stdout.log", "ab") as out, open(log_dir / "nnictl_stderr.log", "ab") as err:
         start = err.tell()
-        proc = subprocess.Popen(
-            manager_command(
-                experiment_dir, action, port, host, debug, public_read, prefix, fds[0] if fds else None
-            ),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-            pass_fds=fds,
-        )
+        # the standby gets the arguments that follow `python -m trialfleet.manager`
+        if standby is not None and standby.hand(command[3:], sock):
+            proc = standby.proc
+        else:
+            proc = subprocess.Popen(
+                command + (["--socket-fd", str(fds[0])] if fds else []),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                pass_fds=fds,
+            )
     experiment_id = experiment_dir.name
     url = connect_url(host, port)
     ready_url = f"{url}/{prefix}" if prefix else url

@@ -205,7 +205,7 @@ async def _stop_when_finished(manager: ExperimentManager) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trialfleet.manager")
-    parser.add_argument("--experiment-dir", required=True, type=Path)
+    parser.add_argument("--experiment-dir", type=Path, help="required, unless the --orders-fd bring it")
     parser.add_argument("--action", choices=["create", "resume", "view"], default="create")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--host", default="127.0.0.1")
@@ -214,7 +214,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--public-read", action="store_true", help="beyond loopback: reads need no token")
     parser.add_argument("--url-prefix", default="", help="serve the REST API and web UI under this path")
     parser.add_argument("--socket-fd", type=int, help="listen on this inherited socket, already bound")
+    parser.add_argument(
+        "--orders-fd", type=int, help="a standby manager: wait for the arguments on this socket"
+    )
     args = parser.parse_args(argv)
+    if args.orders_fd is not None:
+        # idle until the orders come: meanwhile the platform nearly every experiment runs on is imported
+        import trialfleet.training_services.local.service  # noqa: F401
+        from trialfleet.manager.standby import await_orders
+
+        orders = await_orders(args.orders_fd)
+        if orders is None:  # no experiment came: nothing was opened or written
+            return 0
+        args = parser.parse_args(orders)
+    if args.experiment_dir is None:
+        parser.error("the following arguments are required: --experiment-dir")
     setup_logging(args.experiment_dir, args.debug, console=args.foreground)
     try:
         hold_experiment(args.experiment_dir)
