@@ -41,3 +41,34 @@ def test_a_kubeconfig_that_cannot_be_loaded_is_named(tmp_path: Path) -> None:
         PlatformError, match=f"frameworkcontroller: cannot load the Kubernetes configuration {broken}"
     ):
         KubeClient("frameworkcontroller", access, "default").connect()
+
+
+class _EndedWatch:
+    """A watch response whose stream ended while stop() was on its way: urllib3 then refuses to shut its socket."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.calls = 0
+
+    def shutdown(self) -> None:
+        self.calls += 1
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(9, "Bad file descriptor"),  # closed by the watch's own thread (seen in a CI run)
+        RuntimeError("Cannot shutdown as connection has already been released to the pool"),
+        ValueError("Cannot shutdown socket as self._sock_shutdown is not set"),
+    ],
+)
+def test_stopping_an_informer_whose_watch_just_ended_does_not_fail(error: Exception) -> None:
+    from trialfleet.training_services.kubernetes.informer import Informer
+
+    informer = Informer(KubeClient.__new__(KubeClient), "pods", lambda **_: None, "a=b", lambda: None)
+    informer._stop.set()
+    informer.start()  # its thread ends at once: stop() has only the response to deal with
+    informer._response = watch = _EndedWatch(error)
+    informer.stop()
+    assert watch.calls == 1

@@ -11,6 +11,7 @@ told of every change through ``on_change`` (which must be thread-safe).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -62,7 +63,10 @@ class Informer:
         response = self._response
         if response is not None:
             shutdown = getattr(response, "shutdown", None)  # urllib3 >= 2.3: wakes a blocked read
-            (shutdown or response.close)()
+            # the watch may have ended meanwhile, its socket closed or its connection back in the pool: there is
+            # no read left to wake then
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
+                (shutdown or response.close)()
         self._thread.join(timeout=5)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
