@@ -32,6 +32,7 @@ WORKLOADS: dict[str, Callable[[Context], list[Section]]] = {
     "load": suite_launch.load,
     "scale": suite_data.scale,
     "reuse": suite_launch.reuse,
+    "stop": suite_launch.stop,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TARGETS_HEAD = [

@@ -98,3 +98,11 @@ RESUME_NOTE = (
     "id (~4 s later), pre-crash metrics are duplicated, the orphaned processes are never reaped, and a resume "
     "within ~20 s on the same port fails (baseline W7)."
 )
+
+
+#: ``nnictl stop`` of the launch workload's experiment (its trials ended or ending), seconds
+STOP = {"stop_cmd_s": _f(7.7, 7.5, 8.5)}
+STOP_NOTE = (
+    "NNI's baseline figure is `nnictl stop` at the end of the launch workload (not 8 running trees); "
+    "run with `--nni-venv` for its column here."
+)

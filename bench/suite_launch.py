@@ -1,4 +1,5 @@
-"""Workloads 1 (launch overhead), 4 (the same on SSH hosts) and 6 (the same under REST load) as report sections."""
+"""Workloads 1 (launch overhead), 4 (the same on SSH hosts), 6 (the same under REST load) and 8 (stop) as report
+sections."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from bench.launch import SCRIPTS, LaunchSpec
 from bench.remote import run_remote, run_remote_variants
 from bench.report import Section, target
 from bench.stats import Figure, figures
+from bench.stop import run_stop
 from bench.suite import Context, repeat
 
 
@@ -265,3 +267,44 @@ def reuse(ctx: Context) -> list[Section]:
         "probe (`probe.py serve`) over the open SSH link that launches, polls and reports a keeper's end at once."
     )
     return [section]
+
+
+STOP_TARGET_S = 1.0
+
+
+def stop(ctx: Context) -> list[Section]:
+    """Workload 8: ``stop`` with 8 running trials, each a process tree two deep."""
+    ours = figures([_logged(ctx, run_stop(ctx.tf, ctx.workdir)) for _ in range(ctx.plan.reps)])
+    if ctx.nni:
+        theirs = figures([_logged(ctx, run_stop(ctx.nni, ctx.workdir)) for _ in range(ctx.plan.nni_reps)])
+    else:
+        theirs = baseline.STOP
+    section = ctx.section("8. Stop: 8 running trials, each a process tree two deep (the trial and a child)")
+    gone = ours.get("stop_to_all_gone_s")
+    left = ours.get("left_after_30s")
+    met = None if gone is None or left is None else gone.median < STOP_TARGET_S and left.high == 0
+    section.add("`stop` command itself (s)", ours.get("stop_cmd_s"), theirs.get("stop_cmd_s"))
+    section.add(
+        "**`stop` → every process of the experiment gone (s)**",
+        gone,
+        theirs.get("stop_to_all_gone_s"),
+        "",
+        target(met, f"< {STOP_TARGET_S:g} s, none left"),
+    )
+    section.add(
+        "processes of the experiment before `stop`",
+        ours.get("processes_before"),
+        theirs.get("processes_before"),
+    )
+    section.add("processes left 30 s after `stop`", left, theirs.get("left_after_30s"))
+    if not ctx.nni:
+        section.notes.append(baseline.STOP_NOTE)
+    return [section]
+
+
+def _logged(ctx: Context, run: dict[str, float]) -> dict[str, float]:
+    ctx.log(
+        f"  stop: command {run['stop_cmd_s']:.2f}s, all gone {run['stop_to_all_gone_s']:.2f}s, "
+        f"left {run['left_after_30s']:.0f} of {run['processes_before']:.0f}"
+    )
+    return run
