@@ -245,3 +245,60 @@ def test_plotly_is_served_at_an_immutable_versioned_url_named_by_the_page(client
     plotly = client.get("/" + src.group(1))
     assert plotly.status_code == 200 and "immutable" in plotly.headers["cache-control"]
     assert client.get("/webui/favicon.svg").status_code == 200
+
+
+def _strict(text: str) -> object:
+    """Parse as a browser's JSON.parse does: NaN and Infinity are not JSON."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_trial_that_reported_nan_or_infinity_still_gives_json_a_browser_parses(
+    client: TestClient, experiment: Path
+) -> None:
+    writer = ExperimentStore.for_experiment_dir(experiment)
+    running = f"t{N - 1:05d}"
+    writer.add_metrics(
+        [
+            NewMetric(running, N - 1, "PERIODICAL", STEPS, "NaN", 1.0),
+            NewMetric(running, N - 1, "FINAL", 0, '{"default": Infinity, "loss": NaN}', 2.0, final_value=None),
+        ],
+        {},
+    )
+    writer.end_trial(running, TrialStatus.SUCCEEDED, 3.0, exit_code=0)
+    for route, params in [
+        ("/trials/all", {}),
+        ("/trials", {"order": "desc", "limit": 1}),
+        (f"/trials/{running}", {}),
+        (f"/trials/{running}/metrics", {}),
+        ("/intermediate", {"trials": 1}),
+    ]:
+        answer = client.get(f"{API}{route}", params=params)
+        assert answer.status_code == 200, (route, answer.text)
+        _strict(answer.text)
+    (trial,) = [t for t in client.get(f"{API}/trials/all").json()["trials"] if t["id"] == running]
+    assert trial["finalData"] == {"default": None, "loss": None}
+
+
+def test_the_whole_list_is_fresh_after_each_change_and_revalidates_while_unchanged(
+    client: TestClient, experiment: Path
+) -> None:
+    first = client.get(f"{API}/trials/all")
+    assert [t["seq"] for t in first.json()["trials"]] == list(range(N))
+    assert client.get(f"{API}/trials/all", headers={"If-None-Match": first.headers["etag"]}).status_code == 304
+
+    writer = ExperimentStore.for_experiment_dir(experiment)
+    running = f"t{N - 1:05d}"
+    writer.end_trial(running, TrialStatus.SUCCEEDED, 3.0, exit_code=0)
+    writer.add_trial("later", parameter_record(N, {"x": 1}), 4.0)
+    changed = client.get(f"{API}/trials/all", headers={"If-None-Match": first.headers["etag"]})
+    assert changed.status_code == 200 and changed.headers["etag"] != first.headers["etag"]
+    trials = changed.json()["trials"]
+    assert [t["seq"] for t in trials] == list(range(N + 1))
+    assert trials[N - 1]["status"] == "SUCCEEDED" and trials[N]["id"] == "later"
+    assert changed.json()["cursor"] == TrialQueries(writer).cursor().encode()
+    page = client.get(f"{API}/trials", params={"order": "desc", "limit": 1}).json()
+    assert page["total"] == N + 1 and page["trials"][0]["id"] == "later"

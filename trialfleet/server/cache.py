@@ -29,6 +29,14 @@ from starlette.responses import Response
 
 from trialfleet.server.context import encode_json
 
+
+@dataclass(frozen=True)
+class EncodedJson:
+    """A payload ``build`` has encoded itself (from kept pieces)."""
+
+    data: bytes
+
+
 #: bodies smaller than this are sent as they are: gzip would save less than its own header costs
 GZIP_MIN_BYTES = 1400
 MAX_ENTRIES = 256  # distinct URLs (a page of the trial list is one): the least recently used go first
@@ -79,17 +87,19 @@ class ResponseCache:
         build: Callable[[], tuple[Any, Mapping[str, str]]],
         *,
         media: str = "application/json",
+        encode: Callable[[Any], str] = encode_json,
     ) -> Response:
         """The route's response from the cache, or built (off the event loop) and kept.
 
-        ``build`` returns the JSON payload and the headers that go with it; it may raise (an HTTP error is not
-        cached)."""
+        ``build`` returns the JSON payload (or an :class:`EncodedJson`) and the headers that go with it; it may
+        raise (an HTTP error is not cached)."""
         key = request.url.path + "?" + request.url.query
         version = self.counter.value()
         body = self._get(key, version)
         if body is None:
             payload, headers = await run_in_threadpool(build)
-            body = _Body(version, encode_json(payload).encode(), dict(headers))
+            data = payload.data if isinstance(payload, EncodedJson) else encode(payload).encode()
+            body = _Body(version, data, dict(headers))
             self._put(key, body)
         etag = f'"{self._token}-{body.version}"'
         headers = {**body.headers, "ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}

@@ -61,7 +61,8 @@ def mount(
     queries = TrialQueries(ExperimentStore(manager.store.path, readonly=True))
     closers += [reader.close, queries.close]
     before = len(app.router.routes)
-    app.include_router(build_router(manager, reader, queries, closers), prefix=prefix)
+    cache = app.state.trialfleet.cache  # the server's, of the routes that only read the database
+    app.include_router(build_router(manager, reader, queries, closers, cache), prefix=prefix)
 
     plotly_url = f"webui/vendor/plotly-{plotly_version()}.min.js"
     index_html = (STATIC_DIR / "index.html").read_text().replace("{{plotly_src}}", plotly_url)

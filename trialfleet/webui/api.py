@@ -21,12 +21,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 import trialfleet
+from trialfleet.server.cache import EncodedJson, ResponseCache
+from trialfleet.server.context import encode_strict_json
 from trialfleet.storage import ExperimentStore
-from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
+from trialfleet.storage.queries import Cursor, SeriesSelection, SummaryIndex, TrialQueries
 from trialfleet.storage.sql import SORT_CHOICES, SORT_PATTERN
 from trialfleet.tuning.catalog import configured_optimize_mode
 
@@ -96,15 +98,23 @@ def build_router(
     reader: ExperimentStore,
     queries: TrialQueries,
     closers: list[Callable[[], object]],
+    cache: ResponseCache,
 ) -> APIRouter:
     """The routes; ``reader`` and ``queries`` are read-only connections, so polls never take the manager's
     write lock. The change feed has two of its own: ``feed`` for its answers, never queued behind a page's
     query, and ``watch`` for the long polls' looks, made on the event loop itself (three index lookups each),
-    so a look never waits for a thread."""
+    so a look never waits for a thread. The routes that only read the database answer from ``cache`` while
+    the database is unchanged (in JSON a browser parses: no NaN), and the whole list from a
+    :class:`SummaryIndex` of its own."""
     router = APIRouter(prefix=PREFIX)
     feed = TrialQueries(ExperimentStore(reader.path, readonly=True))
     watch = TrialQueries(ExperimentStore(reader.path, readonly=True))
-    closers += [feed.close, watch.close]
+    every = TrialQueries(ExperimentStore(reader.path, readonly=True))
+    index = SummaryIndex(every, encode_strict_json, MAX_CHANGED_TRIALS)
+    closers += [feed.close, watch.close, every.close]
+
+    async def cached(request: Request, build: Callable[[], Any]) -> Response:
+        return await cache.respond(request, lambda: (build(), {}), encode=encode_strict_json)
 
     def changes_since(since: Cursor | None) -> dict[str, Any]:
         # take the new cursor first: a change landing during this request is sent again next time
@@ -139,7 +149,8 @@ def build_router(
         return experiment_summary(manager, reader)
 
     @router.get("/trials")
-    def trials(
+    async def trials(
+        request: Request,
         offset: int = Query(0, ge=0, le=SQL_INT_MAX),
         limit: int = Query(50, ge=1, le=MAX_PAGE),
         sort: str = Query(
@@ -148,54 +159,76 @@ def build_router(
         order: str = Query("asc", pattern="^(asc|desc)$"),
         status: str = "",
         q: str = "",
-    ) -> dict[str, Any]:
+    ) -> Response:
         statuses = [s for s in status.split(",") if s]
-        try:
-            page = queries.trial_page(
-                offset=offset, limit=limit, sort=sort, descending=order == "desc", statuses=statuses, search=q
-            )
-        except ValueError as exc:  # the only value the query refuses is an unknown sort key
-            raise HTTPException(422, f"query.sort: {exc}") from exc
-        return {
-            "total": page.total,
-            "offset": offset,
-            "trials": page.rows,
-            "metricKeys": queries.metric_keys(),
-        }
+
+        def build() -> dict[str, Any]:
+            try:
+                page = queries.trial_page(
+                    offset=offset,
+                    limit=limit,
+                    sort=sort,
+                    descending=order == "desc",
+                    statuses=statuses,
+                    search=q,
+                )
+            except ValueError as exc:  # the only value the query refuses is an unknown sort key
+                raise HTTPException(422, f"query.sort: {exc}") from exc
+            return {
+                "total": page.total,
+                "offset": offset,
+                "trials": page.rows,
+                "metricKeys": queries.metric_keys(),
+            }
+
+        return await cached(request, build)
 
     @router.get("/trials/all")
-    def all_trials() -> dict[str, Any]:
-        return {"cursor": queries.cursor().encode(), "trials": queries.trial_summaries()}
+    async def all_trials(request: Request) -> Response:
+        def build() -> EncodedJson:
+            cursor, trials = index.look()
+            return EncodedJson(b'{"cursor":"' + cursor.encode().encode() + b'","trials":' + trials + b"}")
+
+        return await cached(request, build)
 
     @router.get("/trials/{trial_id}")
-    def trial(trial_id: str) -> dict[str, Any]:
-        row = reader.find_trial(trial_id)
-        if row is None:
-            raise HTTPException(404, f"no trial {trial_id}")
-        (summary,) = queries.trial_summaries([trial_id])
-        return {
-            **summary,
-            "exitCode": row.exit_code,
-            "attempt": row.attempt,
-            "failureKind": row.failure_kind,
-            "attempts": reader.attempts(trial_id),
-            "parameterRecord": row.parameters,
-        }
+    async def trial(trial_id: str, request: Request) -> Response:
+        def build() -> dict[str, Any]:
+            row = reader.find_trial(trial_id)
+            if row is None:
+                raise HTTPException(404, f"no trial {trial_id}")
+            (summary,) = queries.trial_summaries([trial_id])
+            return {
+                **summary,
+                "exitCode": row.exit_code,
+                "attempt": row.attempt,
+                "failureKind": row.failure_kind,
+                "attempts": reader.attempts(trial_id),
+                "parameterRecord": row.parameters,
+            }
+
+        return await cached(request, build)
 
     @router.get("/trials/{trial_id}/metrics")
-    def trial_metrics(trial_id: str, after: int = Query(0, ge=0, le=SQL_INT_MAX)) -> dict[str, Any]:
-        return {"metrics": queries.trial_metrics(trial_id, after)}
+    async def trial_metrics(
+        trial_id: str, request: Request, after: int = Query(0, ge=0, le=SQL_INT_MAX)
+    ) -> Response:
+        return await cached(request, lambda: {"metrics": queries.trial_metrics(trial_id, after)})
 
     @router.get("/intermediate")
-    def intermediate(
+    async def intermediate(
+        request: Request,
         key: str = Query("default", description="a key of the intermediate results (any string)"),
         step: int | None = Query(None, ge=0, le=SQL_INT_MAX),
         min: float | None = None,
         max: float | None = None,
         trials: int = Query(100, ge=1, le=10_000),
         points: int = Query(200, ge=2, le=10_000),
-    ) -> dict[str, Any]:
-        total, series = queries.intermediate(SeriesSelection(key, step, min, max, trials, points))
-        return {"total": total, "series": series}
+    ) -> Response:
+        def build() -> dict[str, Any]:
+            total, series = queries.intermediate(SeriesSelection(key, step, min, max, trials, points))
+            return {"total": total, "series": series}
+
+        return await cached(request, build)
 
     return router

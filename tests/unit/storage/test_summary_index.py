@@ -1,0 +1,71 @@
+"""The web UI's whole trial list kept encoded (``SummaryIndex``): after any sequence of changes a look gives
+exactly what a full query would, in sequence order."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from trialfleet.status import TrialStatus
+from trialfleet.storage import ExperimentStore, NewMetric
+from trialfleet.storage.queries import SummaryIndex, TrialQueries
+
+
+def _record(x: float) -> dict[str, object]:
+    return {"parameter_id": None, "parameter_source": "algorithm", "parameters": {"x": x}, "parameter_index": 0}
+
+
+def _full(queries: TrialQueries) -> list[dict[str, object]]:
+    return queries.trial_summaries()
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("max_changed", [2, 2000])
+def test_a_look_after_any_changes_equals_the_full_query(tmp_path: Path, seed: int, max_changed: int) -> None:
+    store = ExperimentStore.for_experiment_dir(tmp_path)
+    store.init_experiment("exp1", {"trialConcurrency": 2}, now=1.0)
+    index = SummaryIndex(TrialQueries(ExperimentStore(store.path, readonly=True)), json.dumps, max_changed)
+    full = TrialQueries(ExperimentStore(store.path, readonly=True))
+    rng = random.Random(seed)
+    trials: list[str] = []
+    now = 2.0
+    for step in range(120):
+        now += 1
+        waiting = [t for t in trials if store.trial(t).status is TrialStatus.WAITING]
+        running = [t for t in trials if store.trial(t).status is TrialStatus.RUNNING]
+        action = rng.choice(["add", "add", "submit", "metric", "final", "end", "look"])
+        if action == "add" or not trials:
+            trials.append(f"t{step:04d}")
+            store.add_trial(trials[-1], _record(rng.random()), now=now)
+        elif action == "submit" and waiting:
+            store.mark_submitted(rng.choice(waiting), {"pid": step}, f"local:/{step}", now=now, running=True)
+        elif action == "metric" and running:
+            store.add_metrics([NewMetric(rng.choice(running), 0, "PERIODICAL", step, "0.5", now)], {})
+        elif action == "final" and running:
+            value = rng.random()
+            store.add_metrics(
+                [NewMetric(rng.choice(running), 0, "FINAL", 0, json.dumps(value), now, final_value=value)], {}
+            )
+        elif action == "end" and running:
+            store.end_trial(rng.choice(running), TrialStatus.SUCCEEDED, now=now, exit_code=0)
+        if action == "look" or step % 7 == 0:
+            cursor, data = index.look()
+            assert json.loads(data) == _full(full)
+            assert cursor == full.cursor()
+    assert json.loads(index.look()[1]) == _full(full)
+
+
+def test_a_trial_kept_after_a_later_one_is_put_in_its_place(tmp_path: Path) -> None:
+    store = ExperimentStore.for_experiment_dir(tmp_path)
+    index = SummaryIndex(TrialQueries(store), json.dumps)
+    summaries = [{"id": "c", "seq": 2}, {"id": "a", "seq": 0}]
+    index._take(summaries[:1])
+    index._take(summaries[1:])  # seen after c, though created before it
+    index._take([{"id": "c", "seq": 2, "status": "SUCCEEDED"}])  # its place is found again
+    assert [json.loads(d) for d in index._encoded] == [
+        {"id": "a", "seq": 0},
+        {"id": "c", "seq": 2, "status": "SUCCEEDED"},
+    ]
