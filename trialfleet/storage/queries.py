@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -328,24 +329,42 @@ class SummaryIndex:
         self._position: dict[str, int] = {}  # trial id → its place in the lists below
         self._seqs: list[int] = []
         self._encoded: list[bytes] = []  # by sequence id
+        self._keys: dict[str, frozenset[str]] = {}  # trial id → the keys of its final metric but "default"
+        self._key_counts: Counter[str] = Counter()
 
     def look(self) -> tuple[Cursor, bytes]:
         """The cursor the list is current at, and the JSON array of every trial's summary by sequence id."""
         with self._lock:
-            now = self._queries.cursor()  # first: a change made during this look is read again next time
-            since = self._cursor
-            ids = self._queries.changed_trial_ids(since, self._max_changed) if since is not None else None
-            if ids is None:  # the first look, or too much changed: read them all
-                self._position, self._seqs, self._encoded = {}, [], []
-            if ids is None or ids:
-                self._take(self._queries.trial_summaries(ids))
-            self._cursor = now
+            now = self._refresh()
             return now, b"[" + b",".join(self._encoded) + b"]"
+
+    def metric_keys(self) -> list[str]:
+        """The keys of dict final metrics other than ``default`` (:meth:`TrialQueries.metric_keys`, kept)."""
+        with self._lock:
+            self._refresh()
+            return sorted(key for key, count in self._key_counts.items() if count)
+
+    def _refresh(self) -> Cursor:
+        now = self._queries.cursor()  # first: a change made during this look is read again next time
+        since = self._cursor
+        ids = self._queries.changed_trial_ids(since, self._max_changed) if since is not None else None
+        if ids is None:  # the first look, or too much changed: read them all
+            self._position, self._seqs, self._encoded, self._keys = {}, [], [], {}
+            self._key_counts = Counter()
+        if ids is None or ids:
+            self._take(self._queries.trial_summaries(ids))
+        self._cursor = now
+        return now
 
     def _take(self, summaries: list[dict[str, Any]]) -> None:
         unordered = False
         for summary in summaries:  # by sequence id
             data = self._encode(summary).encode()
+            final = summary.get("finalData")
+            keys = frozenset(final) - {"default"} if isinstance(final, dict) else frozenset()
+            self._key_counts.subtract(self._keys.get(summary["id"], frozenset()))
+            self._key_counts.update(keys)
+            self._keys[summary["id"]] = keys
             at = self._position.get(summary["id"])
             if at is not None:
                 self._encoded[at] = data

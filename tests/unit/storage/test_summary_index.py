@@ -1,5 +1,5 @@
 """The web UI's whole trial list kept encoded (``SummaryIndex``): after any sequence of changes a look gives
-exactly what a full query would, in sequence order."""
+exactly what a full query would, in sequence order, and the same final metric keys."""
 
 from __future__ import annotations
 
@@ -46,8 +46,10 @@ def test_a_look_after_any_changes_equals_the_full_query(tmp_path: Path, seed: in
             store.add_metrics([NewMetric(rng.choice(running), 0, "PERIODICAL", step, "0.5", now)], {})
         elif action == "final" and running:
             value = rng.random()
+            keys = rng.sample(["loss", "acc", "学习率", 'a"b'], rng.randint(0, 2))
+            data = {"default": value, **{key: rng.random() for key in keys}} if keys else value
             store.add_metrics(
-                [NewMetric(rng.choice(running), 0, "FINAL", 0, json.dumps(value), now, final_value=value)], {}
+                [NewMetric(rng.choice(running), 0, "FINAL", 0, json.dumps(data), now, final_value=value)], {}
             )
         elif action == "end" and running:
             store.end_trial(rng.choice(running), TrialStatus.SUCCEEDED, now=now, exit_code=0)
@@ -55,6 +57,7 @@ def test_a_look_after_any_changes_equals_the_full_query(tmp_path: Path, seed: in
             cursor, data = index.look()
             assert json.loads(data) == _full(full)
             assert cursor == full.cursor()
+            assert index.metric_keys() == full.metric_keys()
     assert json.loads(index.look()[1]) == _full(full)
 
 
