@@ -1,4 +1,5 @@
-"""The benchmark suite stays runnable: its quick launch-overhead workload, 10 trials, trialfleet only.
+"""The benchmark suite stays runnable: its quick launch-overhead workload (10 trials) and its stop workload,
+trialfleet only.
 
 Timings are not checked here (they belong to bench/RESULTS.md); what is checked is that every run's trials
 succeeded with the parameters they were given and that the report has its tables.
@@ -45,6 +46,21 @@ def test_quick_launch_workload_reports_every_run(tmp_path: Path) -> None:
     assert mismatched == ["0.00"] * 4
     overheads = [r for r in rows if r.startswith("| **per-trial overhead**")]
     assert len(overheads) == 4 and all(r.split("|")[2].strip() not in ("", "-") for r in overheads)
+
+
+def test_stop_workload_leaves_no_process_of_the_experiment(tmp_path: Path) -> None:
+    results = tmp_path / "RESULTS.md"
+    env = {k: v for k, v in os.environ.items() if k != "NNI_VENV"}
+    argv = ["--quick", "--only", "stop", "--reps", "1", "--results", str(results), "--workdir", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    rows = results.read_text().splitlines()
+    before = [r.split("|")[2].strip() for r in rows if r.startswith("| processes of the experiment before")]
+    left = [r.split("|")[2].strip() for r in rows if r.startswith("| processes left 30 s after")]
+    assert len(before) == 1 and float(before[0]) >= 17  # 8 trials, their children, the manager (and keepers)
+    assert left == ["0.00"], done.stdout[-2000:]
 
 
 def test_keep_alive_bench_prints_both_variants_and_their_ratio() -> None:
