@@ -42,6 +42,29 @@ def test_the_manager_created_through_a_standby_is_the_one_spawn_manager_would_st
     assert processes_mentioning(str(experiment_dir)) == []
 
 
+def test_resume_and_view_hand_their_experiment_to_a_standby_too(tmp_path: Path) -> None:
+    cli = Cli.in_dir(tmp_path)
+    created = cli.ok(
+        "create", "--config", str(write_experiment(tmp_path, hold=False)), "--port", str(free_port())
+    )
+    experiment_id = re.search(r"Experiment ID: (\w+)", created).group(1)  # type: ignore[union-attr]
+    experiment_dir = tmp_path / "experiments" / experiment_id
+    wait_until(lambda: cli.json("experiment", "status", experiment_id)["status"] == "DONE", "DONE")
+    cli.ok("stop", experiment_id)
+    for action in ("resume", "view"):
+        port = free_port()
+        cli.ok(action, experiment_id, "--port", str(port))
+        pid = int(cli.json("experiment", "list", "--json")[0]["pid"])
+        assert _cmdline(pid).startswith(
+            f"{sys.executable} -m trialfleet.manager --experiment-dir {experiment_dir} --action {action} "
+            f"--port {port} --host 127.0.0.1"
+        )
+        assert "--socket-fd" not in _cmdline(pid)  # it binds the port itself, as before
+        assert os.readlink(f"/proc/{pid}/fd/2") == str(experiment_dir / "log" / "nnictl_stderr.log")
+        cli.ok("stop", experiment_id)
+    assert processes_mentioning(str(experiment_dir)) == []
+
+
 def test_a_refused_config_leaves_no_standby_behind(tmp_path: Path) -> None:
     cli = Cli.in_dir(tmp_path)
     config = write_experiment(tmp_path, hold=False)

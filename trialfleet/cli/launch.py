@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from trialfleet.client import ExperimentRef
     from trialfleet.config import ExperimentConfig
     from trialfleet.manager.launcher import Launched
+    from trialfleet.manager.standby import StandbyManager
 
 DEFAULT_PORT = 8080
 PORT_RANGE = (1, 65535)  # as trialfleet.manager.launcher's (not imported: the CLI starts fast)
@@ -74,9 +75,7 @@ def create(
     """Create an experiment from a config file and start it."""
     from trialfleet.manager.standby import StandbyManager
 
-    standby = (
-        ctx.obj if isinstance(ctx.obj, StandbyManager) else None
-    )  # started by main(), see standby_wanted
+    standby = _standby(ctx)
     listening = Listening(host, public_read)
     if foreground:
         if standby is not None:
@@ -108,10 +107,18 @@ def create(
 
 
 def standby_wanted(args: list[str]) -> bool:
-    """Whether these arguments (abbreviations expanded) create an experiment with a detached manager, whose
-    process ``main`` then starts first of all (:mod:`trialfleet.manager.standby`). A wrong guess costs a
-    process that is killed at once."""
-    return bool(args) and args[0] == "create" and not {"--foreground", "-f", "--help", "-h"} & set(args)
+    """Whether these arguments (abbreviations expanded) start a detached manager (``create``, ``resume``,
+    ``view``), whose process ``main`` then starts first of all (:mod:`trialfleet.manager.standby`). A wrong
+    guess costs a process that is killed at once."""
+    launching = bool(args) and args[0] in ("create", "resume", "view")
+    return launching and not {"--foreground", "-f", "--help", "-h"} & set(args)
+
+
+def _standby(ctx: typer.Context) -> StandbyManager | None:
+    """The standby manager ``main`` started for this command, if it did (see :func:`standby_wanted`)."""
+    from trialfleet.manager.standby import StandbyManager
+
+    return ctx.obj if isinstance(ctx.obj, StandbyManager) else None
 
 
 def _load(config: Path) -> ExperimentConfig:
@@ -257,6 +264,7 @@ def _ref(experiment_id: str, experiment_dir: Path | None) -> ExperimentRef:
 
 
 def resume(
+    ctx: typer.Context,
     experiment_id: str = typer.Argument(..., help="the id of a stopped experiment"),
     port: int = PortOption,
     debug: bool = DebugOption,
@@ -271,7 +279,10 @@ def resume(
     ref = _ref(experiment_id, experiment_dir)
     startup.check_relaunch(ref, "resume", port, host=host)
     listening = Listening(host, public_read)
+    standby = _standby(ctx)
     if foreground:
+        if standby is not None:
+            standby.close()
         from trialfleet.manager.launcher import bind_socket
 
         sock = bind_socket(port, host)
@@ -279,7 +290,7 @@ def resume(
         return
     token = listening.token_for(ref.experiment_dir)
     launched = startup.spawn(
-        ref.experiment_dir, "resume", port, debug=debug, host=host, public_read=public_read
+        ref.experiment_dir, "resume", port, debug=debug, host=host, public_read=public_read, standby=standby
     )
     _print_started(launched.experiment_id, launched.url, None, token)
     _refuse_failed_start(launched)
@@ -304,6 +315,7 @@ def _print_resumed(experiment_dir: Path) -> None:
 
 
 def view(
+    ctx: typer.Context,
     experiment_id: str = typer.Argument(..., help="the id of a stopped experiment"),
     port: int = PortOption,
     experiment_dir: Path | None = ExperimentDirOption,
@@ -316,7 +328,9 @@ def view(
     ref = _ref(experiment_id, experiment_dir)
     startup.check_relaunch(ref, "view", port, host=host)
     token = Listening(host, public_read).token_for(ref.experiment_dir)
-    launched = startup.spawn(ref.experiment_dir, "view", port, host=host, public_read=public_read)
+    launched = startup.spawn(
+        ref.experiment_dir, "view", port, host=host, public_read=public_read, standby=_standby(ctx)
+    )
     _print_started(launched.experiment_id, launched.url, None, token)
 
 
