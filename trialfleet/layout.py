@@ -17,6 +17,9 @@ LAYOUT_ENV = "TRIALFLEET_LAYOUT"
 NNI_MANAGER_LOG = "nnimanager.log"
 DISPATCHER_LOG = "dispatcher.log"
 MANAGER_LOG = "manager.log"
+#: where a detached manager's own stdout and stderr go (NNI's names): what it prints before its log is set up
+MANAGER_STDOUT_LOG = "nnictl_stdout.log"
+MANAGER_STDERR_LOG = "nnictl_stderr.log"
 
 
 def nni_layout() -> bool:

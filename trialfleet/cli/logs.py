@@ -7,6 +7,7 @@ import sys
 import typer
 
 from trialfleet.cli.output import console
+from trialfleet.layout import MANAGER_LOG, MANAGER_STDERR_LOG, MANAGER_STDOUT_LOG, NNI_MANAGER_LOG
 
 app = typer.Typer(help="Show the logs of an experiment and its trials.", no_args_is_help=True)
 
@@ -17,8 +18,8 @@ PathOption = typer.Option(False, "--path", help="print the paths of the log file
 
 #: what each command shows, from the experiment's log directory
 _LOG_FILES = {
-    "stdout": ("manager.log", "nnimanager.log", "nnictl_stdout.log"),
-    "stderr": ("nnictl_stderr.log",),
+    "stdout": (MANAGER_LOG, NNI_MANAGER_LOG, MANAGER_STDOUT_LOG),
+    "stderr": (MANAGER_STDERR_LOG,),
 }
 
 

@@ -31,6 +31,7 @@ from trialfleet.errors import (
     PortInUseError,
     TrialfleetError,
 )
+from trialfleet.layout import MANAGER_STDERR_LOG, MANAGER_STDOUT_LOG
 from trialfleet.manager.decisions import new_experiment_id, valid_experiment_id
 from trialfleet.manager.standby import StandbyManager
 from trialfleet.status import ExperimentStatus
@@ -326,7 +327,7 @@ def spawn_manager(
     prefix = url_prefix.strip("/")
     fds = (sock.fileno(),) if sock is not None else ()
     command = manager_command(experiment_dir, action, port, host, debug, public_read, prefix)
-    with open(log_dir / "nnictl_stdout.log", "ab") as out, open(log_dir / "nnictl_stderr.log", "ab") as err:
+    with open(log_dir / MANAGER_STDOUT_LOG, "ab") as out, open(log_dir / MANAGER_STDERR_LOG, "ab") as err:
         start = err.tell()
         # the standby gets the arguments that follow `python -m trialfleet.manager`
         if standby is not None and standby.hand(command[3:], sock):
@@ -344,7 +345,7 @@ def spawn_manager(
     url = connect_url(host, port)
     ready_url = f"{url}/{prefix}" if prefix else url
     state = wait_ready(
-        proc, ready_url, log_dir / "nnictl_stderr.log", token=read_token(experiment_dir), stderr_from=start
+        proc, ready_url, log_dir / MANAGER_STDERR_LOG, token=read_token(experiment_dir), stderr_from=start
     )
     return Launched(
         experiment_id,

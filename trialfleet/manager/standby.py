@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
+from trialfleet.layout import MANAGER_STDERR_LOG, MANAGER_STDOUT_LOG
+
 ORDERS_LIMIT = 1 << 16  # bytes: a command line and a few paths
 
 
@@ -100,7 +102,7 @@ def await_orders(fd: int) -> list[str] | None:
     if fds:
         argv += ["--socket-fd", str(fds[0])]
     log_dir = Path(argv[argv.index("--experiment-dir") + 1]) / "log"
-    for target, name in ((1, "nnictl_stdout.log"), (2, "nnictl_stderr.log")):
+    for target, name in ((1, MANAGER_STDOUT_LOG), (2, MANAGER_STDERR_LOG)):
         log = os.open(log_dir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(log, target)
         os.close(log)

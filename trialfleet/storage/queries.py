@@ -154,15 +154,6 @@ class TrialQueries:
             page.append(summary)
         return TrialPage(total, page)
 
-    def metric_keys(self) -> list[str]:
-        """The keys of dict final metrics other than ``default`` (for the table's column chooser)."""
-        rows = self._rows(
-            "SELECT DISTINCT j.key FROM trials, json_each(trials.final_data) j "
-            "WHERE trials.final_data IS NOT NULL AND json_valid(trials.final_data) "
-            "AND json_type(trials.final_data) = 'object' AND j.key != 'default' ORDER BY j.key"
-        )
-        return [r[0] for r in rows]
-
     def trial_metrics(self, trial_id: str, after: int = 0) -> list[dict[str, Any]]:
         rows = self._rows(
             "SELECT id, type, sequence, data, timestamp FROM metrics WHERE trial_id = ? AND id > ? "
@@ -339,7 +330,8 @@ class SummaryIndex:
             return now, b"[" + b",".join(self._encoded) + b"]"
 
     def metric_keys(self) -> list[str]:
-        """The keys of dict final metrics other than ``default`` (:meth:`TrialQueries.metric_keys`, kept)."""
+        """The keys of dict final metrics other than ``default``, sorted (the table's column chooser): counted
+        as each changed trial is taken, not read from every trial's final metric per page."""
         with self._lock:
             self._refresh()
             return sorted(key for key, count in self._key_counts.items() if count)

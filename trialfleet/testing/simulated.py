@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from trialfleet.config.service import TrainingServiceConfig
+from trialfleet.layout import MANAGER_STDERR_LOG, MANAGER_STDOUT_LOG
 from trialfleet.status import TrialStatus
 from trialfleet.training_services.base import LiveTrial, TrainingService
 from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialStarted
@@ -233,7 +234,7 @@ def spawn_manager(experiment_dir: Path, action: str, port: int, ready_timeout: f
 
     log_dir = experiment_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / "nnictl_stdout.log", "ab") as out, open(log_dir / "nnictl_stderr.log", "ab") as err:
+    with open(log_dir / MANAGER_STDOUT_LOG, "ab") as out, open(log_dir / MANAGER_STDERR_LOG, "ab") as err:
         proc = subprocess.Popen(
             manager_command(experiment_dir, action, port, "127.0.0.1", False, False, ""),
             stdin=subprocess.DEVNULL,
@@ -243,7 +244,7 @@ def spawn_manager(experiment_dir: Path, action: str, port: int, ready_timeout: f
         )
     url = connect_url("127.0.0.1", port)
     try:
-        wait_ready(proc, url, log_dir / "nnictl_stderr.log", timeout=ready_timeout)
+        wait_ready(proc, url, log_dir / MANAGER_STDERR_LOG, timeout=ready_timeout)
     except BaseException:
         proc.kill()
         raise
