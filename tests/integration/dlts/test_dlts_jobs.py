@@ -79,13 +79,11 @@ async def test_every_state_is_read_and_waiting_reasons_reported(
     finally:
         await service.close()
     assert seen.ended["t1"].status == TrialStatus.SUCCEEDED and seen.started == ["t1"]
-    assert watched.history(submitted.handle["job_id"]) == [
-        "unapproved",
-        "queued",
-        "scheduling",
-        "running",
-        "finished",
-    ]
+    history = watched.history(submitted.handle["job_id"])
+    assert history[:4] == ["unapproved", "queued", "scheduling", "running"]
+    # The trial ends on the keeper's result.json; DLTS turns the job ``finished`` only once a client read it
+    # ``running``, which a short trial may end before the service's next look.
+    assert history[4:] in ([], ["finished"]), history
     assert reasons == [
         "waiting for approval (DLTS approves jobs within the team's quota)",
         "queued by DLTS, waiting for GPUs",
