@@ -18,7 +18,8 @@ them with the same code as every other platform.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
   removing the records a previous submission of the same attempt may have left.
 * ``read``: small regular files of a trial directory, base64 (reuse mode copies an ended trial's logs so).
-* ``serve``: reuse mode: the commands above as JSON lines over one long-lived process (see :func:`serve`).
+* ``serve``: the commands above as JSON lines over one long-lived process that also reports trials' ends as they
+  happen (see :func:`serve`); ``watch`` there names more trials to report.
 * ``mount``: mount a shared storage at a mount point unless something is mounted there already, with the
   command the manager built (``sudo -n`` first unless root); secrets come in the request, never on a command line.
 """
@@ -379,8 +380,8 @@ WATCH_INTERVAL = 0.01  # how often a serving probe looks for the end records of 
 
 
 def serve() -> int:
-    """Reuse mode: one JSON request per line on stdin, one JSON answer per line on stdout, for as long as the
-    manager's SSH channel lives; meanwhile an ``ended`` event as soon as a watched trial's keeper wrote its end
+    """The host's runner: one JSON request per line on stdin, one JSON answer per line on stdout, for as long as
+    the manager's SSH channel lives; meanwhile an ``ended`` event as soon as a watched trial's keeper wrote its end
     record. Trials stay under their keepers (own sessions): this process ending, by EOF or a kill, ends none."""
     os.chdir(os.path.expanduser("~"))
     emit({"event": "ready", "pid": os.getpid()})
@@ -407,6 +408,9 @@ def serve() -> int:
 
 def serve_one(message: dict, watched: set) -> dict:
     command, request = message["command"], message["request"]
+    if command == "watch":  # trials launched by another process (a session of their own)
+        watched.update(request["trial_dirs"])
+        return {"id": message["id"], "answer": {}}
     try:
         result = COMMANDS[command](request)
     except Exception as exc:

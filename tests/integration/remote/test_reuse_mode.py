@@ -1,8 +1,9 @@
-"""Reuse mode on real SSH hosts: one runner per host, fed over the open link; ends reported at once.
+"""The hosts' runners on real SSH hosts: one per host, over the open link; ends reported at once, with or
+without reuse mode.
 
 The contract suite runs in reuse mode too (test_contract_remote.py::TestRemoteReuseContract); here: what reuse
-changes (no new SSH session for later trials, the end reported without waiting for a poll), a runner killed on
-its host, and the real manager SIGKILLed and resumed while trials run under runners.
+changes (no new SSH session for later trials), the end reported without waiting for a poll in both modes, a
+runner killed on its host, and the real manager SIGKILLed and resumed while trials run under runners.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from trialfleet.status import TrialStatus
 from trialfleet.storage.store import ExperimentStore
 from trialfleet.testing import poll_until
 from trialfleet.training_services.remote import RemoteTrainingService
-from trialfleet.training_services.remote.runner import ProbeRunner
 from trialfleet.training_services.spec import Submitted, TrialSpec
 
 pytestmark = pytest.mark.ssh
@@ -79,22 +79,24 @@ async def test_later_trials_start_without_any_new_ssh_session(
         for i in range(1, 4):
             await run_one(service, spec(f"t{i}", code_dir, "echo later"))
         after = sessions(host)
-        probe = service.machines[0].probe
+        machine = service.machines[0]
     finally:
         await service.close()
     for i in range(1, 4):  # the logs were copied to the manager all the same
         assert (service.context.trials_dir / f"t{i}" / "trial.stdout").read_text() == "later\n"
+    assert machine.runner.starts == 1  # polls, reads and watches: one runner in both modes
     if reuse:
+        assert machine.probe is machine.runner
         assert after == before, f"{after - before} new SSH session(s) for three later trials"
-        assert isinstance(probe, ProbeRunner) and probe.starts == 1
-    else:  # the comparison: each launch and each poll is an SSH session of its own
-        assert after - before >= 6
+    else:  # the comparison: each launch is an SSH session of its own
+        assert after - before >= 3
 
 
+@pytest.mark.parametrize("reuse", [True, False])
 async def test_an_end_is_reported_without_waiting_for_the_next_poll(
-    tmp_path: Path, fleet: Fleet, code_dir: Path
+    tmp_path: Path, fleet: Fleet, code_dir: Path, reuse: bool
 ) -> None:
-    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts[:1], reuse_mode=True))
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts[:1], reuse_mode=reuse))
     await service.start()
     try:
         submitted = await service.submit(spec("t0", code_dir, "sleep 0.5"))
@@ -117,8 +119,8 @@ async def test_a_killed_runner_is_restarted_and_its_trials_run_on(
     try:
         submitted = await service.submit(spec("t0", code_dir, f"sleep 1.5; touch '{marker}'"))
         assert isinstance(submitted, Submitted)
-        runner = service.machines[0].probe
-        assert isinstance(runner, ProbeRunner) and runner.pid is not None
+        runner = service.machines[0].runner
+        assert runner.pid is not None
         os.kill(runner.pid, signal.SIGKILL)
         seen = await poll_until(service, lambda s: "t0" in s.ended)
         assert seen.ended["t0"].status is TrialStatus.SUCCEEDED and marker.exists()

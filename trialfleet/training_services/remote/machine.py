@@ -65,9 +65,15 @@ class RemoteMachine:
         root_base: str,
         shared: SharedStorage | None = None,
         *,
-        on_ended: Callable[[str], None] | None = None,
+        on_ended: Callable[[str], None],
+        reuse: bool = False,
     ) -> None:
-        """``on_ended`` given: reuse mode, a long-lived runner that reports ended trials (:mod:`.runner`)."""
+        """``on_ended(trial_dir)``: the host's runner saw a keeper write its end record (:mod:`.runner`).
+
+        Every host has one long-lived runner over the open link: it answers the polls and file reads and
+        reports ends as they happen. Launches, kills and the preparation are SSH sessions of their own, unless
+        ``reuse`` (``reuseMode: true``) sends them through the runner as well.
+        """
         self.config = config
         self.shared = shared
         self.shared_mount = ""  # the shared storage's absolute mount point here, once mounted
@@ -80,9 +86,10 @@ class RemoteMachine:
         self.real_nni = False
         self.launched: set[str] = set()  # trial directories launched here (maybe), for idempotent submit
         self.code_dirs: dict[Path, str] = {}  # local code directory → its unpacked copy here
-        # its script is known once the root is
-        self.probe = Probe(self.link, "") if on_ended is None else ProbeRunner(self.link, "", on_ended)
-        self.files = ProbeTrialFiles(self.probe)
+        # their script is known once the root is
+        self.runner = ProbeRunner(self.link, "", on_ended)
+        self.probe: Probe = self.runner if reuse else Probe(self.link, "")
+        self.files = ProbeTrialFiles(self.runner)
         self._gpus: tuple[float, list[GpuInfo]] | None = None
         self._inputs: tuple[Path, tuple[Path, Path] | None] | None = None  # what prepare() was given
 
@@ -112,7 +119,7 @@ class RemoteMachine:
                 f"{self.name}: python3 is {found}; trials need Python >= 3.8 (set pythonPath)"
             )
         self.root = info["root"]
-        self.probe.script = self.layout.probe
+        self.probe.script = self.runner.script = self.layout.probe
         needed = MIN_FREE_BYTES + (3 * code_archive[1].stat().st_size if code_archive else 0)
         if info["free"] < needed:
             raise PlatformError(
@@ -188,9 +195,21 @@ class RemoteMachine:
         await self._refresh(None)
 
     async def close(self) -> None:
-        if isinstance(self.probe, ProbeRunner):
-            await self.probe.stop()
+        await self.runner.stop()
         await self.link.close()
+
+    # ---- ends as they happen -----------------------------------------------------------------------------
+
+    async def watch(self, trial_dir: str) -> None:
+        """After a launch in a session of its own: have the runner report this trial's end the moment it happens
+        (a poll makes every trial it reads watched, also by a restarted runner). Best effort: an end it misses
+        is seen by the next poll."""
+        if self.probe is self.runner:
+            return  # the runner launched it, and watches it since
+        try:
+            await self.runner.call("watch", {"trial_dirs": [trial_dir]})
+        except PlatformError as exc:
+            log.debug("remote: %s: cannot watch %s: %s", self.name, trial_dir, exc)
 
     # ---- GPUs --------------------------------------------------------------------------------------------
 
@@ -222,15 +241,15 @@ class RemoteMachine:
     async def copy_trial_files(self, trial_dir: str, names: Sequence[str], local_dir: Path) -> None:
         """Copy what exists of ``names`` to ``local_dir`` (an ended trial's logs, kept on the manager)."""
         local_dir.mkdir(parents=True, exist_ok=True)
-        if isinstance(self.probe, ProbeRunner):  # one message to the runner, not a dozen of SFTP's
-            try:
-                answer = await self.probe.call("read", {"trial_dir": trial_dir, "names": list(names)})
-            except PlatformError as exc:
-                log.info("remote: could not copy the logs of %s from %s: %s", trial_dir, self.name, exc)
-                return
-            for name, data in answer["files"].items():
-                (local_dir / name).write_bytes(base64.b64decode(data))
-            names = answer["larger"]
+        # one message to the runner, not a dozen of SFTP's
+        try:
+            answer = await self.runner.call("read", {"trial_dir": trial_dir, "names": list(names)})
+        except PlatformError as exc:
+            log.info("remote: could not copy the logs of %s from %s: %s", trial_dir, self.name, exc)
+            return
+        for name, data in answer["files"].items():
+            (local_dir / name).write_bytes(base64.b64decode(data))
+        names = answer["larger"]
         for name in names:
             path = posixpath.join(trial_dir, name)
             try:

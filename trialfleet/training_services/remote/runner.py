@@ -1,11 +1,13 @@
-"""Reuse mode (``reuseMode: true``): one long-lived probe per host, fed over the SSH link that is already open.
+"""The runner: one long-lived probe per host, fed over the SSH link that is already open.
 
-Without reuse, every probe call is a new SSH session running ``python3 probe.py <command>``. With it, each host
-runs ``probe.py serve`` once, on a channel of the existing connection, and every later call — launch, poll, kill —
-is one JSON line on its stdin and one on its stdout: a trial after the first starts without any new session,
-upload or process start-up but its own keeper's. The serving probe also watches the trials it launched (and
-those it polled) and reports an ``ended`` event the moment a keeper writes its end record, so the manager polls
-at once instead of at its next tick.
+Each host runs ``probe.py serve`` once, on a channel of the existing connection; a call is one JSON line on its
+stdin and one on its stdout. Polls and file reads always go through it, and it watches the trials it polled,
+launched or was asked to ``watch``, reporting an ``ended`` event the moment a keeper writes its end record: the
+manager polls at once instead of at its next tick, and the next trial starts within a round trip or two.
+
+Without reuse, launches, kills and the preparation are SSH sessions of their own (``python3 probe.py
+<command>``). With reuse (``reuseMode: true``) they go through the runner too: a trial after the first starts
+without any new session, upload or process start-up but its own keeper's.
 
 Nothing of the crash safety moves into the runner: trials still run under the stdlib keeper, in their own
 sessions, with their records in the trial directory, so a runner that dies (killed, or its link or manager gone)
@@ -85,7 +87,7 @@ class ProbeRunner(Probe):
             except (TimeoutError, SshLinkError) as exc:
                 await self.stop()
                 raise SshLinkError(f"{self.link.name}: the runner did not start: {exc}") from exc
-            log.info("remote: %s: runner %s started (reuse mode)", self.link.name, self.pid)
+            log.info("remote: %s: runner %s started", self.link.name, self.pid)
             return process
 
     async def _read(self, process: asyncssh.SSHClientProcess[bytes], ready: asyncio.Future[int]) -> None:

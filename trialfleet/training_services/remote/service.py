@@ -1,9 +1,11 @@
 """Remote training service: trials on a fleet of SSH hosts, surviving a bad network.
 
 Everything flows over SSH from the manager (no port is opened towards it). Each host gets the support bundle
-(the stdlib trial keeper, the probe and the ``nni`` shim) in its experiment root; every poll is one probe round
-trip per host carrying all of that host's live trials and their cursors, and returning the new bytes of their
-metric channels, which are parsed here by the same code as on every platform (:mod:`..trial_files`).
+(the stdlib trial keeper, the probe and the ``nni`` shim) in its experiment root, and runs one long-lived probe
+over the open link (:mod:`.runner`). Every poll is one round trip to it per host, carrying all of that host's live
+trials and their cursors and returning the new bytes of their metric channels, which are parsed here by the same
+code as on every platform (:mod:`..trial_files`); and it reports each trial's end the moment the keeper writes it,
+so the manager polls then rather than at its next tick.
 
 Faults: the SSH keepalive notices a dead link within seconds; the host is then taken out of scheduling and
 reconnected with back-off (:class:`~..ssh_link.SshLink`). Trials keep running on it meanwhile and are picked up
@@ -69,9 +71,11 @@ class RemoteTrainingService(TrainingService):
         self.config = cast(RemoteConfig, context.service_config)
         base = root or self.config.remote_root
         self.shared = shared_storage_for(context.config, context.experiment_id)
-        on_ended = self._ended_on_host if self.config.reuse_mode else None
+        reuse = self.config.reuse_mode
         self.machines = [
-            RemoteMachine(m, context.experiment_id, base, self.shared, on_ended=on_ended)
+            RemoteMachine(
+                m, context.experiment_id, base, self.shared, on_ended=self._ended_on_host, reuse=reuse
+            )
             for m in self.config.machine_list
         ]
         for machine in self.machines:
@@ -233,6 +237,7 @@ class RemoteTrainingService(TrainingService):
         }
         answer = await machine.probe.call("launch", request, timeout=120)
         machine.launched.add(name)
+        self._spawn(machine.watch(trial_dir))
         gpus = answer.get("gpus", gpus)
         handle: dict[str, Any] = {
             "machine": machine.name,
@@ -343,7 +348,7 @@ class RemoteTrainingService(TrainingService):
             self._spawn(self._copy_logs(machine, trial.handle["trial_dir"], local))
 
     def _ended_on_host(self, trial_dir: str) -> None:
-        """Reuse mode: a host's runner saw a keeper write its end record; poll now rather than at the tick."""
+        """A host's runner saw a keeper write its end record: poll now rather than at the tick."""
         self.wakeup.set()
 
     async def _copy_logs(self, machine: RemoteMachine, trial_dir: str, local: Path) -> None:
