@@ -83,9 +83,14 @@ class SupportLayout:
 
     root: str
 
+    @staticmethod
+    def relative_directory() -> str:
+        """The bundle's directory relative to the root."""
+        return posixpath.join(".trialfleet", support_version())
+
     @property
     def directory(self) -> str:
-        return posixpath.join(self.root, ".trialfleet", support_version())
+        return posixpath.join(self.root, self.relative_directory())
 
     @property
     def keeper(self) -> str:

@@ -10,7 +10,8 @@ the manager's cursors (base64, capped so that a chatty trial cannot starve the o
 them with the same code as every other platform.
 
 * ``prepare``: unpack the uploaded code archive into ``<root>/code``; report free disk space, the boot id,
-  whether this python has a real ``nni``, the environment trials inherit, and the trials already launched.
+  whether this python has a real ``nni``, the environment trials inherit, the trials already launched, and the
+  keeper's protocol version.
 * ``launch``: copy ``<root>/code`` into the trial directory, write the files the manager prepared, start the
   keeper detached. Idempotent: a trial directory that was launched before answers with that launch.
 * ``poll``: for every trial, keeper liveness (pid + start ticks + boot id), keeper.json, result.json, new bytes.
@@ -82,6 +83,7 @@ def prepare(request: dict) -> dict:
         "real_nni": has_real_nni(request["real_nni_probe"], request.get("shim_dir", "")),
         "env": dict(os.environ),
         "launched": launched,
+        "keeper_version": keeper.VERSION,
     }
 
 

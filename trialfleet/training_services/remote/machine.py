@@ -43,14 +43,21 @@ log = logging.getLogger(__name__)
 MIN_FREE_BYTES = 100 * 1024 * 1024
 GPU_READING_MAX_AGE = 5.0
 MOUNT_CALL_TIMEOUT = 180.0  # a mount command has 120 s (shared_storage.MOUNT_TIMEOUT)
-# runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback
+# runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback; one
+# round trip: the version, the root and its free space, the trials directory made, whether the bundle is there
 _INFO_SCRIPT = (
     "import json, os, sys\n"
     "root = os.path.expanduser(sys.argv[1])\n"
     "p = root\n"
     "while not os.path.exists(p): p = os.path.dirname(p)\n"
     "s = os.statvfs(p)\n"
-    "print(json.dumps({'version': list(sys.version_info[:3]), 'root': root, 'free': s.f_bavail * s.f_frsize}))\n"
+    "info = {'version': list(sys.version_info[:3]), 'root': root, 'free': s.f_bavail * s.f_frsize}\n"
+    "try:\n"
+    "    if not os.path.isdir(os.path.join(root, 'trials')): os.makedirs(os.path.join(root, 'trials'))\n"
+    "except OSError as e:\n"
+    "    info['mkdir_error'] = str(e)\n"
+    "info['support'] = os.path.isdir(os.path.join(root, sys.argv[2]))\n"
+    "print(json.dumps(info))\n"
 )
 _SMI_SEPARATOR = "--trialfleet-gpu-apps--"
 
@@ -111,7 +118,8 @@ class RemoteMachine:
         self._inputs = (support, code_archive)
         self.prepared = False
         await self.link.connect()
-        info = json.loads(await self.link.checked(["python3", "-c", _INFO_SCRIPT, self.root_spec], "python3"))
+        argv = ["python3", "-c", _INFO_SCRIPT, self.root_spec, SupportLayout.relative_directory()]
+        info = json.loads(await self.link.checked(argv, "python3"))
         version = tuple(info["version"])
         if version < MIN_PYTHON:
             found = ".".join(map(str, version))
@@ -126,29 +134,16 @@ class RemoteMachine:
                 f"{self.name}: only {info['free'] // 2**20} MB free under {self.root}, "
                 f"need at least {needed // 2**20} MB"
             )
-        await self.link.checked(
-            ["mkdir", "-p", "--", posixpath.join(self.root, "trials")], "creating the root"
-        )
-        await self._install_support(support)
+        if "mkdir_error" in info:
+            raise PlatformError(f"{self.name}: creating the root failed ({info['mkdir_error']})")
+        if not info.get("support"):  # the bundle, once per version
+            await self.link.unpack(support, self.layout.directory)
         await self._mount_shared()
         answer = await self._refresh(code_archive[1] if code_archive else None)
         self.launched = set(answer["launched"])
         if code_archive is not None:
             self.code_dirs[code_archive[0]] = posixpath.join(self.root, "code")
         self.prepared, self.link.permanent = True, False
-
-    async def _install_support(self, support: Path) -> None:
-        """The support bundle, once per version; then the keeper must speak this manager's protocol."""
-        directory = self.layout.directory
-        if (await self.link.run(["test", "-d", directory])).exit_status != 0:
-            await self.link.unpack(support, directory)
-        keeper = self.layout.keeper
-        version = (await self.link.checked(["python3", keeper, "--version"], "keeper.py --version")).decode()
-        if version.strip() != KEEPER_VERSION:
-            raise PlatformError(
-                f"{self.name}: trial keeper version mismatch: {keeper} says {version.strip()!r}, "
-                f"this manager speaks {KEEPER_VERSION!r}"
-            )
 
     async def _refresh(self, code_archive: Path | None) -> dict[str, Any]:
         """Run ``probe prepare`` (unpacking ``code_archive`` if given) and keep what it tells."""
@@ -162,6 +157,12 @@ class RemoteMachine:
             await self.link.call(lambda ssh: ssh.put(code_archive, remote, timeout=UPLOAD_TIMEOUT))
             request["code_archive"] = remote
         answer: dict[str, Any] = await self.probe.call("prepare", request, timeout=300)
+        version = answer.get("keeper_version")
+        if version != KEEPER_VERSION:  # the keeper beside the probe must speak this manager's protocol
+            raise PlatformError(
+                f"{self.name}: trial keeper version mismatch: {self.layout.keeper} says {version!r}, "
+                f"this manager speaks {KEEPER_VERSION!r}"
+            )
         self.env, self.real_nni = dict(answer["env"]), bool(answer["real_nni"])
         return answer
 
