@@ -499,6 +499,51 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     write_json_atomically(result_path, describe_end(trial.status, cause, command.get("max_duration")))
 
 
+def keep(trial_dir: str) -> int:
+    """Run the trial of ``trial_dir`` to its end and record it; the keeper's exit code. The cancel signals
+    must be blocked already (from the process's first instruction: a cancel sent early is not lost)."""
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    try:
+        run(trial_dir)
+    except KeeperFailed:
+        return 1
+    except Exception as exc:  # whatever went wrong must end up in result.json
+        record_error(trial_dir, exc)
+        return 1
+    return 0
+
+
+def fork_keeper(trial_dir: str) -> int:
+    """Start the keeper of ``trial_dir`` as a fork of this process, which must be single-threaded and have
+    imported this module: no interpreter starts. The child is what ``python3 -I -S keeper.py <trial_dir>``
+    would be: a session of its own, the cancel signals blocked from birth, stdin on /dev/null, stdout and
+    stderr on ``keeper.log`` and nothing else of this process open. Returns its pid."""
+    log = os.open(os.path.join(trial_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child; what it does is seen in its trial directory
+            code = 1
+            try:
+                os.setsid()
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                for name in os.listdir("/proc/self/fd"):
+                    if int(name) > 2:
+                        with contextlib.suppress(OSError):
+                            os.close(int(name))
+                for number in WATCHED:
+                    signal.signal(number, signal.SIG_DFL)
+                code = keep(trial_dir)
+            finally:
+                os._exit(code)
+        return pid
+    finally:
+        os.close(log)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def main(argv: list[str]) -> int:
     if argv[1:] == ["--version"]:
         print(VERSION)
@@ -508,15 +553,7 @@ def main(argv: list[str]) -> int:
         return 2
     # block before anything else, so that a cancel arriving during start-up is not lost
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    try:
-        run(argv[1])
-    except KeeperFailed:
-        return 1
-    except Exception as exc:  # whatever went wrong must end up in result.json
-        record_error(argv[1], exc)
-        return 1
-    return 0
+    return keep(argv[1])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Local training service: every trial is a process tree on this machine, run by its own trial keeper.
 
-The keeper (``trial_keeper/keeper.py``) is spawned detached, in its own session, with its cancel signals
-already blocked so that a cancel arriving while it starts is not lost. Its exit is watched through a pidfd
+The keeper (``trial_keeper/keeper.py``) starts detached, in its own session, with its cancel signals already
+blocked so that a cancel arriving while it starts is not lost: forked by the experiment's keeper spawner
+(:mod:`.spawner`, no interpreter start per trial), or spawned as ``python3 -I -S keeper.py`` should that fail. Its exit is watched through a pidfd
 registered with the event loop, which works for adopted keepers too and wakes the manager at once, so the
 next trial starts right after one ends. Everything else is read from the trial directory
 (docs/trial-directory.md), so a new manager can adopt trials a previous one started.
@@ -25,11 +26,13 @@ from typing import Any, cast
 
 from trialfleet.compat import trial_pythonpath_env
 from trialfleet.errors import PlatformError
+from trialfleet.layout import log_files
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.environment import environment_change, trial_environment
 from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.gpu import GpuInfo, allocate_for, allocate_gpus, read_gpus
 from trialfleet.training_services.local.config import LocalConfig
+from trialfleet.training_services.local.spawner import KeeperSpawner, SpawnerError
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.shared_storage import shared_storage_for
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
@@ -76,6 +79,7 @@ class LocalTrainingService(TrainingService):
         self._gpu_assignments: dict[str, list[int]] = {}
         self._boot_id = keeper.boot_id()
         self._children: set[int] = set()  # keepers we spawned and must reap
+        self._spawner: KeeperSpawner | None = None
         self._pidfds: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._shim_env: dict[str, str] | None = None
@@ -85,6 +89,7 @@ class LocalTrainingService(TrainingService):
 
     async def _prepare(self) -> None:
         self._shim_env = await asyncio.to_thread(self._shim_pythonpath)
+        await self._open_spawner()
         if self.shared is not None:
             await self.shared.prepare_here()
             await self.shared.code_dir(Path(self.config.trial_code_directory))
@@ -116,7 +121,7 @@ class LocalTrainingService(TrainingService):
         )
         command = command_record(["/bin/bash", "-c", spec.command], str(code_dir), env, env_unset=unset)
         await self.files.write(str(trial_dir), input_files(spec.parameter_record, command))
-        pid = self._spawn_keeper(trial_dir)
+        pid = await self._start_keeper(trial_dir)
         handle: dict[str, Any] = {
             "trial_dir": str(trial_dir),
             "keeper_pid": pid,
@@ -195,6 +200,8 @@ class LocalTrainingService(TrainingService):
         for trial_id in list(self._pidfds):
             self._unwatch(trial_id)
         self._reap()
+        if self._spawner is not None:
+            await self._spawner.close()
 
     async def _keepers_gone(self, trials: list[LiveTrial]) -> list[str]:
         self._reap()
@@ -244,6 +251,27 @@ class LocalTrainingService(TrainingService):
             self._gpus_read_at = None  # its processes are gone: the next allocation sees the GPU free
 
     # ---- keeper processes ------------------------------------------------------------------------
+
+    async def _open_spawner(self) -> None:
+        log_dir = log_files(self.context.experiment_dir).manager.parent
+        spawner = KeeperSpawner(log_dir / "keeper-spawner.log")
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            await spawner.open()
+        except OSError as exc:
+            log.warning("local: no keeper spawner (%s); each keeper starts its own interpreter", exc)
+            return
+        self._spawner = spawner
+
+    async def _start_keeper(self, trial_dir: Path) -> int:
+        if self._spawner is not None:
+            try:
+                return await self._spawner.start(trial_dir)
+            except SpawnerError as exc:
+                log.warning("local: %s; each keeper starts its own interpreter from now on", exc)
+                spawner, self._spawner = self._spawner, None
+                await spawner.close()
+        return self._spawn_keeper(trial_dir)
 
     def _spawn_keeper(self, trial_dir: Path) -> int:
         argv = [sys.executable, "-I", "-S", str(KEEPER_SCRIPT), str(trial_dir)]

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""trialfleet keeper spawner: starts trial keepers by forking itself, so that no trial waits for its keeper's
+interpreter to start.
+
+Usage: ``python3 -I -S spawner.py``, one trial directory per line on stdin; answers each with the pid of the
+keeper it started (``keeper.fork_keeper``), or ``error: <why>``, one line on stdout. It exits at EOF: the keepers
+it started run on, each in a session of its own and needing nothing of this process. Standalone and stdlib-only,
+like ``keeper.py`` beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
+
+import keeper
+
+REAP_INTERVAL = 0.5  # ended keepers are zombies (dead to every reader: see keeper.process_alive) until reaped
+
+
+def reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def answer(trial_dir: str) -> bytes:
+    try:
+        return f"{keeper.fork_keeper(trial_dir)}\n".encode()
+    except OSError as exc:
+        return ("error: " + str(exc).replace("\n", " ") + "\n").encode()
+
+
+def main() -> int:
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], REAP_INTERVAL)
+        reap()
+        if not ready:
+            continue
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            return 0
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            if line.strip():
+                os.write(1, answer(os.fsdecode(line)))  # unbuffered: a fork copies no pending output
+
+
+if __name__ == "__main__":
+    sys.exit(main())
