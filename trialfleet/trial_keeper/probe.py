@@ -139,7 +139,7 @@ def launch(request: dict) -> dict:
     os.makedirs(os.path.join(trial_dir, ".nni"), exist_ok=True)
     for name, content in request["files"].items():
         write_private(os.path.join(trial_dir, name), content)
-    record = start_keeper(request["keeper"], trial_dir)
+    record = start_keeper(trial_dir)
     record.update(request.get("record") or {})
     # not fsynced: a host crash ends the keeper it describes; a reader must only never see half of it
     keeper.write_json_atomically(record_path, record, durable=False)
@@ -162,24 +162,11 @@ def wait_for_launch(record_path: str) -> dict:
     raise RuntimeError("another launch of this trial directory did not finish")
 
 
-def start_keeper(keeper_path: str, trial_dir: str) -> dict:
-    # blocked before the fork, so the keeper starts with them blocked and a cancel sent early is not lost
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, keeper.WATCHED)
-    log = os.open(os.path.join(trial_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        process = subprocess.Popen(
-            [sys.executable, "-I", "-S", keeper_path, trial_dir],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-    finally:
-        os.close(log)
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a serving probe goes on
+def start_keeper(trial_dir: str) -> dict:
+    pid = keeper.fork_keeper(trial_dir)  # this interpreter, forked: the keeper needs no start-up of its own
     return {
-        "keeper_pid": process.pid,
-        "keeper_start_ticks": keeper.start_ticks(process.pid),
+        "keeper_pid": pid,
+        "keeper_start_ticks": keeper.start_ticks(pid),
         "boot_id": keeper.boot_id(),
         "launched_at": time.time(),
     }

@@ -231,7 +231,6 @@ class RemoteTrainingService(TrainingService):
         request = {
             "trial_dir": trial_dir,
             "code_dir": code,
-            "keeper": machine.layout.keeper,
             "files": files,
             "record": {"gpus": gpus},
         }
