@@ -10,6 +10,7 @@ like ``keeper.py`` beside it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import sys
@@ -17,6 +18,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
 
 import keeper
+
+with contextlib.suppress(
+    ImportError
+):  # imported once here, not by every keeper (become_subreaper): 1-2 ms each
+    import ctypes  # noqa: F401
 
 REAP_INTERVAL = 0.5  # ended keepers are zombies (dead to every reader: see keeper.process_alive) until reaped
 
