@@ -9,10 +9,16 @@ for clients that accept it.
 
 The version is read *before* the body is built, so a body is never older than the version it is filed under: a
 commit in between only makes the next request build it again.
+
+Builds are single-flight: when a commit makes fifty polling clients miss at once, one of them builds the body
+(in a task of its own, which no client's disconnect cancels) and the others wait for it, instead of fifty
+threads building the same body against each other and the manager's loop. Gzip is done once per body the same
+way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import secrets
 import sqlite3
@@ -65,10 +71,18 @@ class _Body:
     data: bytes
     headers: Mapping[str, str]
     gzipped: bytes | None = field(default=None, repr=False)
+    _compressing: asyncio.Future[bytes] | None = field(default=None, repr=False)
 
-    def compressed(self) -> bytes:
-        if self.gzipped is None:  # once per version, by whichever request asks first
-            self.gzipped = gzip.compress(self.data, compresslevel=5, mtime=0)
+    async def compressed(self) -> bytes:
+        """Gzipped once per version, by whichever request asks first; the others wait for it."""
+        if self.gzipped is not None:
+            return self.gzipped
+        if self._compressing is None:
+            self._compressing = asyncio.ensure_future(run_in_threadpool(self._compress))
+        return await asyncio.shield(self._compressing)
+
+    def _compress(self) -> bytes:
+        self.gzipped = gzip.compress(self.data, compresslevel=5, mtime=0)
         return self.gzipped
 
 
@@ -79,7 +93,8 @@ class ResponseCache:
         self._token = secrets.token_hex(4)
         self._bodies: OrderedDict[str, _Body] = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = self.misses = 0
+        self._building: dict[str, tuple[int, asyncio.Future[_Body]]] = {}  # key -> the build in flight
+        self.hits = self.misses = self.builds = 0
 
     async def respond(
         self,
@@ -97,18 +112,38 @@ class ResponseCache:
         version = self.counter.value()
         body = self._get(key, version)
         if body is None:
-            payload, headers = await run_in_threadpool(build)
-            data = payload.data if isinstance(payload, EncodedJson) else encode(payload).encode()
-            body = _Body(version, data, dict(headers))
-            self._put(key, body)
+            flight = self._building.get(key)
+            if flight is None or flight[0] < version:  # none, or one that may have read an older database
+                flight = (version, asyncio.ensure_future(self._build(key, version, build, encode)))
+                self._building[key] = flight
+            body = await asyncio.shield(flight[1])
         etag = f'"{self._token}-{body.version}"'
         headers = {**body.headers, "ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
         if etag in request.headers.get("if-none-match", ""):
             return Response(status_code=304, headers=headers)
         if len(body.data) >= GZIP_MIN_BYTES and "gzip" in request.headers.get("accept-encoding", ""):
-            data = await run_in_threadpool(body.compressed) if body.gzipped is None else body.gzipped
+            data = await body.compressed()
             return Response(data, media_type=media, headers={**headers, "Content-Encoding": "gzip"})
         return Response(body.data, media_type=media, headers=headers)
+
+    async def _build(
+        self,
+        key: str,
+        version: int,
+        build: Callable[[], tuple[Any, Mapping[str, str]]],
+        encode: Callable[[Any], str],
+    ) -> _Body:
+        try:
+            self.builds += 1
+            payload, headers = await run_in_threadpool(build)
+            data = payload.data if isinstance(payload, EncodedJson) else encode(payload).encode()
+            body = _Body(version, data, dict(headers))
+            self._put(key, body)
+            return body
+        finally:
+            flight = self._building.get(key)
+            if flight is not None and flight[1] is asyncio.current_task():
+                del self._building[key]
 
     def _get(self, key: str, version: int) -> _Body | None:
         with self._lock:

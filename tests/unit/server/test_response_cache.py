@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import json
+import threading
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
+from starlette.requests import Request
 
 from tests.unit.server.conftest import API, T0, Served
 from trialfleet.manager.decisions import parameter_record
+from trialfleet.server.cache import ResponseCache
 from trialfleet.storage import ExperimentStore, NewMetric
+from trialfleet.testing.harness import HANG_GUARD
 
 ROUTES = [
     "/trial-jobs",
@@ -93,3 +101,83 @@ def test_an_unknown_trial_is_404_and_not_cached(populated: tuple[Served, TestCli
     store.add_trial("zZ", parameter_record(9, {"x": 0.3}), T0 + 30)
     store.close()
     assert client.get(f"{API}/trial-jobs/zZ").json()["trialJobId"] == "zZ"
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.version = 1
+
+    def value(self) -> int:
+        return self.version
+
+
+def _request(path: str, *headers: tuple[bytes, bytes]) -> Request:
+    return Request(
+        {"type": "http", "method": "GET", "path": path, "query_string": b"", "headers": list(headers)}
+    )
+
+
+class _SlowBuild:
+    """A build that waits until released, counting how often it ran."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> tuple[Any, dict[str, str]]:
+        self.calls += 1
+        self.started.set()
+        assert self.release.wait(HANG_GUARD)
+        return {"built": self.calls, "padding": "x" * 2000}, {"X-Total-Count": "1"}
+
+
+async def _started(build: _SlowBuild) -> None:
+    assert await asyncio.to_thread(build.started.wait, HANG_GUARD)
+
+
+async def test_clients_missing_at_once_share_one_build() -> None:
+    counter, build = _Counter(), _SlowBuild()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
+    first = asyncio.ensure_future(cache.respond(_request("/a"), build))
+    await _started(build)
+    others = [asyncio.ensure_future(cache.respond(_request("/a"), build)) for _ in range(20)]
+    await asyncio.sleep(0.05)  # all of them are waiting now
+    first.cancel()  # the client that started the build goes away: the others still get it
+    build.release.set()
+    answers = await asyncio.gather(*others)
+    assert build.calls == 1 and cache.builds == 1
+    assert {a.body for a in answers} == {answers[0].body} and json.loads(answers[0].body)["built"] == 1
+    counter.version = 2  # a commit: the next request builds again
+    again = await cache.respond(_request("/a"), build)
+    assert build.calls == 2 and json.loads(again.body)["built"] == 2
+
+
+async def test_a_request_after_a_commit_does_not_take_a_build_of_the_older_database() -> None:
+    counter, build = _Counter(), _SlowBuild()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
+    older = asyncio.ensure_future(cache.respond(_request("/a"), build))
+    await _started(build)
+    counter.version = 2
+    newer = asyncio.ensure_future(cache.respond(_request("/a"), build))
+    await asyncio.sleep(0.05)
+    build.release.set()
+    old_answer, new_answer = await asyncio.gather(older, newer)
+    assert build.calls == 2
+    assert old_answer.headers["etag"] != new_answer.headers["etag"] and new_answer.headers["etag"].endswith(
+        '-2"'
+    )
+
+
+async def test_a_body_is_gzipped_once_for_all_the_clients_that_ask(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter, build = _Counter(), _SlowBuild()
+    build.release.set()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
+    compressions = []
+    real = gzip.compress
+    monkeypatch.setattr(gzip, "compress", lambda data, **kw: compressions.append(1) or real(data, **kw))
+    gzip_ok = (b"accept-encoding", b"gzip")
+    answers = await asyncio.gather(*(cache.respond(_request("/a", gzip_ok), build) for _ in range(20)))
+    assert len(compressions) == 1 and build.calls == 1
+    assert {a.headers["content-encoding"] for a in answers} == {"gzip"}
+    assert json.loads(gzip.decompress(answers[0].body))["built"] == 1
