@@ -226,6 +226,15 @@ async def test_keeper_version_mismatch_is_a_clear_error(
     await service.close()
 
 
+async def test_a_root_that_cannot_be_made_is_a_clear_error(tmp_path: Path, fleet: Fleet) -> None:
+    (tmp_path / "a file").write_text("")  # the hosts see this machine's /tmp
+    root = str(tmp_path / "a file" / "trialfleet")
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts[:1]), root=root)
+    with pytest.raises(PlatformError, match=r"creating the root failed \(.*Not a directory"):
+        await service.start()
+    await service.close()
+
+
 async def test_every_failing_host_is_listed_with_its_reason(tmp_path: Path, fleet: Fleet) -> None:
     """One error for the whole fleet: a rejected key on one host, an old python and a full disk on others."""
     old_python, full_disk = tmp_path / "old-python", tmp_path / "full-disk"
