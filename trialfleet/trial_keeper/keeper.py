@@ -81,13 +81,43 @@ def boot_id() -> str:
         return f.read().strip()
 
 
-def become_subreaper() -> None:
+def become_subreaper() -> bool:
+    """Make this process a child subreaper; True if it is one. Every process of the trial then stays a
+    descendant of the keeper for as long as the keeper lives: an orphan is re-parented to it, not to init."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (ImportError, OSError, AttributeError):
-        pass  # without it the group/session scan still finds most of the tree
+        return False  # without it the group/session scan still finds most of the tree
+
+
+def live_descendants(pid: int) -> set | None:
+    """The live (non-zombie) descendants of ``pid``, read from its threads' ``children`` files rather than by
+    a scan of every process; None where the kernel has no such file."""
+    found: set = set()
+    stack = [pid]
+    while stack:
+        parent = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue  # ended meanwhile
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except FileNotFoundError:
+                if parent == pid and tid == str(pid):
+                    return None
+                continue
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid not in found:
+                    found.add(kid)
+                    stack.append(kid)
+    return {p for p in found if (fields := proc_fields(p)) is not None and fields[0] != "Z"}
 
 
 def process_alive(pid: int | None, ticks: int | None, boot: str | None = None) -> bool:
@@ -186,15 +216,16 @@ def make_cgroup(marker: str) -> str | None:
     return path
 
 
-def move_into_cgroup(path: str | None, leader: int, rounds: int = 5) -> None:
+def move_into_cgroup(path: str | None, leader: int, rounds: int = 5, subreaper: bool = False) -> None:
     """Move the running trial command, and whatever it forked already, into the trial's cgroup ``path``.
 
     Done from the keeper once the command runs, not in the child before its exec: a cgroup migration waits for
     an RCU grace period (12-18 ms here), which the trial's start waited for too. A process forked while its
     parent was being moved stays where it was, so the trial's processes are looked at again until all of them
     are in, a few ``rounds`` at most: its session and every descendant of the keeper (a subreaper: what detached
-    was re-parented to it), which reads no other process's environment. One not moved (this user may not move
-    it) is still found by its marker.
+    was re-parented to it), which reads no other process's environment; for a ``subreaper`` keeper its
+    descendants alone, from their parents' ``children`` files. One not moved (this user may not move it) is
+    still found by its marker.
     """
     if not path:
         return
@@ -208,7 +239,10 @@ def move_into_cgroup(path: str | None, leader: int, rounds: int = 5) -> None:
             for pid in outside:
                 with contextlib.suppress(OSError):  # ended meanwhile
                     os.write(fd, str(pid).encode())
-            outside = sorted(trial_tree(leader, (os.getpid(),)) - cgroup_members(path))
+            tree = live_descendants(os.getpid()) if subreaper else None
+            if tree is None:
+                tree = trial_tree(leader, (os.getpid(),))
+            outside = sorted(tree - cgroup_members(path))
             if not outside:
                 return
     finally:
@@ -299,18 +333,22 @@ def end_without_keeper(trial_dir: str, canceled: bool, grace: float) -> None:
 
 
 class Trial:
-    def __init__(self, pid: int, marker: str, cgroup: str | None) -> None:
+    def __init__(self, pid: int, marker: str, cgroup: str | None, subreaper: bool = False) -> None:
         self.pid = pid
         self.marker = marker
         self.cgroup = cgroup
+        self.subreaper = subreaper  # the keeper is one: the trial's processes are all its descendants
         self.status: int | None = None  # raw wait status of the command, once reaped
+        self.childless = False  # the last reap found no child at all
 
     def reap(self) -> None:
         """Reap every exited child (re-parented orphans too); remember the command's own status."""
+        self.childless = False
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
+                self.childless = True
                 return
             if pid == 0:
                 return
@@ -333,6 +371,10 @@ class Trial:
 
     def end_tree(self, grace: float) -> None:
         """SIGTERM every process of the trial, SIGKILL what is left after ``grace`` seconds."""
+        self.reap()
+        if self.subreaper and self.childless:  # no child, so no descendant: nothing of the trial is left
+            remove_cgroup(self.cgroup)
+            return
         me = os.getpid()
         members = lambda: trial_tree(self.pid, (me,), marker=self.marker, cgroup=self.cgroup)  # noqa: E731
         end_tree(members, grace, pause=self._pause)
@@ -463,7 +505,7 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     if set(CANCEL_SIGNALS) & signal.sigpending():
         write_json_atomically(result_path, result_record("canceled", canceled=True))
         return
-    become_subreaper()
+    subreaper = become_subreaper()
     # written before the command exists: whoever finds this attempt already launched adopts this keeper
     me = os.getpid()
     marker = os.urandom(8).hex()
@@ -491,8 +533,8 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     write_json_atomically(os.path.join(trial_dir, "keeper.json"), record, durable=False)
     if forwarder is not None:
         forwarder.send_record("keeper.json")
-    move_into_cgroup(cgroup, process.pid)
-    trial = Trial(process.pid, marker, cgroup)
+    move_into_cgroup(cgroup, process.pid, subreaper=subreaper)
+    trial = Trial(process.pid, marker, cgroup, subreaper)
     cause = trial.supervise(command.get("max_duration"))
     trial.end_tree(float(command.get("kill_grace", 5)))
     process.returncode = trial.status  # reaped here; keeps Popen from waiting on a reused pid

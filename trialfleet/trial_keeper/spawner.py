@@ -19,9 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the 
 
 import keeper
 
-with contextlib.suppress(
-    ImportError
-):  # imported once here, not by every keeper (become_subreaper): 1-2 ms each
+# imported once here, not by every keeper it forks (become_subreaper): 1-2 ms each
+with contextlib.suppress(ImportError):
     import ctypes  # noqa: F401
 
 REAP_INTERVAL = 0.5  # ended keepers are zombies (dead to every reader: see keeper.process_alive) until reaped

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -288,3 +289,29 @@ def test_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
     assert keeper_mod.read_record(str(tmp_path / "keeper.json")) is None
     with pytest.raises(keeper_mod.NotRegularFile, match="FIFO"):
         keeper_mod.open_regular(str(tmp_path / "keeper.json"))
+
+
+def test_live_descendants_come_from_the_children_files(tmp_path: Path) -> None:
+    """What a subreaper keeper moves into its cgroup, without scanning every process: children, grandchildren,
+    no zombie, nobody else's."""
+    child = subprocess.Popen(["/bin/bash", "-c", f"sleep 600 & echo $! > {tmp_path}/grandchild; wait"])
+    zombie = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while not (tmp_path / "grandchild").exists() or not (tmp_path / "grandchild").read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        while alive(zombie.pid):  # it exited, unreaped
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        grandchild = int((tmp_path / "grandchild").read_text())
+        mine = keeper_mod.live_descendants(os.getpid())
+        assert mine is not None and {child.pid, grandchild} <= mine
+        assert zombie.pid not in mine and os.getppid() not in mine and os.getpid() not in mine
+        assert keeper_mod.live_descendants(child.pid) == {grandchild}
+    finally:
+        child.kill()
+        child.wait()
+        zombie.wait()
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((tmp_path / "grandchild").read_text()), signal.SIGKILL)
