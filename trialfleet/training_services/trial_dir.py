@@ -130,9 +130,8 @@ def input_files(parameter_record: str, command: Mapping[str, Any]) -> dict[str, 
 def write_trial_inputs(trial_dir: Path, files: Mapping[str, str]) -> None:
     """Prepare a trial directory on this machine: ``files`` written privately, ``.nni/``, no stale records."""
     trial_dir.mkdir(parents=True, exist_ok=True)
-    for (
-        stale
-    ) in STALE_RECORDS:  # a directory reused for the same attempt must not show the last run's records
+    # a directory reused for the same attempt must not show the last run's records
+    for stale in STALE_RECORDS:
         (trial_dir / stale).unlink(missing_ok=True)
     (trial_dir / ".nni").mkdir(exist_ok=True)
     for name, content in files.items():
