@@ -3,8 +3,8 @@
 Measured: the ``stop`` command's own time, and the time from just before it until no process is left of the
 experiment: the manager (and NNI's dispatcher, a child of it) gone, no process whose environment names the
 experiment (``NNI_EXP_ID``, which both systems give every trial process and its children) and none whose command
-line names its directory (trialfleet's trial keepers). Processes still
-there 30 s after the command are counted, then killed so the run can go on.
+line names its directory (trialfleet's keeper spawner and the trial keepers it forks, which keep its command line).
+Processes still there 30 s after the command are counted, then killed so the run can go on.
 """
 
 from __future__ import annotations

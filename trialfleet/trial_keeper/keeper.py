@@ -39,6 +39,7 @@ VERSION = "trialfleet-keeper 1.1 protocol 2"
 CANCEL_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 WATCHED = (signal.SIGCHLD, *CANCEL_SIGNALS)
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NAME = 15
 SIGKILL_WAIT = 10.0  # after SIGKILL, how long to wait for processes stuck in the kernel (D state)
 MARKER_VARIABLE = "TRIALFLEET_TRIAL_MARKER"
 
@@ -90,6 +91,16 @@ def become_subreaper() -> bool:
         return int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (ImportError, OSError, AttributeError):
         return False  # without it the group/session scan still finds most of the tree
+
+
+def set_process_name(name: bytes) -> None:
+    """This process's name (``/proc/self/comm``, at most 15 bytes), where the C library lets us set it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        pass
 
 
 def live_descendants(pid: int) -> set | None:
@@ -568,6 +579,7 @@ def fork_keeper(trial_dir: str) -> int:
             code = 1
             try:
                 os.setsid()
+                set_process_name(b"trial-keeper")  # its command line stays its parent's: ps -e tells it so
                 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
                 os.dup2(log, 1)
                 os.dup2(log, 2)

@@ -2,10 +2,11 @@
 """trialfleet keeper spawner: starts trial keepers by forking itself, so that no trial waits for its keeper's
 interpreter to start.
 
-Usage: ``python3 -I -S spawner.py``, one trial directory per line on stdin; answers each with the pid of the
-keeper it started (``keeper.fork_keeper``), or ``error: <why>``, one line on stdout. It exits at EOF: the keepers
-it started run on, each in a session of its own and needing nothing of this process. Standalone and stdlib-only,
-like ``keeper.py`` beside it.
+Usage: ``python3 -I -S spawner.py <trials directory>``, one trial directory below it per line on stdin; answers
+each with the pid of the keeper it started (``keeper.fork_keeper``), or ``error: <why>``, one line on stdout. It
+exits at EOF: the keepers it started run on, each in a session of its own and needing nothing of this process.
+A forked keeper keeps this command line, so ``ps`` shows it with its experiment's trials directory. Standalone and
+stdlib-only, like ``keeper.py`` beside it.
 """
 
 from __future__ import annotations
@@ -36,14 +37,20 @@ def reap() -> None:
             return
 
 
-def answer(trial_dir: str) -> bytes:
+def answer(trials_dir: str, trial_dir: str) -> bytes:
+    if os.path.dirname(os.path.normpath(trial_dir)) != trials_dir:
+        return f"error: {trial_dir} is not a directory of {trials_dir}\n".encode()
     try:
         return f"{keeper.fork_keeper(trial_dir)}\n".encode()
     except OSError as exc:
         return ("error: " + str(exc).replace("\n", " ") + "\n").encode()
 
 
-def main() -> int:
+def main(argv: list) -> int:
+    if len(argv) != 2:
+        sys.stderr.write("usage: spawner.py <trials directory>\n")
+        return 2
+    trials_dir = os.path.normpath(argv[1])
     pending = b""
     while True:
         ready, _, _ = select.select([0], [], [], REAP_INTERVAL)
@@ -57,8 +64,10 @@ def main() -> int:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             if line.strip():
-                os.write(1, answer(os.fsdecode(line)))  # unbuffered: a fork copies no pending output
+                os.write(
+                    1, answer(trials_dir, os.fsdecode(line))
+                )  # unbuffered: a fork copies no pending output
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

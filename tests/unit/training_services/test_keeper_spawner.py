@@ -41,9 +41,12 @@ def wait_for(path: Path) -> dict:
 
 
 @pytest.fixture
-def spawner() -> Iterator[subprocess.Popen[bytes]]:
+def spawner(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A spawner for the trials directory ``tmp_path``: the tests' trial directories are below it."""
     process = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(SPAWNER_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [sys.executable, "-I", "-S", str(SPAWNER_SCRIPT), str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     yield process
     process.kill()
@@ -67,42 +70,47 @@ def open_pipes(pid: int) -> set[str]:
 
 
 def test_a_forked_keeper_is_a_keeper_of_its_own(tmp_path: Path, spawner: subprocess.Popen[bytes]) -> None:
-    write_command(tmp_path, "echo out; echo err >&2; while [ ! -e release ]; do sleep 0.02; done; exit 3")
-    pid = int(ask(spawner, tmp_path))
-    record = wait_for(tmp_path / "keeper.json")
+    trial_dir = tmp_path / "t1"
+    write_command(trial_dir, "echo out; echo err >&2; while [ ! -e release ]; do sleep 0.02; done; exit 3")
+    pid = int(ask(spawner, trial_dir))
+    record = wait_for(trial_dir / "keeper.json")
     fields = keeper.proc_fields(pid)
     assert fields is not None
     assert record["keeper_pid"] == pid and int(fields[1]) == spawner.pid  # forked, not exec'd by a shell
     assert int(fields[3]) == pid  # a session of its own
     assert not open_pipes(pid) & open_pipes(spawner.pid)  # nothing of the spawner's stays open
     assert Path(f"/proc/{pid}/fd/0").resolve() == Path(os.devnull)
-    assert Path(f"/proc/{pid}/fd/1").resolve() == (tmp_path / "keeper.log").resolve()
-    (tmp_path / "release").touch()
-    result = wait_for(tmp_path / "result.json")
+    assert Path(f"/proc/{pid}/fd/1").resolve() == (trial_dir / "keeper.log").resolve()
+    assert str(tmp_path).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()  # ps tells whose keeper it is
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "trial-keeper"
+    (trial_dir / "release").touch()
+    result = wait_for(trial_dir / "result.json")
     assert (result["exit_code"], result["reason"]) == (3, "exit code 3")
-    assert (tmp_path / "trial.stdout").read_text() == "out\n" and (
-        tmp_path / "trial.stderr"
+    assert (trial_dir / "trial.stdout").read_text() == "out\n" and (
+        trial_dir / "trial.stderr"
     ).read_text() == "err\n"
 
 
 def test_a_cancel_sent_at_once_is_not_lost(tmp_path: Path, spawner: subprocess.Popen[bytes]) -> None:
-    write_command(tmp_path, "sleep 30")
-    pid = int(ask(spawner, tmp_path))
+    trial_dir = tmp_path / "t1"
+    write_command(trial_dir, "sleep 30")
+    pid = int(ask(spawner, trial_dir))
     os.kill(pid, signal.SIGTERM)  # before the keeper could have set anything up
-    result = wait_for(tmp_path / "result.json")
+    result = wait_for(trial_dir / "result.json")
     assert result["canceled"] is True
 
 
 def test_keepers_run_on_when_the_spawner_ends(tmp_path: Path, spawner: subprocess.Popen[bytes]) -> None:
-    write_command(tmp_path, "while [ ! -e release ]; do sleep 0.02; done")
-    pid = int(ask(spawner, tmp_path))
-    wait_for(tmp_path / "keeper.json")
+    trial_dir = tmp_path / "t1"
+    write_command(trial_dir, "while [ ! -e release ]; do sleep 0.02; done")
+    pid = int(ask(spawner, trial_dir))
+    wait_for(trial_dir / "keeper.json")
     assert spawner.stdin is not None
     spawner.stdin.close()  # the manager's end of the pipe closes: a stop, or a crash
     assert spawner.wait(HANG_GUARD) == 0
     assert keeper.process_alive(pid, None)
-    (tmp_path / "release").touch()
-    assert wait_for(tmp_path / "result.json")["exit_code"] == 0
+    (trial_dir / "release").touch()
+    assert wait_for(trial_dir / "result.json")["exit_code"] == 0
 
 
 def test_a_keeper_that_cannot_start_is_an_error_line(
@@ -110,6 +118,10 @@ def test_a_keeper_that_cannot_start_is_an_error_line(
 ) -> None:
     answer = ask(spawner, tmp_path / "missing")
     assert answer.startswith("error: ") and "keeper.log" in answer
+    outside = tmp_path.parent / f"{tmp_path.name}-other" / "t1"
+    write_command(outside, "true")
+    assert ask(spawner, outside) == f"error: {outside} is not a directory of {tmp_path}"
+    assert not (outside / "keeper.log").exists()
     write_command(tmp_path / "next", "true")  # and the spawner goes on
     assert int(ask(spawner, tmp_path / "next")) > 0
     assert wait_for(tmp_path / "next" / "result.json")["exit_code"] == 0

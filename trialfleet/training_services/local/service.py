@@ -254,7 +254,8 @@ class LocalTrainingService(TrainingService):
 
     async def _open_spawner(self) -> None:
         log_dir = log_files(self.context.experiment_dir).manager.parent
-        spawner = KeeperSpawner(log_dir / "keeper-spawner.log")
+        trials_dir = self.context.trials_dir.absolute()
+        spawner = KeeperSpawner(trials_dir, log_dir / "keeper-spawner.log")
         try:
             log_dir.mkdir(parents=True, exist_ok=True)
             await spawner.open()

@@ -29,7 +29,10 @@ class SpawnerError(Exception):
 
 
 class KeeperSpawner:
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, trials_dir: Path, log_path: Path) -> None:
+        self.trials_dir = (
+            trials_dir  # on its command line, which the keepers it forks keep: ps shows whose they are
+        )
         self.log_path = log_path
         self._process: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
@@ -41,6 +44,7 @@ class KeeperSpawner:
                 "-I",
                 "-S",
                 str(SPAWNER_SCRIPT),
+                str(self.trials_dir),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
