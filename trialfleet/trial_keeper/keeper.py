@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -91,6 +92,38 @@ def become_subreaper() -> bool:
         return int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (ImportError, OSError, AttributeError):
         return False  # without it the group/session scan still finds most of the tree
+
+
+class LineReader:
+    """Newline-ended requests on a file descriptor, for a long-lived process that also has other work (the
+    spawner, a serving probe): ``lines(timeout)`` waits at most ``timeout`` seconds and returns the complete,
+    non-blank lines that arrived (maybe none), or None at EOF."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._pending = b""
+
+    def lines(self, timeout: float):  # -> list[bytes] | None
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return []
+        chunk = os.read(self.fd, 1 << 20)
+        if not chunk:
+            return None
+        *complete, self._pending = (self._pending + chunk).split(b"\n")
+        return [line for line in complete if line.strip()]
+
+
+def reap_exited_children() -> None:
+    """Reap every child that has exited, without waiting: a long-lived process that forks keepers (the spawner,
+    a serving probe) leaves none of them a zombie."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def set_process_name(name: bytes) -> None:

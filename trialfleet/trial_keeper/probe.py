@@ -31,7 +31,6 @@ import base64
 import contextlib
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -375,24 +374,18 @@ def serve() -> int:
     os.chdir(os.path.expanduser("~"))
     emit({"event": "ready", "pid": os.getpid()})
     watched: set = set()
-    pending = b""
-    stdin = sys.stdin.fileno()
+    requests = keeper.LineReader(sys.stdin.fileno())
     while True:
-        ready, _, _ = select.select([stdin], [], [], WATCH_INTERVAL)
-        if ready:
-            chunk = os.read(stdin, 1 << 20)
-            if not chunk:
-                return 0
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                if line.strip():
-                    emit(serve_one(json.loads(line), watched))
+        lines = requests.lines(WATCH_INTERVAL)
+        if lines is None:
+            return 0
+        for line in lines:
+            emit(serve_one(json.loads(line), watched))
         for trial_dir in sorted(watched):
             if os.path.exists(os.path.join(trial_dir, "result.json")):
                 watched.discard(trial_dir)
                 emit({"event": "ended", "trial_dir": trial_dir})
-        reap_children()
+        keeper.reap_exited_children()  # keepers started here, and the intermediate children of ``detach``
 
 
 def serve_one(message: dict, watched: set) -> dict:
@@ -419,17 +412,6 @@ def serve_one(message: dict, watched: set) -> dict:
 def emit(data: dict) -> None:
     sys.stdout.write(json.dumps(data) + "\n")
     sys.stdout.flush()
-
-
-def reap_children() -> None:
-    """Keepers started here, and the intermediate children of ``detach``, once they exit."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def main(argv: list) -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's directory out
@@ -25,16 +24,6 @@ with contextlib.suppress(ImportError):
     import ctypes  # noqa: F401
 
 REAP_INTERVAL = 0.5  # ended keepers are zombies (dead to every reader: see keeper.process_alive) until reaped
-
-
-def reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def answer(trials_dir: str, trial_dir: str) -> bytes:
@@ -51,22 +40,14 @@ def main(argv: list) -> int:
         sys.stderr.write("usage: spawner.py <trials directory>\n")
         return 2
     trials_dir = os.path.normpath(argv[1])
-    pending = b""
+    requests = keeper.LineReader(0)
     while True:
-        ready, _, _ = select.select([0], [], [], REAP_INTERVAL)
-        reap()
-        if not ready:
-            continue
-        chunk = os.read(0, 1 << 16)
-        if not chunk:
+        lines = requests.lines(REAP_INTERVAL)
+        keeper.reap_exited_children()
+        if lines is None:
             return 0
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            if line.strip():
-                os.write(
-                    1, answer(trials_dir, os.fsdecode(line))
-                )  # unbuffered: a fork copies no pending output
+        for line in lines:  # answered unbuffered: a fork copies no pending output
+            os.write(1, answer(trials_dir, os.fsdecode(line)))
 
 
 if __name__ == "__main__":
