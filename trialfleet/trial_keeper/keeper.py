@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """trialfleet trial keeper: runs one trial command in its trial directory and records how it ended.
 
-Usage: ``python3 -I -S keeper.py <trial_dir>`` or ``python3 keeper.py --version``.
+Usage: ``python3 -I -S keeper.py <trial_dir>`` or ``python3 keeper.py --version``; or forked, the same, by a
+process that imported this module (:func:`fork_keeper`: the local keeper spawner, the SSH hosts' probe).
 
 Standalone on purpose (stdlib only, Linux, Python >= 3.8): it is copied to SSH hosts and cluster nodes where
 nothing of trialfleet is installed. The protocol is described in docs/trial-directory.md:
