@@ -134,16 +134,17 @@ class TrialQueries:
         where, args = _filters(statuses, search)
         order, order_args = order_by(sort, descending=descending)
         (total,) = self._rows(f"SELECT COUNT(*) FROM trials{where}", args)[0]
-        # the page's rows first, then their metric counts: SQLite would otherwise compute the per-row
-        # subqueries for every matching trial before sorting (0.9 s at 10,000 trials instead of 5 ms)
+        # the page's ids first, then their rows and metric counts: SQLite would otherwise compute the per-row
+        # subqueries for every matching trial before sorting (0.9 s at 10,000 trials instead of 5 ms), and
+        # sorting whole rows rather than ids took 17.7 ms instead of 5.0 for a page sorted by final metric
         rows = self._rows(
-            f"WITH page AS (SELECT * FROM trials{where}{order} LIMIT ? OFFSET ?) "
+            f"WITH page AS (SELECT id FROM trials{where}{order} LIMIT ? OFFSET ?) "
             f"SELECT {_SUMMARY_COLUMNS}, "
             "(SELECT COUNT(*) FROM metrics m WHERE m.trial_id = trials.id AND m.attempt = trials.attempt "
             "AND m.type = 'PERIODICAL'), "
             f"(SELECT {value_sql('m.data')} FROM metrics m WHERE m.trial_id = trials.id "
             "AND m.attempt = trials.attempt AND m.type = 'PERIODICAL' ORDER BY m.id DESC LIMIT 1) "
-            f"FROM page AS trials{order}",
+            f"FROM trials WHERE trials.id IN page{order}",
             [*args, *order_args, limit, offset, *order_args],
         )
         page = []
