@@ -84,15 +84,21 @@ def boot_id() -> str:
         return f.read().strip()
 
 
-def become_subreaper() -> bool:
-    """Make this process a child subreaper; True if it is one. Every process of the trial then stays a
-    descendant of the keeper for as long as the keeper lives: an orphan is re-parented to it, not to init."""
+def prctl(option: int, arg: object) -> bool:
+    """Linux's prctl(2) through the C library; False where it failed or cannot be called."""
     try:
         import ctypes
 
-        return int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (ImportError, OSError, AttributeError):
-        return False  # without it the group/session scan still finds most of the tree
+        return int(ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0)) == 0
+    except (ImportError, OSError, AttributeError, TypeError):
+        return False
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper; True if it is one. Every process of the trial then stays a
+    descendant of the keeper for as long as the keeper lives: an orphan is re-parented to it, not to init.
+    Without it the group/session scan still finds most of the tree."""
+    return prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 class LineReader:
@@ -129,12 +135,7 @@ def reap_exited_children() -> None:
 
 def set_process_name(name: bytes) -> None:
     """This process's name (``/proc/self/comm``, at most 15 bytes), where the C library lets us set it."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, ctypes.c_char_p(name[:15]), 0, 0, 0)
-    except (ImportError, OSError, AttributeError):
-        pass
+    prctl(PR_SET_NAME, name[:15])  # ctypes passes bytes as a char pointer
 
 
 def live_descendants(pid: int) -> set | None:

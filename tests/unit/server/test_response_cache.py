@@ -147,10 +147,10 @@ async def test_clients_missing_at_once_share_one_build() -> None:
     build.release.set()
     answers = await asyncio.gather(*others)
     assert build.calls == 1 and cache.builds == 1
-    assert {a.body for a in answers} == {answers[0].body} and json.loads(answers[0].body)["built"] == 1
+    assert {a.body for a in answers} == {answers[0].body} and json.loads(bytes(answers[0].body))["built"] == 1
     counter.version = 2  # a commit: the next request builds again
     again = await cache.respond(_request("/a"), build)
-    assert build.calls == 2 and json.loads(again.body)["built"] == 2
+    assert build.calls == 2 and json.loads(bytes(again.body))["built"] == 2
 
 
 async def test_a_request_after_a_commit_does_not_take_a_build_of_the_older_database() -> None:
@@ -175,7 +175,12 @@ async def test_a_body_is_gzipped_once_for_all_the_clients_that_ask(monkeypatch: 
     cache = ResponseCache(counter)  # type: ignore[arg-type]
     compressions = []
     real = gzip.compress
-    monkeypatch.setattr(gzip, "compress", lambda data, **kw: compressions.append(1) or real(data, **kw))
+
+    def counted(data: bytes, **options: Any) -> bytes:
+        compressions.append(len(data))
+        return real(data, **options)
+
+    monkeypatch.setattr(gzip, "compress", counted)
     gzip_ok = (b"accept-encoding", b"gzip")
     answers = await asyncio.gather(*(cache.respond(_request("/a", gzip_ok), build) for _ in range(20)))
     assert len(compressions) == 1 and build.calls == 1

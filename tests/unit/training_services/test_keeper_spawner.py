@@ -12,14 +12,16 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from training_service_helpers import HANG_GUARD
 
+from trialfleet.errors import PlatformError
 from trialfleet.testing import make_context, poll_until
 from trialfleet.training_services.local import LocalTrainingService
 from trialfleet.training_services.local.config import LocalConfig
-from trialfleet.training_services.local.spawner import SPAWNER_SCRIPT
+from trialfleet.training_services.local.spawner import SPAWNER_SCRIPT, KeeperSpawner
 from trialfleet.training_services.spec import Submitted, TrialSpec
 from trialfleet.trial_keeper import keeper
 from trialfleet.trial_keeper.keeper import PROTOCOL
@@ -27,8 +29,13 @@ from trialfleet.trial_keeper.keeper import PROTOCOL
 
 def write_command(trial_dir: Path, script: str) -> None:
     trial_dir.mkdir(parents=True, exist_ok=True)
-    command = {"argv": ["/bin/bash", "-c", script], "cwd": str(trial_dir), "env": {}, "env_unset": []}
-    command.update({"max_duration": None, "kill_grace": 5, "protocol": PROTOCOL})
+    command: dict[str, Any] = {
+        "argv": ["/bin/bash", "-c", script],
+        "cwd": str(trial_dir),
+        "env": {},
+        "env_unset": [],
+    }
+    command |= {"max_duration": None, "kill_grace": 5, "protocol": PROTOCOL}
     (trial_dir / "command.json").write_text(json.dumps(command))
 
 
@@ -135,7 +142,7 @@ async def test_the_local_platform_goes_on_without_its_spawner(
 ) -> None:
     code = tmp_path / "code"
     code.mkdir()
-    config = LocalConfig(trial_command="unused", trial_code_directory=str(code))
+    config = LocalConfig(trial_command="unused", trial_code_directory=code)
     service = LocalTrainingService(make_context(tmp_path / "e", config, "exp1"))
     await service.start()
     try:
@@ -156,3 +163,16 @@ async def test_the_local_platform_goes_on_without_its_spawner(
         await service.close()
     assert {seen.ended[t].status.value for t in ("t1", "t2")} == {"SUCCEEDED"}
     assert (tmp_path / "e" / "trials" / "t2" / "trial.stdout").read_text() == "second\n"
+
+
+async def test_a_keeper_the_spawner_cannot_start_is_that_trials_error_only(tmp_path: Path) -> None:
+    spawner = KeeperSpawner(tmp_path, tmp_path / "keeper-spawner.log")
+    await spawner.open()
+    try:
+        with pytest.raises(PlatformError, match=r"cannot start the trial keeper in .*missing: .*keeper\.log"):
+            await spawner.start(tmp_path / "missing")
+        write_command(tmp_path / "t1", "true")
+        pid = await spawner.start(tmp_path / "t1")  # the spawner serves the next trial
+        assert pid > 0 and wait_for(tmp_path / "t1" / "result.json")["exit_code"] == 0
+    finally:
+        await spawner.close()

@@ -11,28 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import subprocess
 import sys
 from pathlib import Path
 
+from trialfleet.errors import PlatformError
 from trialfleet.training_services.trial_dir import KEEPER_SCRIPT
-
-log = logging.getLogger(__name__)
 
 SPAWNER_SCRIPT = KEEPER_SCRIPT.with_name("spawner.py")
 ANSWER_TIMEOUT = 30.0
 
 
 class SpawnerError(Exception):
-    """The spawner could not start a keeper, or is gone."""
+    """The spawner is gone or does not answer (a keeper it could not start is a PlatformError)."""
 
 
 class KeeperSpawner:
     def __init__(self, trials_dir: Path, log_path: Path) -> None:
-        self.trials_dir = (
-            trials_dir  # on its command line, which the keepers it forks keep: ps shows whose they are
-        )
+        # on its command line, which the keepers it forks keep: ps shows whose they are
+        self.trials_dir = trials_dir
         self.log_path = log_path
         self._process: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
@@ -52,7 +49,9 @@ class KeeperSpawner:
             )
 
     async def start(self, trial_dir: Path) -> int:
-        """The pid of the keeper started for ``trial_dir``; SpawnerError if none was."""
+        """The pid of the keeper started for ``trial_dir``. PlatformError when the spawner could not start this
+        one (its directory cannot be written, as a spawned keeper could not start either); SpawnerError when
+        the spawner itself is gone or silent."""
         process = self._process
         if process is None or process.stdin is None or process.stdout is None:
             raise SpawnerError("the keeper spawner is not running")
@@ -69,7 +68,8 @@ class KeeperSpawner:
                 f"the keeper spawner ended (exit status {process.returncode}); see {self.log_path}"
             )
         if not text.isdigit():
-            raise SpawnerError(f"the keeper spawner could not start a keeper in {trial_dir}: {text}")
+            why = text.removeprefix("error: ")
+            raise PlatformError(f"local: cannot start the trial keeper in {trial_dir}: {why}")
         return int(text)
 
     async def close(self) -> None:
