@@ -206,8 +206,9 @@ def test_an_unknown_protocol_is_a_keeper_error(tmp_path: Path) -> None:
 
 DAEMON = (
     "python3 -c 'import os, time\nif os.fork() == 0:\n    os.setsid()\n"
-    '    open("daemon.json", "w").write(str(os.getpid()))\n    time.sleep(600)\' & '
-)
+    '    open("daemon.tmp", "w").write(str(os.getpid()))\n    os.rename("daemon.tmp", "daemon.json")\n'
+    "    time.sleep(600)' & "
+)  # renamed into place: the test reads daemon.json as soon as it exists
 
 
 def test_a_daemon_dies_with_its_trial_after_the_keeper_was_killed(tmp_path: Path) -> None:
