@@ -175,6 +175,48 @@ def test_trial_detail_and_compare_show_parameters_and_curves(viewed: Viewed, pag
     )
 
 
+def parallel_labels(page: Any) -> list[str]:
+    return page.evaluate(
+        "() => document.querySelector('#chart-parallel').data[0].dimensions.map((d) => d.label)"
+    )
+
+
+def brush_and_reorder_the_parallel_axes(page: Any) -> None:
+    """A drag along the metric axis keeps the trials in that range and says how many; a click on the axis
+    clears it; a title dragged sideways moves its axis, and the metric axis stays there when redrawn."""
+    hit = page.locator("#chart-parallel .y-axis[data-label=metric] .axis-hit").bounding_box()
+    x = hit["x"] + hit["width"] / 2
+    page.mouse.move(x, hit["y"] + 2)
+    page.mouse.down()
+    page.mouse.move(x, hit["y"] + hit["height"] * 0.6, steps=5)
+    page.mouse.up()
+    metric = page.evaluate("() => document.querySelector('#chart-parallel').data[0].dimensions.at(-1)")
+    low, high = metric["constraintrange"]
+    kept = sum(1 for v in metric["values"] if low <= v <= high)
+    assert 0 < kept < len(metric["values"])
+    note = page.locator("#chart-parallel .parcoords-note")
+    assert note.inner_text().startswith(f"{kept} of {len(metric['values'])} trials in the brushed ranges")
+    page.mouse.click(x, hit["y"] + hit["height"] * 0.3)
+    assert note.inner_text() == ""
+    assert "constraintrange" not in page.evaluate(
+        "() => document.querySelector('#chart-parallel').data[0].dimensions.at(-1)"
+    )
+
+    assert parallel_labels(page) == ["lr (log)", "optimizer", "metric"]
+    title = page.locator("#chart-parallel .y-axis[data-label=metric] .axis-title").bounding_box()
+    first = page.locator("#chart-parallel .y-axis[data-label='lr (log)'] .axis-title").bounding_box()
+    page.mouse.move(title["x"] + title["width"] / 2, title["y"] + title["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(first["x"] - 30, title["y"] + title["height"] / 2, steps=8)
+    page.mouse.up()
+    assert parallel_labels(page) == ["metric", "lr (log)", "optimizer"]
+    page.locator("input[data-axis=batch_size]").check()  # a redraw with another axis
+    page.wait_for_function("() => document.querySelectorAll('#chart-parallel .y-axis').length === 4")
+    assert parallel_labels(page) == ["metric", "lr (log)", "optimizer", "batch_size (log)"]
+    page.locator("input[data-axis=batch_size]").uncheck()
+    page.wait_for_function("() => document.querySelectorAll('#chart-parallel .y-axis').length === 3")
+
+
 def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
     page.goto(f"{viewed.url}/#/charts")
     page.wait_for_function(
@@ -199,6 +241,7 @@ def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
     page.locator("#chart-parallel").scroll_into_view_if_needed()
     page.locator("input[data-axis=batch_size]").uncheck()
     page.wait_for_function("() => document.querySelectorAll('#chart-parallel .y-axis').length === 3")
+    brush_and_reorder_the_parallel_axes(page)
 
     # the last intermediate result equals the final metric: filter on it at index 11
     page.locator("#intermediate-step").fill(str(STEPS - 1))

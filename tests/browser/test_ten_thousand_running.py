@@ -165,5 +165,6 @@ def test_leaving_and_reentering_the_charts_frees_their_plots(running: RunningExp
         )
         page.locator("nav a[data-page=trials]").click()
         wait_js(page, "() => document.querySelector('#trials-table tbody tr[data-trial]')")
-    # each visit drew a parcoords on WebGL: unless freed on leaving, Chromium's 16 live contexts run out
+    # no chart draws on WebGL (plotly's parcoords did, and Chromium's 16 live contexts ran out unless each was
+    # freed on leaving)
     assert not [w for w in warnings if "WebGL contexts" in w]

@@ -1,9 +1,10 @@
 // Chart builders on plotly.js (served from the installed plotly package). Each takes plain data and draws
 // with Plotly.react, so a redraw only touches what changed. Where 10,000 points cannot be read anyway the
 // views are aggregated: a density of the final metrics, a histogram of durations, the top N trials on the
-// parallel coordinates. Nothing here uses WebGL except plotly's parcoords, which `release` frees.
+// parallel coordinates (drawn by parcoords.js on a 2D canvas: nothing here needs WebGL).
 
 import { h, isRecord, STATUS_COLORS, trialDuration } from "./dom.js";
+import { parcoords, releaseParcoords } from "./parcoords.js";
 
 const FONT = { family: "Inter, system-ui, sans-serif", size: 12, color: "#334155" };
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
@@ -49,7 +50,20 @@ async function draw(el, traces, lay) {
   }
   if (!el.isConnected) return; // the page was left while plotly loaded
   el.querySelector(".empty")?.remove();
-  window.Plotly.react(el, traces, lay, CONFIG);
+  measured(el, () => window.Plotly.react(el, traces, lay, CONFIG));
+}
+
+// each drawing is a user-timing measure named "draw <element id>", seen by a PerformanceObserver and the
+// browser's performance panel; the timeline's own buffer is not left to grow with them
+function measured(el, drawing) {
+  const start = performance.now();
+  try {
+    return drawing();
+  } finally {
+    const name = `draw ${el.id || "plot"}`;
+    performance.measure(name, { start });
+    performance.clearMeasures(name);
+  }
 }
 
 function empty(el, message) {
@@ -57,8 +71,9 @@ function empty(el, message) {
   el.replaceChildren(h("div", { className: "empty" }, message));
 }
 
-// free a plot's DOM, listeners and WebGL context (a page being left, a plot replaced by a message)
+// free a plot's DOM and listeners (a page being left, a plot replaced by a message)
 export function release(el) {
+  if (releaseParcoords(el)) return;
   if (window.Plotly && el?.data) window.Plotly.purge(el);
 }
 
@@ -182,14 +197,17 @@ export function parallelPlot(el, trials, { params, top, mode, space = {} }) {
   if (!shown.length || !params.length) return empty(el, "No succeeded trial with a final metric yet.");
   const dims = params.map((p) => dimension(p, shown.map((t) => (isRecord(t.params) && p in t.params ? t.params[p] : null)), space[p]));
   const finals = shown.map((t) => t.final);
-  dims.push({ label: "metric", values: finals });
-  draw(el, [{
+  // the metric's axis stays where it was dragged to (last at first)
+  const before = el.data?.[0]?.dimensions?.map((d) => d.label) || [];
+  const at = before.indexOf("metric");
+  const index = at < 0 ? dims.length : before.slice(0, at).filter((label) => dims.some((d) => d.label === label)).length;
+  dims.splice(index, 0, { label: "metric", values: finals });
+  measured(el, () => parcoords(el, {
     type: "parcoords",
     customdata: shown.map((t) => t.id),
-    line: { color: finals, colorscale: "Viridis", reversescale: mode === "minimize", showscale: true },
+    line: { color: finals, reversescale: mode === "minimize" },
     dimensions: dims,
-    labelangle: 0,
-  }], layout({ margin: { l: 72, r: 72, t: 48, b: 24 } }));
+  }));
 }
 
 // how long each trial ran, from its own start and end (running ones: until now): one bar per trial, or a

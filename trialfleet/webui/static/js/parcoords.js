@@ -1,0 +1,289 @@
+// Parallel coordinates without WebGL: the axes, labels and brushes are SVG, the trials' lines one 2D canvas.
+//
+// plotly.js draws parcoords only on WebGL. Without a GPU (a headless browser, a remote desktop, a browser
+// that refuses software WebGL) its first draw compiled shaders and read back pixels for 0.9 s of main
+// thread at 100 trials, and each redraw took 110 ms; where WebGL is missing it draws nothing. A 2D canvas
+// draws the same 100 lines in a few milliseconds, and 10,000 in tens of them.
+//
+// The element keeps what it shows as plotly does (`el.data[0]`: `dimensions` with `label` and `values`,
+// `customdata`, `line.color`, and `constraintrange` on a brushed axis), so the page reads the axis order back
+// the same way. Drag an axis's title to
+// move it; drag along an axis to keep only the lines crossing that range (a click on the axis clears it).
+
+import { fmtNumber } from "./dom.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const MARGIN = { left: 72, right: 84, top: 44, bottom: 24 };
+// plotly's Viridis, as 9 even stops
+const VIRIDIS = ["#440154", "#472c7a", "#3b518b", "#2c718e", "#21908d", "#27ad81", "#5cc863", "#aadc32", "#fde725"];
+const SHADES = 32; // lines are stroked in this many colour groups: one path per group, not per trial
+const FADED = "rgba(148, 163, 184, 0.25)";
+
+function svg(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, value);
+  el.append(...children);
+  return el;
+}
+
+function hexToRgb(hex) {
+  const n = parseInt(hex.slice(1), 16);
+  return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
+}
+
+// the colour at t in [0, 1] of the Viridis scale
+export function viridis(t) {
+  const x = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
+  const a = hexToRgb(VIRIDIS[i]);
+  const b = hexToRgb(VIRIDIS[i + 1]);
+  const f = x - i;
+  return `rgb(${a.map((v, k) => Math.round(v + (b[k] - v) * f)).join(",")})`;
+}
+
+// about `count` round numbers covering [lo, hi]
+export function niceTicks(lo, hi, count = 5) {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / count;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => raw <= s);
+  const ticks = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push(+v.toPrecision(12));
+  return ticks;
+}
+
+function extent(dim) {
+  const values = [...dim.values, ...(dim.tickvals || [])];
+  let lo = Math.min(...values);
+  let hi = Math.max(...values);
+  if (!Number.isFinite(lo)) return [0, 1];
+  if (lo === hi) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  return [lo, hi];
+}
+
+// the lines kept by every axis's brush
+export function selected(dims, brushes) {
+  const count = dims.length ? dims[0].values.length : 0;
+  const keep = new Array(count).fill(true);
+  for (const dim of dims) {
+    const range = brushes.get(dim.label);
+    if (!range) continue;
+    dim.values.forEach((v, i) => { if (v < range[0] || v > range[1]) keep[i] = false; });
+  }
+  return keep;
+}
+
+function layoutOf(el, trace) {
+  const width = Math.max(el.clientWidth, 320);
+  const height = Math.max(el.clientHeight, 200);
+  const dims = trace.dimensions;
+  const inner = width - MARGIN.left - MARGIN.right;
+  const x = dims.map((_, i) => MARGIN.left + (dims.length > 1 ? (inner * i) / (dims.length - 1) : inner / 2));
+  const scales = dims.map((dim) => {
+    const [lo, hi] = extent(dim);
+    const top = MARGIN.top;
+    const span = height - MARGIN.top - MARGIN.bottom;
+    return { lo, hi, y: (v) => top + (1 - (v - lo) / (hi - lo)) * span, value: (y) => lo + (1 - (y - top) / span) * (hi - lo) };
+  });
+  return { width, height, x, scales };
+}
+
+function drawLines(canvas, trace, geometry, brushes, note) {
+  const ratio = window.devicePixelRatio || 1;
+  const { width, height, x, scales } = geometry;
+  canvas.width = Math.round(width * ratio);
+  canvas.height = Math.round(height * ratio);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.clearRect(0, 0, width, height);
+  const dims = trace.dimensions;
+  const colors = trace.line.color;
+  const [cLo, cHi] = extent({ values: colors });
+  const keep = selected(dims, brushes);
+  const kept = keep.filter(Boolean).length;
+  note.textContent = brushes.size ? `${kept} of ${keep.length} trials in the brushed ranges (click an axis to clear)` : "";
+  const groups = Array.from({ length: SHADES + 1 }, () => []); // the last group: lines no brush keeps
+  for (let i = 0; i < keep.length; i++) {
+    let t = (colors[i] - cLo) / (cHi - cLo);
+    if (trace.line.reversescale) t = 1 - t;
+    groups[keep[i] ? Math.min(SHADES - 1, Math.floor(t * SHADES)) : SHADES].push(i);
+  }
+  ctx.lineWidth = 1.2;
+  ctx.lineJoin = "round";
+  for (let g = SHADES; g >= 0; g--) { // faded lines first, under the kept ones
+    if (!groups[g].length) continue;
+    ctx.strokeStyle = g === SHADES ? FADED : viridis((g + 0.5) / SHADES);
+    ctx.globalAlpha = g === SHADES ? 1 : 0.8;
+    ctx.beginPath();
+    for (const i of groups[g]) {
+      dims.forEach((dim, d) => {
+        const y = scales[d].y(dim.values[i]);
+        if (d === 0) ctx.moveTo(x[d], y);
+        else ctx.lineTo(x[d], y);
+      });
+    }
+    ctx.stroke();
+  }
+  ctx.globalAlpha = 1;
+}
+
+function axisTicks(dim, scale) {
+  if (dim.tickvals) return dim.tickvals.map((v, i) => [v, String(dim.ticktext?.[i] ?? v)]);
+  return niceTicks(scale.lo, scale.hi).map((v) => [v, fmtNumber(v)]);
+}
+
+function drawAxes(el, layer, trace, geometry, brushes, onChange) {
+  const { height, x, scales } = geometry;
+  const bottom = height - MARGIN.bottom;
+  const axes = trace.dimensions.map((dim, d) => {
+    const scale = scales[d];
+    const ticks = axisTicks(dim, scale).filter(([v]) => v >= scale.lo && v <= scale.hi);
+    const brush = brushes.get(dim.label);
+    const band = svg("rect", { class: "brush", x: -6, width: 12, visibility: brush ? "visible" : "hidden" });
+    const placeBand = (lo, hi) => {
+      const y0 = scale.y(hi);
+      band.setAttribute("y", y0);
+      band.setAttribute("height", Math.max(1, scale.y(lo) - y0));
+      band.setAttribute("visibility", "visible");
+    };
+    if (brush) placeBand(...brush);
+    const hit = svg("rect", { class: "axis-hit", x: -12, y: MARGIN.top, width: 24, height: bottom - MARGIN.top });
+    const title = svg("text", { class: "axis-title", y: MARGIN.top - 18, "text-anchor": "middle" }, dim.label);
+    const axis = svg("g", { class: "y-axis", transform: `translate(${x[d]},0)`, "data-label": dim.label },
+      svg("line", { class: "axis-line", y1: MARGIN.top, y2: bottom }),
+      ...ticks.map(([v, text]) => svg("g", { transform: `translate(0,${scale.y(v)})` },
+        svg("line", { x2: -4, class: "axis-line" }),
+        svg("text", { x: -7, dy: "0.32em", "text-anchor": "end" }, text))),
+      band, hit, title);
+
+    // drag along the axis: keep the lines crossing that range; a click clears it
+    hit.addEventListener("pointerdown", (down) => {
+      down.preventDefault();
+      hit.setPointerCapture(down.pointerId);
+      const top = layer.getBoundingClientRect().top;
+      const start = Math.min(bottom, Math.max(MARGIN.top, down.clientY - top));
+      let moved = false;
+      const range = (event) => {
+        const y = Math.min(bottom, Math.max(MARGIN.top, event.clientY - top));
+        const a = scale.value(start);
+        const b = scale.value(y);
+        return [Math.min(a, b), Math.max(a, b)];
+      };
+      const move = (event) => {
+        if (Math.abs(event.clientY - down.clientY) < 3 && !moved) return;
+        moved = true;
+        brushes.set(dim.label, range(event));
+        dim.constraintrange = brushes.get(dim.label);
+        placeBand(...dim.constraintrange);
+        onChange(false);
+      };
+      const up = () => {
+        hit.removeEventListener("pointermove", move);
+        hit.removeEventListener("pointerup", up);
+        if (!moved) {
+          brushes.delete(dim.label);
+          delete dim.constraintrange;
+          band.setAttribute("visibility", "hidden");
+          onChange(false);
+        }
+      };
+      hit.addEventListener("pointermove", move);
+      hit.addEventListener("pointerup", up);
+    });
+
+    // drag the title sideways: the axis moves to where it is dropped
+    title.addEventListener("pointerdown", (down) => {
+      down.preventDefault();
+      title.setPointerCapture(down.pointerId);
+      let dx = 0;
+      const move = (event) => {
+        dx = event.clientX - down.clientX;
+        axis.setAttribute("transform", `translate(${x[d] + dx},0)`);
+      };
+      const up = () => {
+        title.removeEventListener("pointermove", move);
+        title.removeEventListener("pointerup", up);
+        const order = trace.dimensions.map((dimension, i) => [i === d ? x[d] + dx : x[i], dimension]);
+        order.sort((a, b) => a[0] - b[0]);
+        trace.dimensions = order.map(([, dimension]) => dimension);
+        onChange(true);
+      };
+      title.addEventListener("pointermove", move);
+      title.addEventListener("pointerup", up);
+    });
+    return axis;
+  });
+  layer.replaceChildren(...axes, colorBar(trace, geometry));
+}
+
+function colorBar(trace, { width, height }) {
+  const [lo, hi] = extent({ values: trace.line.color });
+  const stops = VIRIDIS.map((c, i) => svg("stop", { offset: `${(i / (VIRIDIS.length - 1)) * 100}%`, "stop-color": c }));
+  if (!trace.line.reversescale) stops.reverse(); // the top of the bar is the highest metric
+  stops.forEach((stop, i) => stop.setAttribute("offset", `${(i / (stops.length - 1)) * 100}%`));
+  const left = width - MARGIN.right + 44;
+  const bottom = height - MARGIN.bottom;
+  return svg("g", { class: "colorbar", transform: `translate(${left},0)` },
+    svg("defs", {}, svg("linearGradient", { id: `${trace.uid}-scale`, x1: 0, y1: 0, x2: 0, y2: 1 }, ...stops)),
+    svg("rect", { y: MARGIN.top, width: 12, height: bottom - MARGIN.top, fill: `url(#${trace.uid}-scale)` }),
+    svg("text", { x: 16, y: MARGIN.top, dy: "0.32em" }, fmtNumber(hi)),
+    svg("text", { x: 16, y: bottom, dy: "0.32em" }, fmtNumber(lo)));
+}
+
+let uids = 0;
+
+// draw `trace` ({ dimensions: [{ label, values, tickvals?, ticktext? }], customdata, line: { color,
+// reversescale } }) in `el`, replacing what it showed; brushes on axes that are still shown are kept
+export function parcoords(el, trace) {
+  let state = el._parcoords;
+  if (!state) {
+    const canvas = document.createElement("canvas");
+    const layer = svg("svg", { class: "parcoords-axes" });
+    const box = document.createElement("div");
+    box.className = "parcoords";
+    box.append(canvas, layer);
+    el.replaceChildren(box);
+    const note = document.createElement("div");
+    note.className = "parcoords-note muted small";
+    box.append(note);
+    state = { canvas, layer, note, brushes: new Map(), trace: null, width: 0 };
+    state.resize = new ResizeObserver(() => {
+      if (state.trace && el.clientWidth !== state.width) render(el, state, true);
+    });
+    state.resize.observe(el);
+    el._parcoords = state;
+  }
+  trace.uid ??= `parcoords-${++uids}`;
+  const labels = new Set(trace.dimensions.map((d) => d.label));
+  for (const label of [...state.brushes.keys()]) if (!labels.has(label)) state.brushes.delete(label);
+  for (const dim of trace.dimensions) { // plotly's name for an axis's brushed range
+    if (state.brushes.has(dim.label)) dim.constraintrange = state.brushes.get(dim.label);
+  }
+  state.trace = trace;
+  el.data = [trace];
+  render(el, state, true);
+}
+
+function render(el, state, axesToo) {
+  const geometry = layoutOf(el, state.trace);
+  state.width = el.clientWidth;
+  state.layer.setAttribute("width", geometry.width);
+  state.layer.setAttribute("height", geometry.height);
+  drawLines(state.canvas, state.trace, geometry, state.brushes, state.note);
+  if (axesToo) drawAxes(el, state.layer, state.trace, geometry, state.brushes, (reordered) => render(el, state, reordered));
+}
+
+// forget a parallel-coordinates plot: its observer, its drawing and its data
+export function releaseParcoords(el) {
+  if (!el?._parcoords) return false;
+  el._parcoords.resize.disconnect();
+  delete el._parcoords;
+  delete el.data;
+  el.replaceChildren();
+  return true;
+}
