@@ -10,7 +10,8 @@ Figures are measured, never asserted:
 * redraws: each chart drawing on the charts page over a live minute (the page's "draw <chart>" user-timing
   measures), and the longest main-thread
   task (PerformanceObserver "longtask") meanwhile; how long the charts lag REST after 200 trials end at once;
-* liveness: REST shows a trial's new status → its row shows it, over 48 status changes;
+* liveness: REST shows a trial's new status → its row shows it, over 48 status changes; and → the overview's
+  count of succeeded trials shows it, over 16 trials ending one at a time;
 * memory: JS heap (after a forced GC) and DOM nodes after the first charts visit and after 20 page switches.
 """
 
@@ -32,6 +33,7 @@ from trialfleet.testing.webui_scale import (
     percentile,
     running_experiment,
     wait_js,
+    watch_rest,
 )
 
 CHROMIUM = "/usr/bin/chromium"
@@ -77,6 +79,37 @@ WATCH_TASKS = """() => {
     for (const e of list.getEntries()) if (e.name.startsWith('draw ')) window.__redraws.push([e.name.slice(5), e.duration]);
   }).observe({ type: 'measure', buffered: false });
 }"""
+
+
+#: stamps the first moment the overview's SUCCEEDED count shows each number: window.__counts["9"]
+WATCH_COUNTS = """() => {
+  window.__counts = {};
+  const stamp = () => {
+    const text = document.querySelector("#status-counts a[data-status='SUCCEEDED'] .count")?.textContent;
+    if (text && !(text in window.__counts)) window.__counts[text] = Date.now();
+  };
+  stamp();
+  new MutationObserver(stamp).observe(document.getElementById('page'), { childList: true, subtree: true, characterData: true });
+}"""
+
+
+def overview_liveness(page: Any, running: RunningExperiment, trial_ids: list[str]) -> list[float]:
+    """End each trial in turn while the overview is shown: seconds from REST showing it ended to the
+    overview's SUCCEEDED count showing one more."""
+    page.locator("nav a[data-page=overview]").click()
+    wait_js(page, "() => document.querySelector(\"#status-counts a[data-status='SUCCEEDED'] .count\")")
+    page.evaluate(WATCH_COUNTS)
+    delays = []
+    for trial_id in trial_ids:
+        succeeded = running.get("/api/v1/trialfleet/experiment")["counts"].get("SUCCEEDED", 0)
+        wait_js(page, "n => window.__counts[String(n)]", succeeded)
+        rest: dict[str, Any] = {}
+        thread = watch_rest(running, trial_id, "RUNNING", rest)
+        running.end(trial_id, "SUCCEEDED", 0.5)
+        thread.join()
+        shown = wait_js(page, "n => window.__counts[String(n)]", succeeded + 1) / 1000
+        delays.append(max(0.0, shown - rest[trial_id]))
+    return delays
 
 
 def first_paint(page: Any, url: str, name: str) -> tuple[float, float]:
@@ -156,6 +189,9 @@ def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
         figures["liveness"] = measure_liveness(
             page, running, newest[:32], lambda t: running.end(t, "SUCCEEDED", 0.5)
         ) + measure_liveness(page, running, newest[32:], running.kill)
+        figures["overview_liveness"] = overview_liveness(
+            page, running, [f"s{running.trials - 100 - i:05d}" for i in range(16)]
+        )
         browser.close()
     return figures
 
@@ -191,6 +227,9 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
         f"| liveness (REST → trials table), {len(live)} changes | {BEFORE['liveness']} | p50 {percentile(live, 0.5):.2f} s / "
         f"p99 {percentile(live, 0.99):.2f} s | {1.50 / max(percentile(live, 0.5), 0.01):.0f}x / "
         f"{3.29 / max(percentile(live, 0.99), 0.01):.0f}x |",
+        f"| liveness (REST → overview's counts), {len(figures['overview_liveness'])} trials ending | not measured | "
+        f"p50 {percentile(figures['overview_liveness'], 0.5):.2f} s / "
+        f"p99 {percentile(figures['overview_liveness'], 0.99):.2f} s | |",
         f"| memory after 20 page switches | {BEFORE['leak']} | heap {heap0:.1f} → {heap1:.1f} MB, DOM nodes "
         f"{nodes0:,} → {nodes1:,} | |",
         "",
