@@ -38,6 +38,8 @@ class LaunchSpec:
     load_clients: int = 0
     load_interval: float = 0.5
     timeout: float = 3600
+    saturation_clients: int = 0  # after the run: this many clients without pause, for saturation_s seconds
+    saturation_s: float = 3.0
 
 
 def run_launch(
@@ -81,6 +83,18 @@ def _measure(system: System, created: Created, spec: LaunchSpec, bare_s: float) 
             status = _wait_finished(created, spec.timeout)
     jobs = get_json(created.base, "/trial-jobs")
     result = analyse(jobs, created, spec.concurrency, bare_s)
+    if spec.saturation_clients:
+        routes = [f"{NNI_API}/trial-jobs", f"{NNI_API}/metric-data"]
+        saturation = PollingClients(
+            "127.0.0.1", created.port, routes, spec.saturation_clients, interval=0, max_requests=10**6
+        )
+        with saturation:
+            time.sleep(spec.saturation_s)
+        result.update(
+            saturation_requests_per_s=saturation.requests_per_second,
+            saturation_median_ms=percentile(saturation.latencies_ms, 50),
+            saturation_errors=float(saturation.errors),
+        )
     result.update(
         create_cmd_s=created.create_s,
         manager_rss_max_mib=sampler.rss_max_mib,

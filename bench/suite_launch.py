@@ -135,13 +135,21 @@ def launch_section(
 
 def load(ctx: Context) -> list[Section]:
     """Workload 6: workload 1 at concurrency 8 (plain SDK trial) while 50 clients poll the list routes."""
-    spec = LaunchSpec("sdk", ctx.plan.launch_trials, 8, ctx.plan.load_clients, ctx.plan.load_interval)
+    spec = LaunchSpec(
+        "sdk", ctx.plan.launch_trials, 8, ctx.plan.load_clients, ctx.plan.load_interval, saturation_clients=8
+    )
     section = ctx.section(
         f"6. Launching under REST load: {spec.trials} trials, concurrency 8, {spec.load_clients} clients"
     )
     section.notes.append(
         f"Each client polls `/trial-jobs` then `/metric-data` on its own keep-alive connection every "
         f"{spec.load_interval} s (loopback, at most 2,000 requests each). Runs without and with the load alternate."
+    )
+    section.notes.append(
+        f"Saturation: once the trials of a run with load have ended, {spec.saturation_clients} clients poll the same "
+        f"two routes without pause for {spec.saturation_s:.0f} s. The clients are coroutines on one event loop in "
+        "the bench process (raw HTTP/1.1 on keep-alive connections), so a client's own cost per request stays "
+        "well under a millisecond."
     )
     systems = [ctx.tf, *([ctx.nni] if ctx.nni else [])]
     results: dict[str, tuple[dict[str, Figure], dict[str, Figure]]] = {}
@@ -152,7 +160,9 @@ def load(ctx: Context) -> list[Section]:
         for _ in range(
             ctx.plan.reps if system is ctx.tf else ctx.plan.nni_reps
         ):  # alternated: the load drifts
-            without += repeat(ctx, system, dataclasses.replace(spec, load_clients=0), script, 1)
+            without += repeat(
+                ctx, system, dataclasses.replace(spec, load_clients=0, saturation_clients=0), script, 1
+            )
             with_ += repeat(ctx, system, spec, script, 1)
         results[system.name] = (figures(without), figures(with_))
     ours_without, ours_with = results["trialfleet"]
@@ -185,6 +195,21 @@ def load(ctx: Context) -> list[Section]:
         "load: request latency p99 (ms)", ours_with.get("load_p99_ms"), theirs_with.get("load_p99_ms")
     )
     section.add("load: failed requests", ours_with.get("load_errors"), theirs_with.get("load_errors"))
+    section.add(
+        "saturation: requests served per second",
+        ours_with.get("saturation_requests_per_s"),
+        theirs_with.get("saturation_requests_per_s"),
+    )
+    section.add(
+        "saturation: request latency median (ms)",
+        ours_with.get("saturation_median_ms"),
+        theirs_with.get("saturation_median_ms"),
+    )
+    section.add(
+        "saturation: failed requests",
+        ours_with.get("saturation_errors"),
+        theirs_with.get("saturation_errors"),
+    )
     if not ctx.nni:
         section.notes.append("NNI's baseline has no such measurement; run with `--nni-venv` for its column.")
     return [section]
