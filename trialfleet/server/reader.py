@@ -7,7 +7,7 @@ of indexed queries, never one query per trial, so it stays fast at 10,000 trials
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,9 @@ from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore, TrialRow
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.trial_dir import read_local_file
+
+#: records per chunk of a whole list built chunk by chunk (see ``trial_job_chunks``)
+LIST_CHUNK = 1000
 
 
 class ExperimentReader:
@@ -45,6 +48,20 @@ class ExperimentReader:
             finals = payloads.first_final_metrics(found)
         return [payloads.trial_job_info(r, finals.get(r.id)) for r in rows]
 
+    def trial_job_chunks(self, size: int = LIST_CHUNK) -> Iterator[list[dict[str, Any]]]:
+        """Every trial's TrialJobInfo in sequence order, ``size`` trials at a time, so that whoever encodes the
+        list never holds every trial's row and payload at once. Trials are only ever appended in sequence
+        order, so paging by offset neither skips nor repeats one while others are added."""
+        offset = 0
+        while True:
+            rows = self.store.trials(offset=offset, limit=size)
+            succeeded = [r.id for r in rows if r.status is TrialStatus.SUCCEEDED]
+            finals = payloads.first_final_metrics(self.store.final_metrics(succeeded)) if succeeded else {}
+            yield [payloads.trial_job_info(r, finals.get(r.id)) for r in rows]
+            if len(rows) < size:
+                return
+            offset += size
+
     def trial_count(self, status: TrialStatus | None = None) -> int:
         counts = self.store.trial_counts()
         return counts.get(status, 0) if status is not None else sum(counts.values())
@@ -63,6 +80,19 @@ class ExperimentReader:
 
     def metric_data(self, trial_id: str | None = None, type: str | None = None) -> list[dict[str, Any]]:
         return [payloads.metric_record(m) for m in self.store.metrics(trial_id, type=type)]
+
+    def metric_data_chunks(
+        self, type: str | None = None, size: int = LIST_CHUNK
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Every trial's MetricDataRecords in the order stored, ``size`` at a time (paged by id: metrics are only
+        ever appended)."""
+        after = 0
+        while True:
+            rows = self.store.metrics(type=type, after_id=after, limit=size)
+            yield [payloads.metric_record(m) for m in rows]
+            if len(rows) < size:
+                return
+            after = rows[-1].id
 
     def metric_data_range(self, low: int, high: int) -> list[dict[str, Any]]:
         return [payloads.metric_record(m) for m in self.store.metrics_for_sequence_range(low, high)]

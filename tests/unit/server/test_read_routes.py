@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from tests.unit.server.conftest import API, T0, Served
 from trialfleet.server.app import create_app
+from trialfleet.server.cache import encoded_list
 
 
 def test_trial_jobs_have_nni_shape(populated: tuple[Served, TestClient]) -> None:
@@ -167,3 +168,18 @@ def test_url_prefix(populated: tuple[Served, TestClient]) -> None:
         assert client.get(f"/team{API}/check-status").json()["status"] == "INITIALIZED"
         assert client.get(f"{API}/check-status").status_code == 404
         assert client.get(f"/team{API}/openapi.json").status_code == 200
+
+
+def test_whole_lists_encoded_chunk_by_chunk_equal_the_lists(populated: tuple[Served, TestClient]) -> None:
+    """``/trial-jobs`` and ``/metric-data`` are encoded a chunk of records at a time; at any chunk size the
+    body is the list the reader builds in one piece."""
+    _, client = populated
+    reader = client.app.state.trialfleet.reader  # type: ignore[attr-defined]
+    for size in (1, 3, 4, 1000):
+        assert json.loads(encoded_list(reader.trial_job_chunks(size)).data) == reader.trial_jobs()
+        for kind in (None, "FINAL", "PERIODICAL"):
+            chunks = reader.metric_data_chunks(kind, size)
+            assert json.loads(encoded_list(chunks).data) == reader.metric_data(type=kind)
+    assert client.get(f"{API}/trial-jobs").json() == reader.trial_jobs()
+    assert client.get(f"{API}/metric-data").json() == reader.metric_data()
+    assert json.loads(encoded_list(iter([[], []])).data) == []
