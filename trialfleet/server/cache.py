@@ -102,7 +102,14 @@ class ResponseCache:
         self._bodies: OrderedDict[str, _Body] = OrderedDict()
         self._lock = threading.Lock()
         self._building: dict[str, tuple[int, asyncio.Future[_Body]]] = {}  # key -> the build in flight
+        self._newest = 0  # the newest version a kept body was built from
         self.hits = self.misses = self.builds = 0
+
+    @property
+    def kept_bytes(self) -> int:
+        """The size of the bodies kept (gzipped copies included)."""
+        with self._lock:
+            return sum(len(b.data) + len(b.gzipped or b"") for b in self._bodies.values())
 
     async def respond(
         self,
@@ -165,9 +172,14 @@ class ResponseCache:
 
     def _put(self, key: str, body: _Body) -> None:
         with self._lock:
-            kept = self._bodies.get(key)
-            if kept is not None and kept.version > body.version:
-                return  # a slower build of an older version finished last
+            if body.version < self._newest:
+                return  # a slower build of an older database finished last: it can never be served
+            if body.version > self._newest:
+                # versions only grow, so the bodies of older ones can never be served again: they go now, not
+                # when their URL is next asked for (10,000 trials' whole lists are megabytes each)
+                self._newest = body.version
+                for stale in [k for k, kept in self._bodies.items() if kept.version < body.version]:
+                    del self._bodies[stale]
             self._bodies[key] = body
             self._bodies.move_to_end(key)
             while len(self._bodies) > MAX_ENTRIES:

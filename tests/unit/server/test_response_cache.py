@@ -186,3 +186,16 @@ async def test_a_body_is_gzipped_once_for_all_the_clients_that_ask(monkeypatch: 
     assert len(compressions) == 1 and build.calls == 1
     assert {a.headers["content-encoding"] for a in answers} == {"gzip"}
     assert json.loads(gzip.decompress(answers[0].body))["built"] == 1
+
+
+async def test_a_build_from_a_newer_database_drops_every_older_body() -> None:
+    counter, build = _Counter(), _SlowBuild()
+    build.release.set()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
+    first = await cache.respond(_request("/a"), build)
+    await cache.respond(_request("/b"), build)
+    assert cache.kept_bytes == 2 * len(first.body)
+    counter.version = 2  # a commit: neither body can be served again
+    newer = await cache.respond(_request("/a"), build)
+    assert cache.kept_bytes == len(newer.body)  # /b's went with the build, before anyone asked for /b
+    assert json.loads(bytes((await cache.respond(_request("/b"), build)).body))["built"] == 4
