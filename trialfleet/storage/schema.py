@@ -6,6 +6,8 @@ Version history (never edit a released step; add one):
      trials.cancel_status: why the manager asked a trial to end, stored before the request is sent
   3  trials.platform, attempts.platform: the trainingService block a trial attempt was placed on (hybrid
      experiments); set before the platform is asked, so a manager killed mid-submit offers it there again
+  4  metrics_periodical: a partial index of the intermediate results by trial and index, for the web UI's
+     /intermediate (which trials have any, or one at an index: one probe per trial, not a walk of its metrics)
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sqlite3
 
 from trialfleet.errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _V1 = """
 CREATE TABLE experiment (
@@ -107,8 +109,12 @@ UPDATE trials SET platform = (SELECT json_extract(config, '$.trainingService.pla
 UPDATE attempts SET platform = (SELECT json_extract(config, '$.trainingService.platform') FROM experiment);
 """
 
+_V4 = """
+CREATE INDEX metrics_periodical ON metrics(trial_id, sequence) WHERE type = 'PERIODICAL';
+"""
+
 #: MIGRATIONS[n] upgrades a database at version n-1 to version n
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
 
 
 def current_version(conn: sqlite3.Connection) -> int:

@@ -239,3 +239,22 @@ def test_a_full_database_is_no_space_naming_it_and_changes_nothing(store: Experi
     assert [m.data for m in store.metrics()] == ["0.5"] and store.trial("aaaaa").cursor == {"metrics": 10}
     assert store.integrity_check() == "ok"
     store.add_problem("aaaaa", "small enough to fit", 4.0)
+
+
+def test_a_version_3_database_gets_the_index_of_intermediate_results(tmp_path: Path) -> None:
+    from trialfleet.storage.queries import SeriesSelection
+    from trialfleet.storage.schema import MIGRATIONS, _set_version
+
+    path = tmp_path / "db" / "trialfleet.sqlite"
+    path.parent.mkdir()
+    conn = sqlite3.connect(path)
+    conn.executescript("BEGIN;" + "".join(MIGRATIONS[v] for v in (1, 2, 3)) + _set_version(3) + "COMMIT;")
+    conn.close()
+    ExperimentStore(path).close()  # upgrades it
+    conn = sqlite3.connect(path)
+    for selection in (SeriesSelection(), SeriesSelection(step=2, low=0.5)):
+        where, args = selection.where()
+        plan = " ".join(
+            r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM trials WHERE {where}", args)
+        )
+        assert "metrics_periodical" in plan, plan
