@@ -392,7 +392,7 @@ class ExperimentManager:
     async def add_customized_trial(self, parameters: dict[str, Any]) -> int:
         self._require_writable()
         record = decisions.parameter_record(None, parameters, source="customized")
-        trial = self.store.add_trial(decisions.new_trial_id(), record, self.clock.time())
+        trial = self.store.add_trial(decisions.new_trial_id, record, self.clock.time())
         self.scheduler.queue(trial.id)
         if self.status is ExperimentStatus.DONE:
             self._set_status(ExperimentStatus.RUNNING, end_time=None)

@@ -82,7 +82,7 @@ class Scheduler:
             if proposal is None:
                 return
             record = decisions.parameter_record(parameter_id, proposal.parameters)
-            self.queue(self.store.add_trial(decisions.new_trial_id(), record, self.clock.time()).id)
+            self.queue(self.store.add_trial(decisions.new_trial_id, record, self.clock.time()).id)
 
     # ---- submission ----------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,15 +306,24 @@ class ExperimentStore:
 
     def add_trial(
         self,
-        trial_id: str,
+        trial_id: str | Callable[[], str],
         parameter_record: Mapping[str, Any],
         now: float,
         *,
         message: str | None = None,
     ) -> TrialRow:
-        """Create a WAITING trial, taking the next sequence id (and parameter id, when the record has none)."""
+        """Create a WAITING trial, taking the next sequence id (and parameter id, when the record has none).
+
+        ``trial_id`` is the trial's id, or a function that draws random ones: it is called, in the transaction
+        that inserts the trial, until it gives an id no trial has. NNI's ids are 5 random characters, and
+        among 10,000 of them two are the same with a probability of about 5%."""
         record = dict(parameter_record)
         with self._transaction() as conn:
+            if callable(trial_id):
+                draw = trial_id
+                trial_id = draw()
+                while conn.execute("SELECT 1 FROM trials WHERE id = ?", (trial_id,)).fetchone():
+                    trial_id = draw()
             seq, next_pid = conn.execute(
                 "SELECT next_sequence_id, next_parameter_id FROM experiment"
             ).fetchone()

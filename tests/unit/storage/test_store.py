@@ -258,3 +258,16 @@ def test_a_version_3_database_gets_the_index_of_intermediate_results(tmp_path: P
             r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM trials WHERE {where}", args)
         )
         assert "metrics_periodical" in plan, plan
+
+
+def test_a_drawn_trial_id_that_is_taken_is_drawn_again(tmp_path: Path) -> None:
+    """NNI's 5-character random ids collide: two of 10,000 are the same with a probability of about 5%."""
+    store = ExperimentStore(tmp_path / "db.sqlite")
+    store.init_experiment("e", {}, 0.0)
+    store.add_trial("taken", {"parameters": {}}, 1.0)
+    draws = iter(["taken", "taken", "fresh"])
+    row = store.add_trial(lambda: next(draws), {"parameters": {"x": 1}}, 2.0)
+    assert row.id == "fresh" and row.sequence_id == 1
+    assert [t.id for t in store.trials()] == ["taken", "fresh"]
+    with pytest.raises(sqlite3.IntegrityError):  # an id given as it is stays the caller's to choose
+        store.add_trial("taken", {"parameters": {}}, 3.0)
