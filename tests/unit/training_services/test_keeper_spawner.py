@@ -68,9 +68,14 @@ def ask(spawner: subprocess.Popen[bytes], trial_dir: Path) -> str:
 
 
 def open_pipes(pid: int) -> set[str]:
+    """The pipes ``pid`` holds open. A descriptor the process closes between the listing and its readlink
+    (the keeper opens and closes files as it supervises) is not one of them."""
     found = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:
+            continue
         if target.startswith("pipe:"):
             found.add(target)
     return found
