@@ -8,8 +8,8 @@ Figures are measured, never asserted:
 * first paint: navigation → first contentful paint, and → the page's content (overview cards, the first
   table row, all four charts drawn with their data);
 * redraws: each chart drawing on the charts page over a live minute (the page's "draw <chart>" user-timing
-  measures), and the longest main-thread
-  task (PerformanceObserver "longtask") meanwhile; how long the charts lag REST after 200 trials end at once;
+  measures), and the longest main-thread task (PerformanceObserver "longtask") meanwhile; how long the charts
+  lag REST after 200 trials end at once;
 * liveness: REST shows a trial's new status → its row shows it, over 48 status changes; and → the overview's
   count of succeeded trials shows it, over 16 trials ending one at a time;
 * memory: JS heap (after a forced GC) and DOM nodes after the first charts visit and after 20 page switches.

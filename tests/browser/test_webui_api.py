@@ -264,7 +264,9 @@ def test_a_trial_that_reported_nan_or_infinity_still_gives_json_a_browser_parses
     writer.add_metrics(
         [
             NewMetric(running, N - 1, "PERIODICAL", STEPS, "NaN", 1.0),
-            NewMetric(running, N - 1, "FINAL", 0, '{"default": Infinity, "loss": NaN}', 2.0, final_value=None),
+            NewMetric(
+                running, N - 1, "FINAL", 0, '{"default": Infinity, "loss": NaN}', 2.0, final_value=None
+            ),
         ],
         {},
     )
@@ -288,7 +290,9 @@ def test_the_whole_list_is_fresh_after_each_change_and_revalidates_while_unchang
 ) -> None:
     first = client.get(f"{API}/trials/all")
     assert [t["seq"] for t in first.json()["trials"]] == list(range(N))
-    assert client.get(f"{API}/trials/all", headers={"If-None-Match": first.headers["etag"]}).status_code == 304
+    assert (
+        client.get(f"{API}/trials/all", headers={"If-None-Match": first.headers["etag"]}).status_code == 304
+    )
 
     writer = ExperimentStore.for_experiment_dir(experiment)
     running = f"t{N - 1:05d}"

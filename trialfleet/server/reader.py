@@ -39,12 +39,15 @@ class ExperimentReader:
     ) -> list[dict[str, Any]]:
         order = ("-" if descending else "") + sort
         rows = self.store.trials(status=status, offset=offset, limit=limit, order=order)
+        return self._job_infos(rows, page=limit is not None)
+
+    def _job_infos(self, rows: list[TrialRow], *, page: bool) -> list[dict[str, Any]]:
+        """TrialJobInfos of ``rows``: a page reads its trials' final metrics by index; the whole list scans
+        them once."""
         succeeded = [r.id for r in rows if r.status is TrialStatus.SUCCEEDED]
         finals: dict[str, Any] = {}
-        if succeeded:  # a page reads its trials' metrics by index; the whole list scans them once
-            found = (
-                self.store.final_metrics(succeeded) if limit is not None else self.store.metrics(type="FINAL")
-            )
+        if succeeded:
+            found = self.store.final_metrics(succeeded) if page else self.store.metrics(type="FINAL")
             finals = payloads.first_final_metrics(found)
         return [payloads.trial_job_info(r, finals.get(r.id)) for r in rows]
 
@@ -55,9 +58,7 @@ class ExperimentReader:
         offset = 0
         while True:
             rows = self.store.trials(offset=offset, limit=size)
-            succeeded = [r.id for r in rows if r.status is TrialStatus.SUCCEEDED]
-            finals = payloads.first_final_metrics(self.store.final_metrics(succeeded)) if succeeded else {}
-            yield [payloads.trial_job_info(r, finals.get(r.id)) for r in rows]
+            yield self._job_infos(rows, page=True)
             if len(rows) < size:
                 return
             offset += size

@@ -3,9 +3,9 @@
 The keeper (``trial_keeper/keeper.py``) starts detached, in its own session, with its cancel signals already
 blocked so that a cancel arriving while it starts is not lost: forked by the experiment's keeper spawner
 (:mod:`.spawner`, no interpreter start per trial), or spawned as ``python3 -I -S keeper.py`` should the spawner
-be gone. Its exit is watched through a pidfd registered with the event loop, which works for adopted keepers too and wakes the manager at once, so the
-next trial starts right after one ends. Everything else is read from the trial directory
-(docs/trial-directory.md), so a new manager can adopt trials a previous one started.
+be gone. Its exit is watched through a pidfd registered with the event loop, which works for adopted keepers
+too and wakes the manager at once, so the next trial starts right after one ends. Everything else is read from
+the trial directory (docs/trial-directory.md), so a new manager can adopt trials a previous one started.
 """
 
 from __future__ import annotations

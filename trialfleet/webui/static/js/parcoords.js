@@ -137,7 +137,23 @@ function axisTicks(dim, scale) {
   return niceTicks(scale.lo, scale.hi).map((v) => [v, fmtNumber(v)]);
 }
 
-function drawAxes(el, layer, trace, geometry, brushes, onChange) {
+// follow a pointer pressed on `target`: `move` with each move, `end` once it is released or the browser takes
+// it away
+function drag(target, down, move, end) {
+  down.preventDefault();
+  target.setPointerCapture(down.pointerId);
+  const finish = () => {
+    target.removeEventListener("pointermove", move);
+    target.removeEventListener("pointerup", finish);
+    target.removeEventListener("pointercancel", finish);
+    end();
+  };
+  target.addEventListener("pointermove", move);
+  target.addEventListener("pointerup", finish);
+  target.addEventListener("pointercancel", finish);
+}
+
+function drawAxes(layer, trace, geometry, brushes, onChange) {
   const { height, x, scales } = geometry;
   const bottom = height - MARGIN.bottom;
   const axes = trace.dimensions.map((dim, d) => {
@@ -163,58 +179,39 @@ function drawAxes(el, layer, trace, geometry, brushes, onChange) {
 
     // drag along the axis: keep the lines crossing that range; a click clears it
     hit.addEventListener("pointerdown", (down) => {
-      down.preventDefault();
-      hit.setPointerCapture(down.pointerId);
       const top = layer.getBoundingClientRect().top;
-      const start = Math.min(bottom, Math.max(MARGIN.top, down.clientY - top));
+      const along = (event) => scale.value(Math.min(bottom, Math.max(MARGIN.top, event.clientY - top)));
+      const start = along(down);
       let moved = false;
-      const range = (event) => {
-        const y = Math.min(bottom, Math.max(MARGIN.top, event.clientY - top));
-        const a = scale.value(start);
-        const b = scale.value(y);
-        return [Math.min(a, b), Math.max(a, b)];
-      };
-      const move = (event) => {
+      drag(hit, down, (event) => {
         if (Math.abs(event.clientY - down.clientY) < 3 && !moved) return;
         moved = true;
-        brushes.set(dim.label, range(event));
-        dim.constraintrange = brushes.get(dim.label);
+        const end = along(event);
+        dim.constraintrange = [Math.min(start, end), Math.max(start, end)];
+        brushes.set(dim.label, dim.constraintrange);
         placeBand(...dim.constraintrange);
         onChange(false);
-      };
-      const up = () => {
-        hit.removeEventListener("pointermove", move);
-        hit.removeEventListener("pointerup", up);
-        if (!moved) {
-          brushes.delete(dim.label);
-          delete dim.constraintrange;
-          band.setAttribute("visibility", "hidden");
-          onChange(false);
-        }
-      };
-      hit.addEventListener("pointermove", move);
-      hit.addEventListener("pointerup", up);
+      }, () => {
+        if (moved) return;
+        brushes.delete(dim.label);
+        delete dim.constraintrange;
+        band.setAttribute("visibility", "hidden");
+        onChange(false);
+      });
     });
 
     // drag the title sideways: the axis moves to where it is dropped
     title.addEventListener("pointerdown", (down) => {
-      down.preventDefault();
-      title.setPointerCapture(down.pointerId);
       let dx = 0;
-      const move = (event) => {
+      drag(title, down, (event) => {
         dx = event.clientX - down.clientX;
         axis.setAttribute("transform", `translate(${x[d] + dx},0)`);
-      };
-      const up = () => {
-        title.removeEventListener("pointermove", move);
-        title.removeEventListener("pointerup", up);
+      }, () => {
         const order = trace.dimensions.map((dimension, i) => [i === d ? x[d] + dx : x[i], dimension]);
         order.sort((a, b) => a[0] - b[0]);
         trace.dimensions = order.map(([, dimension]) => dimension);
         onChange(true);
-      };
-      title.addEventListener("pointermove", move);
-      title.addEventListener("pointerup", up);
+      });
     });
     return axis;
   });
@@ -223,9 +220,8 @@ function drawAxes(el, layer, trace, geometry, brushes, onChange) {
 
 function colorBar(trace, { width, height }) {
   const [lo, hi] = extent({ values: trace.line.color });
-  const stops = VIRIDIS.map((c, i) => svg("stop", { offset: `${(i / (VIRIDIS.length - 1)) * 100}%`, "stop-color": c }));
-  if (!trace.line.reversescale) stops.reverse(); // the top of the bar is the highest metric
-  stops.forEach((stop, i) => stop.setAttribute("offset", `${(i / (stops.length - 1)) * 100}%`));
+  const top = trace.line.reversescale ? VIRIDIS : [...VIRIDIS].reverse(); // from the highest metric's colour
+  const stops = top.map((c, i) => svg("stop", { offset: `${(i / (top.length - 1)) * 100}%`, "stop-color": c }));
   const left = width - MARGIN.right + 44;
   const bottom = height - MARGIN.bottom;
   return svg("g", { class: "colorbar", transform: `translate(${left},0)` },
@@ -275,7 +271,7 @@ function render(el, state, axesToo) {
   state.layer.setAttribute("width", geometry.width);
   state.layer.setAttribute("height", geometry.height);
   drawLines(state.canvas, state.trace, geometry, state.brushes, state.note);
-  if (axesToo) drawAxes(el, state.layer, state.trace, geometry, state.brushes, (reordered) => render(el, state, reordered));
+  if (axesToo) drawAxes(state.layer, state.trace, geometry, state.brushes, (reordered) => render(el, state, reordered));
 }
 
 // forget a parallel-coordinates plot: its observer, its drawing and its data
