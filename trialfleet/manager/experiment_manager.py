@@ -84,6 +84,7 @@ class ExperimentManager:
         self.first_failure: dict[str, str] | None = None
         self._last_tick = self.clock.monotonic()
         self._last_persist = self._last_tick
+        self._persisted_duration = self.exec_duration
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -318,8 +319,11 @@ class ExperimentManager:
         if self.status in _LOOP_STATUSES:
             self.exec_duration += now - self._last_tick
         self._last_tick = now
+        if self.exec_duration == self._persisted_duration:
+            return  # stopped, done or only viewed: nothing to write (a commit makes every cached REST body stale)
         if force_persist or now - self._last_persist >= _PERSIST_DURATION_EVERY:
             self._last_persist = now
+            self._persisted_duration = self.exec_duration
             self.store.update_experiment(exec_duration=self.exec_duration)
 
     def _set_status(self, status: ExperimentStatus, *, event: str | None = None, **fields: Any) -> None:

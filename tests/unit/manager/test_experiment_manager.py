@@ -6,7 +6,9 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -191,6 +193,34 @@ async def test_max_trial_duration_stops_trial_as_early_stopped(
     trial = manager.store.trials()[0]
     assert trial.status is TrialStatus.EARLY_STOPPED
     assert not pid_alive(pid)
+
+
+async def test_the_duration_is_kept_while_running_and_nothing_is_written_once_done(
+    tmp_path: Path, stopper: list[ExperimentManager]
+) -> None:
+    """Once DONE the loop goes on (its server answers) but commits nothing more: every commit makes the REST
+    server's kept bodies stale, and the duration, written once a second whether it moved or not, had the
+    whole lists of 10,000 trials built again every second for nothing."""
+    clock = ManualClock(start=time.time())
+    manager = make_manager(tmp_path, SLEEPY_TRIAL, clock=clock, max_trial_number=1, max_trial_duration=30)
+    stopper.append(manager)
+    await manager.start()
+    await drive(manager, lambda: manager.store.trial_counts().get(TrialStatus.RUNNING) == 1)
+    clock.advance(5)
+    await manager.step()
+    assert manager.store.experiment().exec_duration >= 5  # written while it moves
+    clock.advance(26)  # past maxTrialDuration: the trial is stopped and the experiment is done
+    await drive(manager, lambda: manager.status is ExperimentStatus.DONE)
+    watch = sqlite3.connect(manager.store.path)
+    try:
+        before = watch.execute("PRAGMA data_version").fetchone()[0]
+        for _ in range(5):
+            clock.advance(2)
+            await manager.step()
+        assert watch.execute("PRAGMA data_version").fetchone()[0] == before
+    finally:
+        watch.close()
+    assert manager.store.experiment().exec_duration == pytest.approx(manager.exec_duration)
 
 
 async def test_max_experiment_duration_ends_submission(
