@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from trialfleet.access import AccessPolicy
 from trialfleet.server import routes_files, routes_read, routes_tensorboard, routes_write
 from trialfleet.server.auth import AccessMiddleware
-from trialfleet.server.cache import ChangeCounter, ResponseCache
+from trialfleet.server.cache import CachedReadsMiddleware, ChangeCounter, ResponseCache
 from trialfleet.server.context import ServerContext
 from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
 from trialfleet.server.models import ERROR_RESPONSES
@@ -73,6 +73,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(CachedReadsMiddleware, cache=cache)  # a kept body skips FastAPI's routing
     policy = access or AccessPolicy()
     app.add_middleware(AccessMiddleware, policy=policy)  # added last: it runs first
     app.state.tensorboard = TensorboardTasks(manager.experiment_dir / "log")

@@ -9,12 +9,14 @@ import threading
 from typing import Any
 
 import pytest
+from fastapi import HTTPException
 from fastapi.testclient import TestClient
 from starlette.requests import Request
 
 from tests.unit.server.conftest import API, T0, Served
 from trialfleet.manager.decisions import parameter_record
 from trialfleet.server.cache import ResponseCache
+from trialfleet.server.context import context
 from trialfleet.storage import ExperimentStore, NewMetric
 from trialfleet.testing.harness import HANG_GUARD
 
@@ -199,3 +201,65 @@ async def test_a_build_from_a_newer_database_drops_every_older_body() -> None:
     newer = await cache.respond(_request("/a"), build)
     assert cache.kept_bytes == len(newer.body)  # /b's went with the build, before anyone asked for /b
     assert json.loads(bytes((await cache.respond(_request("/b"), build)).body))["built"] == 4
+
+
+async def test_requests_during_a_build_share_the_next_one_which_reads_the_database_after_them() -> None:
+    counter, build = _Counter(), _SlowBuild()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
+    first = asyncio.ensure_future(cache.respond(_request("/a"), build))
+    await _started(build)
+    waiting = []
+    for version in (2, 3, 4):  # trials commit while it builds, and requests come after each commit
+        counter.version = version
+        waiting += [asyncio.ensure_future(cache.respond(_request("/a"), build)) for _ in range(5)]
+        await asyncio.sleep(0.01)
+    build.release.set()
+    answers = await asyncio.gather(*waiting)
+    assert (await first).headers["etag"].endswith('-1"')
+    assert build.calls == 2  # not one per commit
+    assert {a.headers["etag"] for a in answers} == {answers[0].headers["etag"]}
+    assert answers[0].headers["etag"].endswith('-4"')  # as new as the database after the last of them came
+
+
+def test_a_url_answered_once_is_answered_again_without_routing_it(
+    populated: tuple[Served, TestClient],
+) -> None:
+    served, client = populated
+    routed = []
+    app = client.app
+    real = app.state.trialfleet  # type: ignore[attr-defined]
+
+    async def counted(request: Request) -> Any:
+        routed.append(request.url.path)
+        return real
+
+    app.dependency_overrides[context] = counted  # type: ignore[attr-defined]
+    first = client.get(f"{API}/metric-data/rC").json()
+    assert client.get(f"{API}/metric-data/rC").json() == first
+    _add_metric(served)  # a commit: the body is built again, the way the route built it
+    after = client.get(f"{API}/metric-data/rC").json()
+    assert [json.loads(m["data"]) for m in after] == ["0.7", "0.8"]
+    assert routed == [f"{API}/metric-data/rC"]
+    assert client.get(f"{API}/metric-data/rC?type=FINAL").status_code == 200  # another URL: routed
+    assert len(routed) == 2
+
+
+async def test_a_kept_build_that_fails_sends_the_request_to_its_route() -> None:
+    counter = _Counter()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
+    outcomes: list[Any] = [({"ok": 1}, {}), HTTPException(404, "gone")]
+
+    def build() -> tuple[Any, dict[str, str]]:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome  # type: ignore[no-any-return]
+
+    await cache.respond(_request("/a"), build)
+    scope = _request("/a").scope
+    kept = await cache.kept_response(scope)
+    assert kept is not None and json.loads(bytes(kept.body)) == {"ok": 1}
+    counter.version = 2
+    assert await cache.kept_response(scope) is None  # the route answers the error its own way
+    assert await cache.kept_response({**scope, "path": "/b"}) is None  # never routed: unknown
+    assert await cache.kept_response({**scope, "method": "POST"}) is None
