@@ -7,6 +7,7 @@ clock). Gap = start of the i-th trial - end of the (i-C)-th, both sorted: how lo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -16,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import procs
+from bench.floor_server import floor_server
 from bench.rest import NNI_API, PollingClients, get_json, wait_for
 from bench.stats import percentile
-from bench.systems import Created, System
+from bench.systems import Created, System, free_port
 
 FINISHED = ("DONE", "ERROR", "STOPPED")
+#: the floor server's body: about what 100 finished trials' ``/trial-jobs`` weighs (about 27 KB)
+FLOOR_BODY_BYTES_PER_TRIAL = 270
 #: the trial script of each kind, per system (NNI has no trialfleet SDK: its stdlib HTTP trial stands in)
 SCRIPTS = {
     ("trialfleet", "nni"): "trial_nni.py",
@@ -40,6 +44,8 @@ class LaunchSpec:
     timeout: float = 3600
     saturation_clients: int = 0  # after the run: this many clients without pause, for saturation_s seconds
     saturation_s: float = 3.0
+    #: the clients poll a bare server (bench/floor_server.py) instead of the system, while its trials run
+    floor: bool = False
 
 
 def run_launch(
@@ -73,28 +79,32 @@ def run_launch(
 def _measure(system: System, created: Created, spec: LaunchSpec, bare_s: float) -> dict[str, float]:
     pids = system.manager_pids(created.experiment_id)
     load = None
-    with procs.ProcessSampler(pids) as sampler:
-        if spec.load_clients:
-            routes = [f"{NNI_API}/trial-jobs", f"{NNI_API}/metric-data"]
-            load = PollingClients("127.0.0.1", created.port, routes, spec.load_clients, spec.load_interval)
-            with load:
+    routes = [f"{NNI_API}/trial-jobs", f"{NNI_API}/metric-data"]
+    with contextlib.ExitStack() as stack:
+        port = created.port
+        if spec.floor:
+            port = free_port()
+            stack.enter_context(floor_server(port, FLOOR_BODY_BYTES_PER_TRIAL * spec.trials))
+        with procs.ProcessSampler(pids) as sampler:
+            if spec.load_clients:
+                load = PollingClients("127.0.0.1", port, routes, spec.load_clients, spec.load_interval)
+                with load:
+                    status = _wait_finished(created, spec.timeout)
+            else:
                 status = _wait_finished(created, spec.timeout)
-        else:
-            status = _wait_finished(created, spec.timeout)
-    jobs = get_json(created.base, "/trial-jobs")
-    result = analyse(jobs, created, spec.concurrency, bare_s)
-    if spec.saturation_clients:
-        routes = [f"{NNI_API}/trial-jobs", f"{NNI_API}/metric-data"]
-        saturation = PollingClients(
-            "127.0.0.1", created.port, routes, spec.saturation_clients, interval=0, max_requests=10**6
-        )
-        with saturation:
-            time.sleep(spec.saturation_s)
-        result.update(
-            saturation_requests_per_s=saturation.requests_per_second,
-            saturation_median_ms=percentile(saturation.latencies_ms, 50),
-            saturation_errors=float(saturation.errors),
-        )
+        jobs = get_json(created.base, "/trial-jobs")
+        result = analyse(jobs, created, spec.concurrency, bare_s)
+        if spec.saturation_clients:
+            saturation = PollingClients(
+                "127.0.0.1", port, routes, spec.saturation_clients, interval=0, max_requests=10**6
+            )
+            with saturation:
+                time.sleep(spec.saturation_s)
+            result.update(
+                saturation_requests_per_s=saturation.requests_per_second,
+                saturation_median_ms=percentile(saturation.latencies_ms, 50),
+                saturation_errors=float(saturation.errors),
+            )
     result.update(
         create_cmd_s=created.create_s,
         manager_rss_max_mib=sampler.rss_max_mib,

@@ -7,9 +7,9 @@ import dataclasses
 import math
 
 from bench import baseline
-from bench.launch import SCRIPTS, LaunchSpec
+from bench.launch import FLOOR_BODY_BYTES_PER_TRIAL, SCRIPTS, LaunchSpec
 from bench.remote import run_remote, run_remote_variants
-from bench.report import Section, target
+from bench.report import Section, cell, target
 from bench.stats import Figure, figures
 from bench.stop import run_stop
 from bench.suite import Context, repeat
@@ -151,8 +151,15 @@ def load(ctx: Context) -> list[Section]:
         "the bench process (raw HTTP/1.1 on keep-alive connections), so a client's own cost per request stays "
         "well under a millisecond."
     )
+    section.notes.append(
+        "Bare floor: in a third run of each repetition the same clients poll a server that does nothing but "
+        "answer (`bench/floor_server.py`: one asyncio loop in a session of its own, as a manager is, a "
+        f"{FLOOR_BODY_BYTES_PER_TRIAL * spec.trials:,}-byte body) while trialfleet runs the same trials; its "
+        "latency is what the machine allows beside them."
+    )
     systems = [ctx.tf, *([ctx.nni] if ctx.nni else [])]
     results: dict[str, tuple[dict[str, Figure], dict[str, Figure]]] = {}
+    floor_runs: list[dict[str, float]] = []
     for system in systems:
         script = SCRIPTS[(system.name, "sdk")]
         without: list[dict[str, float]] = []
@@ -164,9 +171,20 @@ def load(ctx: Context) -> list[Section]:
                 ctx, system, dataclasses.replace(spec, load_clients=0, saturation_clients=0), script, 1
             )
             with_ += repeat(ctx, system, spec, script, 1)
+            if system is ctx.tf:
+                floor_runs += repeat(ctx, system, dataclasses.replace(spec, floor=True), script, 1)
         results[system.name] = (figures(without), figures(with_))
     ours_without, ours_with = results["trialfleet"]
     theirs_without, theirs_with = results.get("nni", ({}, {}))
+    floor = figures(floor_runs)
+    offered = spec.load_clients * 2 / spec.load_interval
+
+    def bare(key: str) -> str:
+        return f"bare server: {cell(floor[key])}" if key in floor else ""
+
+    def below(key: str, limit: float) -> bool | None:
+        return ours_with[key].median < limit if key in ours_with else None
+
     for key, label in (
         ("wall_s", "wall, `create` → last trial's end (s)"),
         ("gap_median_s", "gap: end → next start, median (s)"),
@@ -176,34 +194,54 @@ def load(ctx: Context) -> list[Section]:
     ):
         section.add(f"{label}, without load", ours_without.get(key), theirs_without.get(key))
         section.add(f"{label}, **with load**", ours_with.get(key), theirs_with.get(key))
+    slowdown = _slowdown(ours_without, ours_with)
     section.add(
         "slow-down of the wall time with load (x)",
-        _slowdown(ours_without, ours_with),
+        slowdown,
         _slowdown(theirs_without, theirs_with),
+        target=target(slowdown.median < 1.05 if slowdown else None, "< 1.05x"),
     )
+    served = ours_with.get("load_requests_per_s")
     section.add(
         "load: requests served per second",
-        ours_with.get("load_requests_per_s"),
+        served,
         theirs_with.get("load_requests_per_s"),
+        bare("load_requests_per_s"),
+        target(served.median >= 0.97 * offered if served else None, f"all {offered:.0f} offered (≥ 97%)"),
     )
     section.add(
         "load: request latency median (ms)",
         ours_with.get("load_median_ms"),
         theirs_with.get("load_median_ms"),
+        bare("load_median_ms"),
+        target(below("load_median_ms", 10), "< 10 ms"),
     )
     section.add(
-        "load: request latency p99 (ms)", ours_with.get("load_p99_ms"), theirs_with.get("load_p99_ms")
+        "load: request latency p99 (ms)",
+        ours_with.get("load_p99_ms"),
+        theirs_with.get("load_p99_ms"),
+        bare("load_p99_ms"),
+        target(below("load_p99_ms", 50), "< 50 ms"),
     )
     section.add("load: failed requests", ours_with.get("load_errors"), theirs_with.get("load_errors"))
-    section.add(
-        "saturation: requests served per second",
+    saturated, theirs_saturated = (
         ours_with.get("saturation_requests_per_s"),
         theirs_with.get("saturation_requests_per_s"),
+    )
+    section.add(
+        "saturation: requests served per second",
+        saturated,
+        theirs_saturated,
+        bare("saturation_requests_per_s"),
+        target(saturated.median >= 5 * theirs_saturated.median, "≥ 5x NNI")
+        if saturated and theirs_saturated
+        else "",
     )
     section.add(
         "saturation: request latency median (ms)",
         ours_with.get("saturation_median_ms"),
         theirs_with.get("saturation_median_ms"),
+        bare("saturation_median_ms"),
     )
     section.add(
         "saturation: failed requests",
