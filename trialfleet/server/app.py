@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from trialfleet.access import AccessPolicy
 from trialfleet.server import routes_files, routes_read, routes_tensorboard, routes_write
@@ -55,7 +56,7 @@ def create_app(
             for close in reversed(closers):
                 close()
 
-    app = FastAPI(
+    app = _Server(
         lifespan=lifespan,
         title="trialfleet",
         version=__version__,
@@ -73,9 +74,9 @@ def create_app(
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
-    app.add_middleware(CachedReadsMiddleware, cache=cache)  # a kept body skips FastAPI's routing
     policy = access or AccessPolicy()
-    app.add_middleware(AccessMiddleware, policy=policy)  # added last: it runs first
+    # first the access policy, then a kept body, before any of Starlette's and FastAPI's own layers
+    app.front = lambda inner: AccessMiddleware(CachedReadsMiddleware(inner, cache), policy)
     app.state.tensorboard = TensorboardTasks(manager.experiment_dir / "log")
     for router in (
         routes_read.router,
@@ -88,6 +89,18 @@ def create_app(
     mount_webui(app, manager, prefix=prefix, closers=closers)
     _document_errors(app, bearer=policy.token is not None)
     return app
+
+
+class _Server(FastAPI):
+    """FastAPI, with ``front`` wrapped around its whole middleware stack: the access policy and the cached reads
+    run before Starlette's error pages and FastAPI's own layers, which a kept body does not need (py-spy: those
+    layers were about a sixth of the CPU of a GET answered from the cache). An exception in ``front`` itself is
+    answered by uvicorn with a plain 500."""
+
+    front: Callable[[ASGIApp], ASGIApp] = staticmethod(lambda inner: inner)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return self.front(super().build_middleware_stack())
 
 
 def _document_errors(app: FastAPI, *, bearer: bool) -> None:

@@ -27,6 +27,7 @@ parent may be gone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -79,7 +80,10 @@ def start_ticks(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - functools.cache is 3.9+; the keeper runs on 3.8
 def boot_id() -> str:
+    """This boot's id: read once per process (a process does not outlive its boot), since the manager asks it
+    for every live trial at every look."""
     with open("/proc/sys/kernel/random/boot_id") as f:
         return f.read().strip()
 
