@@ -36,6 +36,7 @@ from trialfleet.training_services.local.spawner import KeeperSpawner, SpawnerErr
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.shared_storage import shared_storage_for
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
+from trialfleet.training_services.trial_command import trial_argv
 from trialfleet.training_services.trial_dir import (
     COMMAND_FILE,
     KEEPER_RECORD,
@@ -116,10 +117,10 @@ class LocalTrainingService(TrainingService):
                 return Deferred(f"waiting for {spec.gpu_number} free GPU(s): {choice}")
             gpus = choice
         code_dir = await self._code_dir(spec.code_dir)
-        env, unset = environment_change(
-            self._trial_env(spec, trial_dir, gpus, code_dir), os.environ, spec.env
-        )
-        command = command_record(["/bin/bash", "-c", spec.command], str(code_dir), env, env_unset=unset)
+        trial_env = self._trial_env(spec, trial_dir, gpus, code_dir)
+        argv = trial_argv(spec.command, str(code_dir), trial_env)
+        env, unset = environment_change(trial_env, os.environ, spec.env)
+        command = command_record(argv, str(code_dir), env, env_unset=unset)
         await self.files.write(str(trial_dir), input_files(spec.parameter_record, command))
         pid = await self._start_keeper(trial_dir)
         handle: dict[str, Any] = {
