@@ -16,6 +16,7 @@ the server applies the policy (:mod:`trialfleet.server.auth`).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 import os
@@ -26,6 +27,7 @@ from pathlib import Path
 TOKEN_FILE = "access-token"
 
 
+@functools.lru_cache(maxsize=256)  # the server asks it of every request's Host header
 def is_loopback(host: str) -> bool:
     """Whether listening on ``host`` keeps the server on this machine (``localhost``, 127.0.0.0/8, ::1)."""
     name = host.strip().strip("[]").lower()

@@ -30,13 +30,13 @@ class AccessMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = _headers(scope)
-        if self.policy.loopback_only and not _names_this_machine(headers.get("host", "")):
+        if self.policy.loopback_only and not _names_this_machine(_host(scope)):
             await _refuse(send, 403, _REBINDING_MESSAGE)
             return
         if self.policy.token is None:
             await self.app(scope, receive, send)
             return
+        headers = _headers(scope)
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         from_query = next((value for key, value in query if key == "token"), None)
         if from_query is not None and self.policy.accepts(from_query):
@@ -83,6 +83,13 @@ _REBINDING_MESSAGE = (
 
 def _headers(scope: Scope) -> dict[str, str]:
     return {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope.get("headers", ())}
+
+
+def _host(scope: Scope) -> str:
+    for key, value in scope.get("headers", ()):
+        if key == b"host":
+            return str(value.decode("latin-1"))
+    return ""
 
 
 def _names_this_machine(host_header: str) -> bool:
