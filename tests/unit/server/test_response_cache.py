@@ -261,5 +261,24 @@ async def test_a_kept_build_that_fails_sends_the_request_to_its_route() -> None:
     assert kept is not None and json.loads(bytes(kept.body)) == {"ok": 1}
     counter.version = 2
     assert await cache.kept_response(scope) is None  # the route answers the error its own way
+    assert await cache.kept_response(scope) is None and not outcomes  # ...from now on, without a build first
     assert await cache.kept_response({**scope, "path": "/b"}) is None  # never routed: unknown
     assert await cache.kept_response({**scope, "method": "POST"}) is None
+
+
+async def test_an_unchanged_body_is_answered_304_without_gzipping_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter, build = _Counter(), _SlowBuild()
+    build.release.set()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
+    compressions = []
+    real = gzip.compress
+
+    def counted(data: bytes, **options: Any) -> bytes:
+        compressions.append(len(data))
+        return real(data, **options)
+
+    monkeypatch.setattr(gzip, "compress", counted)
+    etag = (await cache.respond(_request("/a"), build)).headers["etag"]
+    again = _request("/a", (b"accept-encoding", b"gzip"), (b"if-none-match", etag.encode()))
+    assert (await cache.respond(again, build)).status_code == 304
+    assert compressions == []
