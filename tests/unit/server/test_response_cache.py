@@ -171,18 +171,24 @@ async def test_a_request_after_a_commit_does_not_take_a_build_of_the_older_datab
     )
 
 
-async def test_a_body_is_gzipped_once_for_all_the_clients_that_ask(monkeypatch: pytest.MonkeyPatch) -> None:
-    counter, build = _Counter(), _SlowBuild()
-    build.release.set()
-    cache = ResponseCache(counter)  # type: ignore[arg-type]
-    compressions = []
+@pytest.fixture
+def compressions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the bodies gzipped from now on."""
+    sizes: list[int] = []
     real = gzip.compress
 
     def counted(data: bytes, **options: Any) -> bytes:
-        compressions.append(len(data))
+        sizes.append(len(data))
         return real(data, **options)
 
     monkeypatch.setattr(gzip, "compress", counted)
+    return sizes
+
+
+async def test_a_body_is_gzipped_once_for_all_the_clients_that_ask(compressions: list[int]) -> None:
+    counter, build = _Counter(), _SlowBuild()
+    build.release.set()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
     gzip_ok = (b"accept-encoding", b"gzip")
     answers = await asyncio.gather(*(cache.respond(_request("/a", gzip_ok), build) for _ in range(20)))
     assert len(compressions) == 1 and build.calls == 1
@@ -266,18 +272,10 @@ async def test_a_kept_build_that_fails_sends_the_request_to_its_route() -> None:
     assert await cache.kept_response({**scope, "method": "POST"}) is None
 
 
-async def test_an_unchanged_body_is_answered_304_without_gzipping_it(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_unchanged_body_is_answered_304_without_gzipping_it(compressions: list[int]) -> None:
     counter, build = _Counter(), _SlowBuild()
     build.release.set()
     cache = ResponseCache(counter)  # type: ignore[arg-type]
-    compressions = []
-    real = gzip.compress
-
-    def counted(data: bytes, **options: Any) -> bytes:
-        compressions.append(len(data))
-        return real(data, **options)
-
-    monkeypatch.setattr(gzip, "compress", counted)
     etag = (await cache.respond(_request("/a"), build)).headers["etag"]
     again = _request("/a", (b"accept-encoding", b"gzip"), (b"if-none-match", etag.encode()))
     assert (await cache.respond(again, build)).status_code == 304
