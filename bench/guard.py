@@ -23,6 +23,7 @@ Every figure is "lower is better":
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -61,9 +62,7 @@ def measure(system: System, workdir: Path, log: Callable[[str], None]) -> dict[s
     load_spec = LaunchSpec("sdk", 100, 8, load_clients=50, saturation_clients=8)
     sdk_bare = machine.bare_trial(system, SCRIPTS[("trialfleet", "sdk")], 3).median
     ours = run_launch(system, workdir, load_spec, sdk_bare)
-    floor = run_launch(
-        system, workdir, LaunchSpec("sdk", 100, 8, 50, saturation_clients=8, floor=True), sdk_bare
-    )
+    floor = run_launch(system, workdir, dataclasses.replace(load_spec, floor=True), sdk_bare)
     ratios["REST under load, median / bare server"] = ours["load_median_ms"] / floor["load_median_ms"]
     ratios["REST under load, p99 / bare server"] = ours["load_p99_ms"] / floor["load_p99_ms"]
     ratios["saturation: bare server's requests/s / ours"] = (

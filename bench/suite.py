@@ -68,8 +68,9 @@ def repeat(ctx: Context, system: System, spec: LaunchSpec, script: str, reps: in
     for rep in range(reps):
         bare = machine.bare_trial(system, script, 5).median
         run = run_launch(system, ctx.workdir, spec, bare)
+        load = f"{spec.load_clients}{' (bare server)' if spec.floor else ''}"
         ctx.log(
-            f"  {system.name} {spec.kind} n={spec.trials} c={spec.concurrency} load={spec.load_clients}{' (bare server)' if spec.floor else ''} rep {rep}: "
+            f"  {system.name} {spec.kind} n={spec.trials} c={spec.concurrency} load={load} rep {rep}: "
             f"wall {run['wall_s']:.2f}s overhead/trial {run['overhead_per_trial_s']:.3f}s "
             f"gap {run['gap_median_s']:.3f}s (load average {procs.load_average()})"
         )

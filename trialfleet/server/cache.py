@@ -282,8 +282,8 @@ class ResponseCache:
 
 class CachedReadsMiddleware:
     """Answers a GET of a URL the cache knows (its route was called before) from :class:`ResponseCache`,
-    without routing it; anything else goes on to FastAPI. It sits inside the access policy: a kept body is only sent to a client
-    the policy lets in."""
+    without routing it; anything else goes on to FastAPI. It sits inside the access policy: a kept body is only
+    sent to a client the policy lets in."""
 
     def __init__(self, app: ASGIApp, cache: ResponseCache) -> None:
         self.app = app

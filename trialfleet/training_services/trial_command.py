@@ -5,8 +5,8 @@ A command such as ``python3 mnist.py --lr 0.01`` holds nothing bash interprets: 
 redirection, pipe, list, group, comment or leading assignment, and its program is neither a bash builtin nor
 keyword. bash would find that program on ``PATH``, and exec it, in place of itself, with the words as its
 argv. For such a command the keeper execs those words itself, sparing the trial a bash start (about 1 ms, and
-2 ms of per-trial overhead in ``python -m bench``); the environment is made as bash makes it for its command
-(``PWD``, ``SHLVL``, ``_``, as bash 5 leaves them). Anything else, or any doubt (a program not found, not executable, a script
+2 ms of per-trial overhead in ``python -m bench``); the environment is made as bash 5 leaves it for its
+command (``PWD``, ``SHLVL``, ``_``). Anything else, or any doubt (a program not found, not executable, a script
 without ``#!`` that bash would run as a bash script, ``BASH_ENV`` set, a relative ``PATH`` entry), runs under
 ``bash -c`` unchanged, so errors read as bash's.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Mapping
 
 BASH = "/bin/bash"
@@ -68,11 +69,6 @@ def _program(command: str, cwd: str, env: Mapping[str, str]) -> tuple[list[str],
 def _on_path(name: str, path: str) -> str | None:
     """The first executable file ``name`` on ``path``, as bash finds it; None when not found or when ``path`` has
     a relative entry (resolved against the trial's directory, not this process's)."""
-    entries = path.split(os.pathsep)
-    if any(not os.path.isabs(entry) for entry in entries):
+    if any(not os.path.isabs(entry) for entry in path.split(os.pathsep)):
         return None
-    for entry in entries:
-        candidate = os.path.join(entry, name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return shutil.which(name, path=path)
