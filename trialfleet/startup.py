@@ -41,6 +41,8 @@ def preflight(config: ExperimentConfig) -> None:
         check_algorithm(config.assessor, "assessor")
     working_directory = Path(config.experiment_working_directory).expanduser().absolute()
     for block in config.training_services:  # a hybrid experiment: every platform of the list
+        if block.platform == "local":
+            continue  # runs its trials in place: ships no code, loads nothing beyond this package
         service_class = get_training_service_class(block.platform)
         for code_dir in service_class.shipped_code_directories(block, working_directory):
             check_code_dir(code_dir)

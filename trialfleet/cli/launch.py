@@ -90,7 +90,7 @@ def create(
 
         with startup.created(loaded, port, host=host) as new:
             token = listening.token_for(new.experiment_dir)
-            console().print("Starting the manager...")
+            print("Starting the manager...", flush=True)  # rich is imported once the manager has its orders
             launched = startup.spawn(
                 new.experiment_dir,
                 "create",
@@ -106,16 +106,9 @@ def create(
     _refuse_failed_start(launched)
 
 
-def standby_wanted(args: list[str]) -> bool:
-    """Whether these arguments (abbreviations expanded) start a detached manager (``create``, ``resume``,
-    ``view``), whose process ``main`` then starts first of all (:mod:`trialfleet.manager.standby`). A wrong
-    guess costs a process that is killed at once."""
-    launching = bool(args) and args[0] in ("create", "resume", "view")
-    return launching and not {"--foreground", "-f", "--help", "-h"} & set(args)
-
-
 def _standby(ctx: typer.Context) -> StandbyManager | None:
-    """The standby manager ``main`` started for this command, if it did (see :func:`standby_wanted`)."""
+    """The standby manager ``main`` started for this command, if it did (see
+    :func:`trialfleet.manager.standby.standby_wanted`)."""
     from trialfleet.manager.standby import StandbyManager
 
     return ctx.obj if isinstance(ctx.obj, StandbyManager) else None

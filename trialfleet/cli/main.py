@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from trialfleet.cli import algo, experiments, launch, logs, platforms, tensorboard, trials, update, webui
 from trialfleet.cli.output import error_block
+
+if TYPE_CHECKING:
+    from trialfleet.manager.standby import StandbyManager
 
 app = typer.Typer(
     name="trialfleet",
@@ -53,20 +57,23 @@ def _debug_requested(argv: list[str]) -> bool:
     return "--debug" in argv or "-d" in argv or bool(os.environ.get("TRIALFLEET_DEBUG"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point: a TrialfleetError is one block on stderr and its exit code (no traceback
-    unless --debug or TRIALFLEET_DEBUG=1)."""
+def main(argv: list[str] | None = None, standby: StandbyManager | None = None) -> int:
+    """Run one command: a TrialfleetError is one block on stderr and its exit code (no traceback unless
+    --debug or TRIALFLEET_DEBUG=1). ``standby``: a manager process the console script started for these
+    arguments before this module was imported (:mod:`trialfleet.cli.entry`)."""
     from trialfleet.cli.abbreviations import expand_abbreviations
     from trialfleet.errors import TrialfleetError
+    from trialfleet.manager.standby import StandbyManager, standby_wanted
 
     args = sys.argv[1:] if argv is None else argv
     command = typer.main.get_command(app)
-    standby = None
     try:
         args = expand_abbreviations(command, args)
-        if launch.standby_wanted(args):  # its interpreter starts and imports while this one parses the config
-            from trialfleet.manager.standby import StandbyManager
-
+        if not standby_wanted(args):
+            if standby is not None:
+                standby.close()
+            standby = None
+        elif standby is None:  # its interpreter starts and imports while this one parses the config
             standby = StandbyManager.start()
         result = command.main(args=args, prog_name="trialfleet", standalone_mode=False, obj=standby)
     except TrialfleetError as exc:

@@ -19,12 +19,32 @@ import shlex
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
 from trialfleet.layout import MANAGER_STDERR_LOG, MANAGER_STDOUT_LOG
 
 ORDERS_LIMIT = 1 << 16  # bytes: a command line and a few paths
+
+_LAUNCHING = ("create", "resume", "view")
+_NOT_DETACHED = ("--foreground", "--help")
+
+
+def standby_wanted(args: Sequence[str]) -> bool:
+    """Whether ``trialfleet`` with these arguments starts a detached manager (``create``, ``resume``, ``view``
+    without ``--foreground`` or ``--help``), so its process is worth starting first of all. Long options may
+    be written as prefixes (nnictl's habit). A wrong guess costs a process that is killed at once, or a
+    manager started the usual way."""
+    if not args or args[0] not in _LAUNCHING:
+        return False
+    for arg in args[1:]:
+        if arg == "--":
+            break
+        name = arg.partition("=")[0]
+        if name in ("-f", "-h") or (len(name) > 2 and any(opt.startswith(name) for opt in _NOT_DETACHED)):
+            return False
+    return True
 
 
 class StandbyManager:

@@ -1,0 +1,18 @@
+"""The ``trialfleet`` console script. A command that starts a detached manager (``create``, ``resume``,
+``view``) has its manager's process started first of all, before the command line's own imports (typer and
+the config models: ~0.1 s), so the two interpreters start on two cores at once; then
+:func:`trialfleet.cli.main.main` runs the command. Nothing here imports more than the standard library.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    from trialfleet.manager.standby import StandbyManager, standby_wanted
+
+    standby = StandbyManager.start() if standby_wanted(sys.argv[1:]) else None
+    from trialfleet.cli.main import main as run
+
+    return run(standby=standby)
