@@ -12,7 +12,10 @@ import functools
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing is not imported for it: every trial imports this package
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "REAL_NNI_PROBE",
@@ -22,7 +25,8 @@ __all__ = [
     "trial_pythonpath_env",
 ]
 
-SHIM_PATH: Path = Path(__file__).resolve().parent
+SHIM_PATH: Path  # this directory (module attribute made on first use: see __getattr__)
+_SHIM_DIR = os.path.dirname(os.path.realpath(__file__))
 
 # A module that only the shim has: an ``nni`` package with it next to __init__.py is ours (or a
 # copy of ours uploaded to a worker), not a real NNI distribution.
@@ -67,7 +71,7 @@ def trial_pythonpath_env(
         real_nni = real_nni_installed(python)
     if real_nni:
         return {}
-    shim = os.fspath(shim_dir if shim_dir is not None else SHIM_PATH)
+    shim = os.fspath(shim_dir) if shim_dir is not None else _SHIM_DIR
     # An empty entry would put the trial's working directory on the path, so none is kept.
     rest = [part for part in existing_env.get("PYTHONPATH", "").split(os.pathsep) if part and part != shim]
     return {"PYTHONPATH": os.pathsep.join([shim, *rest])}
@@ -81,7 +85,7 @@ def ensure_nni_importable() -> bool:
     """
     if _real_nni_in_this_process():
         return False
-    shim = str(SHIM_PATH)
+    shim = _SHIM_DIR
     if shim not in sys.path:
         sys.path.insert(0, shim)
     return True
@@ -113,7 +117,7 @@ def _is_real_origin(origin: str | None) -> bool:
 
 
 def _is_shim_dir(entry: str) -> bool:
-    return os.path.realpath(entry or os.curdir) == str(SHIM_PATH)
+    return os.path.realpath(entry or os.curdir) == _SHIM_DIR
 
 
 @functools.cache
@@ -140,3 +144,14 @@ def _probe_interpreter(python: str, pythonpath: str) -> bool:
         logging.getLogger(__name__).warning("cannot ask %s whether nni is installed: %s", python, exc)
         return False
     return result.stdout.strip() == "yes"
+
+
+def __getattr__(name: str) -> Path:
+    # pathlib (~4 ms) is loaded only for whoever asks for SHIM_PATH: not by every trial's ``from trialfleet
+    # import trial``, which imports this package on the way
+    if name == "SHIM_PATH":
+        from pathlib import Path
+
+        shim = globals()["SHIM_PATH"] = Path(_SHIM_DIR)
+        return shim
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
