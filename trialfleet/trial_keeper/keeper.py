@@ -15,9 +15,9 @@ nothing of trialfleet is installed. The protocol is described in docs/trial-dire
 
 SIGTERM, SIGINT or SIGHUP cancel the trial; past ``max_duration`` it times out. In both cases, and also after a
 normal exit (stragglers left in the background), the whole process tree gets SIGTERM, then SIGKILL after
-``kill_grace`` seconds. The tree is the command's process group and session plus every descendant of the
-keeper, which makes itself a child subreaper so that processes that detach (setsid, double fork) are
-re-parented to it instead of escaping to init. Every process of the trial is also found by something that
+``kill_grace`` seconds. The tree is the command's process group (and any session it leads) plus every
+descendant of the keeper, which makes itself a child subreaper so that processes that detach (setsid, double
+fork) are re-parented to it instead of escaping to init. Every process of the trial is also found by something that
 survives the keeper's own death: a cgroup v2 of its own where the keeper may create one, and in any case the
 environment variable TRIALFLEET_TRIAL_MARKER with a value unique to the attempt (both are in launch.json and
 keeper.json, for whoever ends the trial without its keeper). The keeper never writes to its own stdio: its
@@ -462,7 +462,7 @@ def keeper_record(pid: int, launch: dict) -> dict:
     return {
         **launch,
         "pid": pid,
-        "pgid": pid,  # the command runs in a new session, so it leads its own group
+        "pgid": pid,  # the command leads a process group of its own
         "start_ticks": start_ticks(pid),
         "hostname": os.uname().nodename,
         "start_time": time.time(),
@@ -489,6 +489,11 @@ def start(command: dict, trial_dir: str, marker: str) -> subprocess.Popen:
     def in_child() -> None:
         # the keeper blocks the signals it waits for; the command must not inherit that mask
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        # a process group of its own, in the keeper's session: where the local platform's spawner forks the
+        # keepers, an experiment's keepers and trials are that one session, which Linux's autogroup scheduler
+        # weighs as one against the manager's (trials filling every core left the manager 1/9 of the CPU
+        # at concurrency 8, and its REST answers waited for it)
+        os.setpgid(0, 0)
 
     with contextlib.suppress(OSError):  # NNI's name for the trial's output, which its users' scripts read
         os.symlink("trial.stdout", os.path.join(trial_dir, "trial.log"))
@@ -500,7 +505,6 @@ def start(command: dict, trial_dir: str, marker: str) -> subprocess.Popen:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
-            start_new_session=True,
             preexec_fn=in_child,
         )
     finally:
@@ -608,8 +612,9 @@ def keep(trial_dir: str) -> int:
 def fork_keeper(trial_dir: str) -> int:
     """Start the keeper of ``trial_dir`` as a fork of this process, which must be single-threaded and have
     imported this module: no interpreter starts. The child is what ``python3 -I -S keeper.py <trial_dir>``
-    would be: a session of its own, the cancel signals blocked from birth, stdin on /dev/null, stdout and
-    stderr on ``keeper.log`` and nothing else of this process open. Returns its pid."""
+    would be, but in this process's session (a process group of its own): the cancel signals blocked from
+    birth, stdin on /dev/null, stdout and stderr on ``keeper.log`` and nothing else of this process open.
+    Returns its pid."""
     log = os.open(os.path.join(trial_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     try:
@@ -617,7 +622,7 @@ def fork_keeper(trial_dir: str) -> int:
         if pid == 0:  # pragma: no cover - the child; what it does is seen in its trial directory
             code = 1
             try:
-                os.setsid()
+                os.setpgid(0, 0)
                 set_process_name(b"trial-keeper")  # its command line stays its parent's: ps -e tells it so
                 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
                 os.dup2(log, 1)

@@ -4,7 +4,9 @@ interpreter to start.
 
 Usage: ``python3 -I -S spawner.py <trials directory>``, one trial directory below it per line on stdin; answers
 each with the pid of the keeper it started (``keeper.fork_keeper``), or ``error: <why>``, one line on stdout. It
-exits at EOF: the keepers it started run on, each in a session of its own and needing nothing of this process.
+exits at EOF: the keepers it started run on, needing nothing of this process. They and their trials stay in its
+session (each in a process group of its own), so Linux's autogroup scheduler weighs an experiment's trials as one
+against its manager, which has a session of its own.
 A forked keeper keeps this command line, so ``ps`` shows it with its experiment's trials directory. Standalone and
 stdlib-only, like ``keeper.py`` beside it.
 """

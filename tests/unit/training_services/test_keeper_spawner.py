@@ -89,7 +89,12 @@ def test_a_forked_keeper_is_a_keeper_of_its_own(tmp_path: Path, spawner: subproc
     fields = keeper.proc_fields(pid)
     assert fields is not None
     assert record["keeper_pid"] == pid and int(fields[1]) == spawner.pid  # forked, not exec'd by a shell
-    assert int(fields[3]) == pid  # a session of its own
+    # a process group of its own, in the spawner's session, where its trial is too (a group of its own): the
+    # experiment's keepers and trials are one session, which the scheduler's autogroup weighs as one
+    assert int(fields[2]) == pid and int(fields[3]) == os.getsid(spawner.pid)
+    trial_fields = keeper.proc_fields(record["pid"])
+    assert trial_fields is not None and record["pgid"] == record["pid"]
+    assert (int(trial_fields[2]), int(trial_fields[3])) == (record["pid"], os.getsid(spawner.pid))
     assert not open_pipes(pid) & open_pipes(spawner.pid)  # nothing of the spawner's stays open
     assert Path(f"/proc/{pid}/fd/0").resolve() == Path(os.devnull)
     assert Path(f"/proc/{pid}/fd/1").resolve() == (trial_dir / "keeper.log").resolve()

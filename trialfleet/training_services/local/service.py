@@ -1,11 +1,12 @@
 """Local training service: every trial is a process tree on this machine, run by its own trial keeper.
 
-The keeper (``trial_keeper/keeper.py``) starts detached, in its own session, with its cancel signals already
-blocked so that a cancel arriving while it starts is not lost: forked by the experiment's keeper spawner
-(:mod:`.spawner`, no interpreter start per trial), or spawned as ``python3 -I -S keeper.py`` should the spawner
-be gone. Its exit is watched through a pidfd registered with the event loop, which works for adopted keepers
-too and wakes the manager at once, so the next trial starts right after one ends. Everything else is read from
-the trial directory (docs/trial-directory.md), so a new manager can adopt trials a previous one started.
+The keeper (``trial_keeper/keeper.py``) starts detached, with its cancel signals already blocked so that a cancel
+arriving while it starts is not lost: forked by the experiment's keeper spawner (:mod:`.spawner`, no interpreter
+start per trial, every keeper and trial in the spawner's session), or spawned as ``python3 -I -S keeper.py`` in a
+session of its own should the spawner be gone. Its exit is watched through a pidfd registered with the event
+loop, which works for adopted keepers too and wakes the manager at once, so the next trial starts right after
+one ends. Everything else is read from the trial directory (docs/trial-directory.md), so a new manager can adopt
+trials a previous one started.
 """
 
 from __future__ import annotations
