@@ -6,11 +6,13 @@ OpenAPI: ``/api/v1/nni/openapi.json`` and interactive docs at ``/api/v1/nni/docs
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from trialfleet.access import AccessPolicy
@@ -51,6 +53,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         try:
+            await run_in_threadpool(_warm, _app.state.trialfleet.reader)
             yield
         finally:
             for close in reversed(closers):
@@ -127,3 +130,12 @@ def _document_errors(app: FastAPI, *, bearer: bool) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _warm(reader: ExperimentReader) -> None:
+    """A first query on the read connection, in a worker thread, before the server answers: SQLite reads the
+    schema on a connection's first statement and the worker pool starts its first thread. Left to the first
+    requests, 50 clients asking at once as the experiment started waited ~30 ms for that first build (p99
+    50-67 ms under workload 6's load; 29-38 ms with this). An error is left for the requests to report."""
+    with contextlib.suppress(Exception):
+        reader.job_statistics()
