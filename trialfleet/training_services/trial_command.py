@@ -4,9 +4,10 @@ the command into words and exec the program the first one names.
 A command such as ``python3 mnist.py --lr 0.01`` holds nothing bash interprets: no quote, variable, glob, tilde,
 redirection, pipe, list, group or comment, and its program is neither a bash builtin nor keyword. bash would find
 that program on ``PATH``, and exec it, in place of itself, with the words as its argv, and with the variables of
-leading assignments (``CUDA_VISIBLE_DEVICES=0 python3 mnist.py``) in its environment. For such a command the keeper execs those words itself, sparing the trial a bash start (about 1 ms, and
-2 ms of per-trial overhead in ``python -m bench``); the environment is made as bash 5 leaves it for its
-command (``PWD``, ``SHLVL``, ``_``). Anything else, or any doubt (a program not found, not executable, a script
+leading assignments (``CUDA_VISIBLE_DEVICES=0 python3 mnist.py``) in its environment. For such a command the
+keeper execs those words itself, sparing the trial a bash start (about 1 ms, and 2 ms of per-trial overhead in
+``python -m bench``); the environment is made as bash 5 leaves it for its command (the assignments, ``PWD``,
+``SHLVL``, ``_``). Anything else, or any doubt (a program not found, not executable, a script
 without ``#!`` that bash would run as a bash script, ``BASH_ENV`` set, a relative ``PATH`` entry), runs under
 ``bash -c`` unchanged, so errors read as bash's.
 """

@@ -17,8 +17,8 @@ SIGTERM, SIGINT or SIGHUP cancel the trial; past ``max_duration`` it times out. 
 normal exit (stragglers left in the background), the whole process tree gets SIGTERM, then SIGKILL after
 ``kill_grace`` seconds. The tree is the command's process group (and any session it leads) plus every
 descendant of the keeper, which makes itself a child subreaper so that processes that detach (setsid, double
-fork) are re-parented to it instead of escaping to init. Every process of the trial is also found by something that
-survives the keeper's own death: a cgroup v2 of its own where the keeper may create one, and in any case the
+fork) are re-parented to it instead of escaping to init. Every process of the trial is also found by something
+that survives the keeper's own death: a cgroup v2 of its own where the keeper may create one, and in any case the
 environment variable TRIALFLEET_TRIAL_MARKER with a value unique to the attempt (both are in launch.json and
 keeper.json, for whoever ends the trial without its keeper). The keeper never writes to its own stdio: its
 parent may be gone.
