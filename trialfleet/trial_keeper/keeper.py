@@ -13,7 +13,8 @@ nothing of trialfleet is installed. The protocol is described in docs/trial-dire
 * the command writes ``trial.stdout`` / ``trial.stderr`` itself (opened O_APPEND; nothing flows through here)
 * writes ``keeper.json`` once the command runs and ``result.json`` once it ended (temp file + fsync + rename)
 
-SIGTERM, SIGINT or SIGHUP cancel the trial; past ``max_duration`` it times out. In both cases, and also after a
+SIGTERM, SIGINT or SIGHUP cancel the trial (also when the trial failed first, the cancel arriving before the
+record: a whole group stopped at once); past ``max_duration`` it times out. In both cases, and also after a
 normal exit (stragglers left in the background), the whole process tree gets SIGTERM, then SIGKILL after
 ``kill_grace`` seconds. The tree is the command's process group (and any session it leads) plus every
 descendant of the keeper, which makes itself a child subreaper so that processes that detach (setsid, double
@@ -591,6 +592,10 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     trial = Trial(process.pid, marker, cgroup, subreaper)
     cause = trial.supervise(command.get("max_duration"))
     trial.end_tree(float(command.get("kill_grace", 5)))
+    if cause is None and trial.status != 0 and set(CANCEL_SIGNALS) & signal.sigpending():
+        # the trial ended with a cancel of its keeper on the way: stopped from outside as a group (scancel,
+        # a pod's deletion signal every process), which the trial's own death by that signal only led
+        cause = "canceled"
     process.returncode = trial.status  # reaped here; keeps Popen from waiting on a reused pid
     write_json_atomically(result_path, describe_end(trial.status, cause, command.get("max_duration")))
 

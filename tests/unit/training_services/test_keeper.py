@@ -141,6 +141,21 @@ def test_cancel_signals(tmp_path: Path, sig: signal.Signals) -> None:
     assert not alive(trial["pid"])
 
 
+def test_a_trial_killed_with_its_keeper_is_canceled_whichever_signal_came_first(tmp_path: Path) -> None:
+    """scancel or a pod's deletion signals every process: the trial may die, and be reaped, before the keeper's
+    own SIGTERM arrives. A cancel that comes before the record is written makes the record a cancel."""
+    late_cancel = "keeper=$PPID; (trap '' TERM; sleep 0.3; kill -TERM $keeper) & kill -TERM $$"
+    write_command(tmp_path, late_cancel)
+    result = finish(launch(tmp_path), tmp_path)
+    assert (result["canceled"], result["reason"], result["signal"]) == (True, "canceled", signal.SIGTERM)
+
+
+def test_a_trial_that_succeeds_just_before_a_cancel_stays_succeeded(tmp_path: Path) -> None:
+    write_command(tmp_path, "keeper=$PPID; (trap '' TERM; sleep 0.3; kill -TERM $keeper) & exit 0")
+    result = finish(launch(tmp_path), tmp_path)
+    assert (result["canceled"], result["reason"], result["exit_code"]) == (False, "exit code 0", 0)
+
+
 def test_sigkill_after_the_grace_period(tmp_path: Path) -> None:
     ignore_term = (
         "import pathlib, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
