@@ -62,7 +62,7 @@ class Reconciler:
     async def apply(self, batch: PollBatch, *, stopping: bool = False) -> Applied:
         applied = Applied()
         for waiting in batch.waiting:
-            self.store.set_waiting_reason(waiting.trial_id, waiting.reason)
+            self.store.set_waiting_reason(waiting.trial_id, waiting.reason, self.clock.time())
         for started in batch.started:
             before = self.store.trial(started.trial_id).status
             self.store.mark_running(started.trial_id, started.timestamp)

@@ -113,7 +113,7 @@ class Scheduler:
         pinned = trial.platform if platforms.hybrid else None
         reason = unplaced_reason(platforms.loads(), round_.reasons, pinned)
         if trial.message != reason:
-            self.store.set_waiting_reason(trial.id, reason)
+            self.store.set_waiting_reason(trial.id, reason, self.clock.time())
 
     async def _offer(self, trial: TrialRow, platforms: Platforms, round_: _Round) -> TrialRow | None:
         """Offer one trial to the platforms in placement order: the trial as stored once one took it (or it

@@ -21,6 +21,7 @@ from trialfleet.server.auth import AccessMiddleware
 from trialfleet.server.cache import CachedReadsMiddleware, ChangeCounter, ResponseCache
 from trialfleet.server.context import ServerContext
 from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
+from trialfleet.server.lists import WholeLists
 from trialfleet.server.models import ERROR_RESPONSES
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
@@ -71,9 +72,10 @@ def create_app(
     reader_store = ExperimentStore.for_experiment_dir(manager.experiment_dir, readonly=True)
     counter = ChangeCounter(reader_store.path)
     cache = ResponseCache(counter)
-    closers += [reader_store.close, counter.close]
+    lists = WholeLists(reader_store.path, manager.experiment_dir)
+    closers += [reader_store.close, counter.close, lists.close]
     app.state.trialfleet = ServerContext(
-        manager, ExperimentReader(reader_store, manager.experiment_dir), cache
+        manager, ExperimentReader(reader_store, manager.experiment_dir), cache, lists
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)

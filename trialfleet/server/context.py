@@ -15,6 +15,7 @@ from trialfleet.status import ExperimentStatus
 if TYPE_CHECKING:
     from trialfleet.manager.experiment_manager import ExperimentManager
     from trialfleet.server.cache import ResponseCache
+    from trialfleet.server.lists import WholeLists
 
 
 _STOPPED = frozenset({ExperimentStatus.STOPPING, ExperimentStatus.STOPPED})
@@ -25,6 +26,7 @@ class ServerContext:
     manager: ExperimentManager
     reader: ExperimentReader  # its own read-only connection: a long read never holds up the manager's writes
     cache: ResponseCache  # bodies of the routes that only read the database, while it is unchanged
+    lists: WholeLists  # NNI's whole lists, kept encoded between builds
 
 
 async def context(request: Request) -> ServerContext:

@@ -7,7 +7,7 @@ of indexed queries, never one query per trial, so it stays fast at 10,000 trials
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,10 @@ class ExperimentReader:
                 return
             offset += size
 
+    def trial_jobs_with_ids(self, trial_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The TrialJobInfos of these trials (those that exist), by sequence id."""
+        return self._job_infos(self.store.trials_with_ids(trial_ids), page=True)
+
     def trial_count(self, status: TrialStatus | None = None) -> int:
         counts = self.store.trial_counts()
         return counts.get(status, 0) if status is not None else sum(counts.values())
@@ -83,13 +87,12 @@ class ExperimentReader:
         return [payloads.metric_record(m) for m in self.store.metrics(trial_id, type=type)]
 
     def metric_data_chunks(
-        self, type: str | None = None, size: int = LIST_CHUNK
+        self, type: str | None = None, size: int = LIST_CHUNK, *, after: int = 0, up_to: int | None = None
     ) -> Iterator[list[dict[str, Any]]]:
-        """Every trial's MetricDataRecords in the order stored, ``size`` at a time (paged by id: metrics are only
-        ever appended)."""
-        after = 0
+        """Every trial's MetricDataRecords in the order stored (those with ids after ``after`` and up to
+        ``up_to``), ``size`` at a time (paged by id: metrics are only ever appended)."""
         while True:
-            rows = self.store.metrics(type=type, after_id=after, limit=size)
+            rows = self.store.metrics(type=type, after_id=after, up_to_id=up_to, limit=size)
             yield [payloads.metric_record(m) for m in rows]
             if len(rows) < size:
                 return

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
-from trialfleet.server.cache import encoded_list
+from trialfleet.server.cache import EncodedJson
 from trialfleet.server.context import ServerContext, context, nni_json
 from trialfleet.server.http_errors import not_found
 from trialfleet.server.models import (
@@ -117,7 +117,7 @@ async def list_trial_jobs(
     def build() -> tuple[Any, dict[str, str]]:
         total = {"X-Total-Count": str(ctx.reader.trial_count(status))}
         if status is None and offset == 0 and limit is None and sort == "sequenceId" and order == "asc":
-            return encoded_list(ctx.reader.trial_job_chunks()), total  # the whole list, as NNI's UI polls it
+            return EncodedJson(ctx.lists.trial_jobs()), total  # the whole list, as NNI's UI polls it
         jobs = ctx.reader.trial_jobs(
             status, offset=offset, limit=limit, sort=sort, descending=order == "desc"
         )
@@ -145,9 +145,7 @@ async def get_trial_job(trial_id: str, request: Request, ctx: ServerContext = De
 async def metric_data(
     request: Request, type: MetricType | None = None, ctx: ServerContext = Depends(context)
 ) -> Response:
-    return await ctx.cache.respond(
-        request, lambda: (encoded_list(ctx.reader.metric_data_chunks(type=type)), {})
-    )
+    return await ctx.cache.respond(request, lambda: (EncodedJson(ctx.lists.metric_data(type)), {}))
 
 
 @router.get(

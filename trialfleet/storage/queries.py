@@ -110,6 +110,15 @@ class TrialQueries:
         )
         return None if len(rows) > limit else [r[0] for r in rows]
 
+    def retried_since(self, since: Cursor, until: Cursor) -> bool:
+        """Was a trial retried after ``since`` (up to ``until``)? Its earlier attempt's metrics then leave the lists
+        of current attempts' metrics."""
+        rows = self._rows(
+            "SELECT 1 FROM events WHERE id > ? AND id <= ? AND event = 'RETRY' LIMIT 1",
+            (since.event, until.event),
+        )
+        return bool(rows)
+
     def trial_summaries(self, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Compact records of the given trials (all trials when ``ids`` is None), by sequence id."""
         sql = f"SELECT {_SUMMARY_COLUMNS} FROM trials"

@@ -357,11 +357,17 @@ class ExperimentStore:
             conn.execute("UPDATE experiment SET next_parameter_id = ?", (next_pid + count,))
         return list(range(next_pid, next_pid + count))
 
-    def set_waiting_reason(self, trial_id: str, reason: str | None) -> None:
+    def set_waiting_reason(self, trial_id: str, reason: str | None, now: float | None = None) -> None:
+        """Why a waiting trial waits (the message of a WAITING trial). A new reason is an event, so that the
+        change feeds (the web UI's, the kept whole lists) see the trial change."""
         with self._transaction() as conn:
-            conn.execute(
-                "UPDATE trials SET message = ? WHERE id = ? AND status = 'WAITING'", (reason, trial_id)
-            )
+            changed = conn.execute(
+                "UPDATE trials SET message = ? WHERE id = ? AND status = 'WAITING' AND message IS NOT ?",
+                (reason, trial_id, reason),
+            ).rowcount
+            if changed:
+                when = time.time() if now is None else now
+                self._event(conn, "WAITING_REASON", trial_id, {"reason": reason}, when)
 
     def place_trial(self, trial_id: str, platform: str | None) -> None:
         """Record the platform a waiting trial is being offered to (None: none), before it is asked."""
@@ -555,6 +561,16 @@ class ExperimentStore:
             args += [limit, offset]
         return [_trial(r) for r in self._query(sql, args)]
 
+    def trials_with_ids(self, trial_ids: Sequence[str]) -> list[TrialRow]:
+        """These trials (those that exist), by sequence id."""
+        rows: list[Any] = []
+        for start in range(0, len(trial_ids), 500):
+            chunk = list(trial_ids[start : start + 500])
+            rows += self._query(
+                f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE id IN ({', '.join('?' for _ in chunk)})", chunk
+            )
+        return sorted((_trial(r) for r in rows), key=lambda row: row.sequence_id)
+
     def attempts(self, trial_id: str) -> list[dict[str, Any]]:
         rows = self._query(
             "SELECT attempt, status, message, failure_kind, exit_code, start_time, end_time, location, platform "
@@ -587,16 +603,20 @@ class ExperimentStore:
         *,
         type: str | None = None,
         after_id: int = 0,
+        up_to_id: int | None = None,
         limit: int | None = None,
         every_attempt: bool = False,
     ) -> list[MetricRow]:
         """Metrics in the order they were stored: of each trial's current attempt (NNI's routes show those),
-        or of every attempt."""
+        or of every attempt; ids after ``after_id`` (and up to ``up_to_id``)."""
         sql = f"SELECT {_METRIC_COLUMNS} FROM metrics m"
         if not every_attempt:
             sql += _CURRENT_ATTEMPT
         sql += " WHERE m.id > ?"
         args: list[Any] = [after_id]
+        if up_to_id is not None:
+            sql += " AND m.id <= ?"
+            args.append(up_to_id)
         if trial_id is not None:
             sql += " AND m.trial_id = ?"
             args.append(trial_id)
