@@ -63,6 +63,9 @@ def encoded_list(chunks: Iterable[list[Any]], encode: Callable[[Any], str] = enc
 
 #: bodies smaller than this are sent as they are: gzip would save less than its own header costs
 GZIP_MIN_BYTES = 1400
+#: bodies larger than this are gzipped at level 1: 10,000 trials' /trial-jobs (5.6 MB) took 44 ms at level 5 and
+#: 18 ms at level 1, for 12% more bytes (563 KB instead of 504), and while trials run each commit asks again
+GZIP_FAST_BYTES = 1 << 20
 MAX_ENTRIES = 256  # distinct URLs (a page of the trial list is one): the least recently used go first
 
 
@@ -106,7 +109,8 @@ class _Body:
         return await asyncio.shield(self._compressing)
 
     def _compress(self) -> bytes:
-        self.gzipped = gzip.compress(self.data, compresslevel=5, mtime=0)
+        level = 1 if len(self.data) > GZIP_FAST_BYTES else 5
+        self.gzipped = gzip.compress(self.data, compresslevel=level, mtime=0)
         return self.gzipped
 
 
