@@ -6,6 +6,7 @@ OpenAPI: ``/api/v1/nni/openapi.json`` and interactive docs at ``/api/v1/nni/docs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -21,7 +22,7 @@ from trialfleet.server.auth import AccessMiddleware
 from trialfleet.server.cache import CachedReadsMiddleware, ChangeCounter, ResponseCache
 from trialfleet.server.context import ServerContext
 from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
-from trialfleet.server.lists import WholeLists
+from trialfleet.server.lists import FORGET_AFTER, WholeLists
 from trialfleet.server.models import ERROR_RESPONSES
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
@@ -53,10 +54,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        forgetting = asyncio.ensure_future(_forget_unasked(_app.state.trialfleet.lists))
         try:
             await run_in_threadpool(_warm, _app.state.trialfleet.reader)
             yield
         finally:
+            forgetting.cancel()
             for close in reversed(closers):
                 close()
 
@@ -132,6 +135,13 @@ def _document_errors(app: FastAPI, *, bearer: bool) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+async def _forget_unasked(lists: WholeLists) -> None:
+    """NNI's whole lists are kept (megabytes at 10,000 trials) only while someone asks for them."""
+    while True:
+        await asyncio.sleep(FORGET_AFTER / 3)
+        lists.forget_unasked()
 
 
 def _warm(reader: ExperimentReader) -> None:

@@ -12,12 +12,14 @@ after a change reads only what changed since the previous one:
   only after a trial was retried (the earlier attempt's metrics leave the list) or when too much changed.
 
 The kept body is the one the response cache sends, not a copy of it: at 10,000 trials the lists cost no memory
-beyond their bodies. Builds are serialised, on a read-only connection of the lists' own.
+beyond their bodies, and a list nobody asked for in :data:`FORGET_AFTER` seconds is let go (NNI's web UI asks
+every 10 to 60 seconds, as its user chose). Builds are serialised, on a read-only connection of the lists' own.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -29,6 +31,8 @@ from trialfleet.storage.queries import Cursor, TrialQueries
 
 #: more trials changed than this since the previous build: read them all again
 MAX_CHANGED_TRIALS = 2000
+#: a list not asked for in this many seconds is let go (:meth:`WholeLists.forget_unasked`)
+FORGET_AFTER = 90.0
 
 
 class SplicedList:
@@ -128,13 +132,25 @@ class WholeLists:
         self._trials = SplicedList()
         self._trials_cursor: Cursor | None = None
         self._metrics: dict[str | None, tuple[Cursor, bytes]] = {}  # type → (read up to, body)
+        self._asked = time.monotonic()
 
     def close(self) -> None:
         self._store.close()
 
+    def forget_unasked(self, older_than: float = FORGET_AFTER) -> bool:
+        """Let the kept lists go if none was asked for in ``older_than`` seconds (never waits for a build)."""
+        if time.monotonic() - self._asked < older_than or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._trials, self._trials_cursor, self._metrics = SplicedList(), None, {}
+            return True
+        finally:
+            self._lock.release()
+
     def trial_jobs(self) -> bytes:
         """Every trial's TrialJobInfo by sequence id, as a JSON array."""
         with self._lock:
+            self._asked = time.monotonic()
             now = self._queries.cursor()  # first: what changes while this build reads is read again next time
             since = self._trials_cursor
             ids = self._queries.changed_trial_ids(since, MAX_CHANGED_TRIALS) if since is not None else None
@@ -150,6 +166,7 @@ class WholeLists:
     def metric_data(self, type: str | None = None) -> bytes:
         """Every MetricDataRecord of the trials' current attempts (of ``type``), in the order stored."""
         with self._lock:
+            self._asked = time.monotonic()
             now = self._queries.cursor()
             kept = self._metrics.get(type)
             if kept is None or self._queries.retried_since(kept[0], now):

@@ -128,3 +128,19 @@ def test_a_new_waiting_reason_is_seen_by_the_kept_trial_list(tmp_path: Path) -> 
         assert [e.event for e in experiment.store.events("wA")] == events == ["WAITING", "WAITING_REASON"]
     finally:
         experiment.close()
+
+
+def test_lists_nobody_asks_for_are_let_go_and_built_again_when_asked(tmp_path: Path) -> None:
+    experiment = _Experiment(tmp_path / "db", random.Random(1))
+    try:
+        for _ in range(100):
+            experiment.step()
+        experiment.check()
+        assert not experiment.lists.forget_unasked(3600)  # just asked
+        assert experiment.lists.forget_unasked(0)
+        assert len(experiment.lists._trials) == 0 and not experiment.lists._metrics
+        for _ in range(100):
+            experiment.step()
+        experiment.check()
+    finally:
+        experiment.close()
