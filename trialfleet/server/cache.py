@@ -141,6 +141,7 @@ class ResponseCache:
         self._running: dict[str, tuple[int, asyncio.Future[_Body]]] = {}  # key -> (its version, the build)
         self._next: dict[str, asyncio.Future[_Body]] = {}  # key -> the build that starts when it ends
         self._newest = 0  # the newest version a kept body was built from
+        self._turn_version: int | None = None  # the version read in this turn of the event loop
         self.hits = self.misses = self.builds = 0
 
     @property
@@ -187,8 +188,21 @@ class ResponseCache:
                 self._recipes.pop(key, None)  # (an unknown trial's URL: not built twice per request)
             return None
 
+    def _version(self) -> int:
+        """The database's version for a request being answered: read once per turn of the event loop. Every
+        request answered in a turn arrived before that turn's look at the sockets, and the version is read after
+        it, so it is as new as the database was when each of them came; a burst of fifty requests asks SQLite
+        once instead of fifty times (the query was a tenth of the server's CPU per request answered from here)."""
+        if self._turn_version is None:
+            self._turn_version = self.counter.value()
+            asyncio.get_running_loop().call_soon(self._end_turn)
+        return self._turn_version
+
+    def _end_turn(self) -> None:
+        self._turn_version = None
+
     async def _serve(self, key: str, recipe: _Recipe, request_headers: Mapping[str, str]) -> Response:
-        version = self.counter.value()
+        version = self._version()
         body = self._get(key, version)
         if body is None:
             body = await asyncio.shield(self._flight(key, version, recipe))

@@ -266,6 +266,7 @@ async def test_a_kept_build_that_fails_sends_the_request_to_its_route() -> None:
     kept = await cache.kept_response(scope)
     assert kept is not None and json.loads(bytes(kept.body)) == {"ok": 1}
     counter.version = 2
+    await asyncio.sleep(0)  # a commit is seen from the loop's next turn on
     assert await cache.kept_response(scope) is None  # the route answers the error its own way
     assert await cache.kept_response(scope) is None and not outcomes  # ...from now on, without a build first
     assert await cache.kept_response({**scope, "path": "/b"}) is None  # never routed: unknown
@@ -280,3 +281,30 @@ async def test_an_unchanged_body_is_answered_304_without_gzipping_it(compression
     again = _request("/a", (b"accept-encoding", b"gzip"), (b"if-none-match", etag.encode()))
     assert (await cache.respond(again, build)).status_code == 304
     assert compressions == []
+
+
+class _CountingCounter(_Counter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def value(self) -> int:
+        self.reads += 1
+        return self.version
+
+
+async def test_requests_answered_in_one_turn_of_the_loop_read_the_version_once_and_a_commit_is_seen_next_turn() -> (
+    None
+):
+    counter = _CountingCounter()
+    cache = ResponseCache(counter)  # type: ignore[arg-type]
+    build = lambda: ({"version": counter.version}, {})  # noqa: E731
+    await cache.respond(_request("/a"), build)  # built (its build reads the version itself, once)
+    reads = counter.reads
+    burst = await asyncio.gather(*(cache.respond(_request("/a"), build) for _ in range(50)))  # one turn
+    assert counter.reads == reads + 1
+    assert {json.loads(bytes(a.body))["version"] for a in burst} == {1}
+    counter.version = 2  # a commit between two turns
+    await asyncio.sleep(0)
+    after = await cache.respond(_request("/a"), build)
+    assert json.loads(bytes(after.body))["version"] == 2
