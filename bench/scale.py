@@ -2,7 +2,9 @@
 
 Measured: the manager's RSS and CPU time per trial, the database size, and REST latency (median, p99) of
 NNI's list routes and of every route the web UI polls, once while the experiment runs (when half of the
-trials have finished) and once idle after the last one.
+trials have finished) and once idle after the last one. Each probe of NNI's whole lists is followed by the
+time to send as many bytes: a server that only answers with a body of that size (:mod:`bench.floor_server`),
+asked by the same client, beside the same trials.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import procs
+from bench.floor_server import floor_server
 from bench.rest import Latency, get_json, measure_latency, try_get_json, wait_for
-from bench.systems import Created, System
+from bench.systems import Created, System, free_port
 
 TF = "/api/v1/trialfleet"
 NNI = "/api/v1/nni"
@@ -48,7 +51,8 @@ class ScaleSpec:
 def run_scale(
     system: System, workdir: Path, spec: ScaleSpec
 ) -> tuple[dict[str, float], list[Latency], list[Latency]]:
-    """(figures, latencies while running, latencies idle at the end)."""
+    """(figures, latencies while running, latencies idle at the end). Each list of latencies ends with the
+    send floors of NNI's whole lists (routes ``send <route>``)."""
     name = f"{system.name}-scale-{spec.trials}-{time.time_ns()}"
     env = {"BENCH_INTERMEDIATE": str(spec.intermediate)}
     config = system.write_experiment(
@@ -72,6 +76,7 @@ def _measure(
         sampler.take()
         cpu_before = sampler.samples[-1].cpu
         running = probe(created, spec)
+        running += send_floors(running, spec)
         sampler.take()
         probe_cpu = sampler.samples[-1].cpu - cpu_before
         wait_for(
@@ -79,6 +84,7 @@ def _measure(
         )
         sampler.take()
     idle = probe(created, spec)
+    idle += send_floors(idle, spec)
     figures = {
         "trials_finished": float(_finished(get_json(created.base, "/job-statistics"))),
         "manager_rss_max_mib": sampler.rss_max_mib,
@@ -93,6 +99,25 @@ def _measure(
 def _finished(statistics: list[dict[str, object]]) -> int:
     final = {"SUCCEEDED", "FAILED", "USER_CANCELED", "SYS_CANCELED", "EARLY_STOPPED"}
     return sum(int(s["trialJobNumber"]) for s in statistics if s["trialJobStatus"] in final)  # type: ignore[call-overload]
+
+
+def send_floors(probed: list[Latency], spec: ScaleSpec) -> list[Latency]:
+    """The time to send the bytes of each whole list just probed: the same client asking a server that only
+    answers with a body of that size."""
+    floors = []
+    for latency in probed:
+        if latency.route in LIST_ROUTES:
+            port = free_port()
+            with floor_server(port, latency.bytes):
+                floor = measure_latency(f"http://127.0.0.1:{port}", "/", spec.list_requests)
+            floors.append(
+                Latency(send_route(latency.route), floor.median_ms, floor.p99_ms, floor.max_ms, floor.bytes)
+            )
+    return floors
+
+
+def send_route(route: str) -> str:
+    return f"send {route}"
 
 
 def probe(created: Created, spec: ScaleSpec) -> list[Latency]:

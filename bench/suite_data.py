@@ -7,7 +7,7 @@ from bench.ingest import run_ingest
 from bench.report import Section, target
 from bench.rest import Latency
 from bench.resume import run_resume
-from bench.scale import LIST_ROUTES, ScaleSpec, run_scale
+from bench.scale import LIST_ROUTES, ScaleSpec, run_scale, send_route
 from bench.stats import Figure, figures
 from bench.suite import Context
 
@@ -103,7 +103,7 @@ def scale(ctx: Context) -> list[Section]:
         )
         section.add("database size (MiB)", one["db_mib"])
         for probe, label in ((idle, "idle"), (running, "while running")):
-            worst = max((lat for lat in probe if lat.route not in LIST_ROUTES), key=lambda lat: lat.p99_ms)
+            worst = max((lat for lat in probe if _ui_route(lat.route)), key=lambda lat: lat.p99_ms)
             met = target(worst.p99_ms < 50, "< 50 ms") if size >= 10_000 else ""
             section.add(
                 f"worst p99 of the web UI's routes, {label} (ms): `{worst.route}`",
@@ -119,9 +119,36 @@ def scale(ctx: Context) -> list[Section]:
             section.notes.append(
                 "NNI's figures: its 1,000-light-trial runs (node manager + dispatcher); NNI was not measured at 10,000 trials."
             )
+        for route in LIST_ROUTES:
+            ratios = [_send_ratio(probe, route) for probe in (idle, running)]
+            section.add(
+                f"`{route}` median / time to send its bytes, idle / while running",
+                Figure.of([max(ratios)]),
+                None,
+                "",
+                target(max(ratios) <= 2, "≤ 2 times") if size >= 10_000 else "",
+            )
+        section.notes.append(
+            "Time to send a whole list's bytes: the same client asking a server that only answers with a body of "
+            "that size (`bench/floor_server.py`), right after the list's probe, beside the same trials. The "
+            "figure above is the larger of the two ratios (idle: "
+            + ", ".join(f"{_send_ratio(idle, r):.2f}" for r in LIST_ROUTES)
+            + "; while running: "
+            + ", ".join(f"{_send_ratio(running, r):.2f}" for r in LIST_ROUTES)
+            + ")."
+        )
         section.notes.append(latency_table(running, idle, size, ctx))
         sections.append(section)
     return sections
+
+
+def _ui_route(route: str) -> bool:
+    return route not in LIST_ROUTES and route not in {send_route(r) for r in LIST_ROUTES}
+
+
+def _send_ratio(probe: list[Latency], route: str) -> float:
+    found = {latency.route: latency for latency in probe}
+    return found[route].median_ms / found[send_route(route)].median_ms
 
 
 def latency_table(running: list[Latency], idle: list[Latency], size: int, ctx: Context) -> str:
@@ -133,7 +160,7 @@ def latency_table(running: list[Latency], idle: list[Latency], size: int, ctx: C
     for live, rest in zip(running, idle, strict=True):
         nni = baseline.SCALE_1000_LATENCY.get(rest.route) if size == 1_000 and not ctx.nni else None
         nni_cell = f"{nni[0].median:.1f} / {nni[1].median:.1f}" if nni else "-"
-        ui = rest.route not in LIST_ROUTES
+        ui = _ui_route(rest.route)
         mark = target(max(live.p99_ms, rest.p99_ms) < 50, "p99 < 50 ms") if ui and size >= 10_000 else ""
         lines.append(
             f"| `{rest.route}` | {rest.median_ms:.1f} | {rest.p99_ms:.1f} | {live.median_ms:.1f} | {live.p99_ms:.1f} "
