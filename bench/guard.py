@@ -15,6 +15,7 @@ Every figure is "lower is better":
 - the bare server's requests/s without pause over trialfleet's (saturation);
 - keep-alive ``/version`` latency over the bare server's;
 - the web UI's worst route p99 at 200 trials, idle, over the bare server's single-request latency;
+- NNI's whole lists at 200 trials while trials run, the slower median over the time to send its bytes;
 - the wall time of 200 trials at concurrency 8 over what the bare trials need on the machine's cores;
 - the time per metric ingested (2,000 intermediate results) over an empty Python's start;
 - `stop` → every process gone, with 8 running trials, over an empty Python's start.
@@ -39,7 +40,8 @@ from bench.floor_server import floor_server
 from bench.ingest import run_ingest
 from bench.launch import SCRIPTS, LaunchSpec, run_launch
 from bench.rest import NNI_API, PollingClients, measure_latency, wait_for
-from bench.scale import ScaleSpec, run_scale
+from bench.scale import LIST_ROUTES, ScaleSpec, run_scale, send_route
+from bench.scale import TF as TF_API
 from bench.stats import percentile
 from bench.stop import run_stop
 from bench.systems import System, free_port, trialfleet
@@ -74,17 +76,23 @@ def measure(system: System, workdir: Path, log: Callable[[str], None]) -> dict[s
         f"saturation {ours['saturation_requests_per_s']:,.0f}/s (bare {floor['saturation_requests_per_s']:,.0f})"
     )
 
-    figures, _running, idle = run_scale(system, workdir, ScaleSpec(200, requests=30, list_requests=5))
+    figures, running, idle = run_scale(system, workdir, ScaleSpec(200, requests=30, list_requests=10))
     port = free_port()
     with floor_server(port, 2000):
         single = measure_latency(f"http://127.0.0.1:{port}", "/", 50).p99_ms
         version = _keep_alive_median(port, "/")
-    worst = max(latency.p99_ms for latency in idle if not latency.route.startswith(NNI_API))
+    worst = max(latency.p99_ms for latency in idle if latency.route.startswith(TF_API))
     ratios["web UI routes at 200 trials, worst idle p99 / bare server"] = worst / single
+    medians = {latency.route: latency.median_ms for latency in running}
+    lists = max(medians[route] / medians[send_route(route)] for route in LIST_ROUTES)
+    ratios["NNI's whole lists at 200 trials while running, median / time to send"] = lists
     ratios["200 trials at concurrency 8, wall / bare trials on the cores"] = figures["wall_s"] / (
         200 * sdk_bare / (os.cpu_count() or 1)
     )
-    log(f"  scale: wall {figures['wall_s']:.1f} s, worst idle p99 {worst:.1f} ms (bare {single:.1f})")
+    log(
+        f"  scale: wall {figures['wall_s']:.1f} s, worst idle p99 {worst:.1f} ms (bare {single:.1f}), "
+        f"whole lists while running {lists:.2f} times the time to send them"
+    )
 
     config = system.write_experiment(
         workdir / f"guard-keep-alive-{time.time_ns()}", "trial_sdk.py", trials=1, concurrency=1

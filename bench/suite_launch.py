@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 from bench import baseline
 from bench.launch import FLOOR_BODY_BYTES_PER_TRIAL, SCRIPTS, LaunchSpec
@@ -13,6 +14,9 @@ from bench.report import Section, cell, target
 from bench.stats import Figure, figures
 from bench.stop import run_stop
 from bench.suite import Context, repeat
+
+#: per-trial overhead at one trial per core (issue: 100 `import nni` trials at concurrency 2, crash safety kept)
+OVERHEAD_TARGET_S = 0.03
 
 
 def launch(ctx: Context) -> list[Section]:
@@ -50,11 +54,15 @@ def launch_section(
     first_target_s: float = 1.0,
 ) -> Section:
     section = ctx.section(title, nni=nni)
-    nni_overhead = theirs.get("overhead_per_trial_s")
-    overhead = ours.get("overhead_per_trial_s")
+    # the target is set at one trial per core; beyond, the formula measures CPU oversubscription
+    nni_overhead, overhead = theirs.get("overhead_per_trial_s"), ours.get("overhead_per_trial_s")
     overhead_target = None
     if overhead and nni_overhead:
-        overhead_target = overhead.median * 20 <= nni_overhead.median and overhead.median <= 0.05
+        overhead_target = overhead.median * 20 <= nni_overhead.median and overhead.median <= OVERHEAD_TARGET_S
+    one_per_core = concurrency <= (os.cpu_count() or 1)
+    overhead_mark = (
+        target(overhead_target, f"≤ NNI / 20 and ≤ {OVERHEAD_TARGET_S:g} s") if nni and one_per_core else ""
+    )
     first = ours.get("first_running_s")
     add = section.add
     add("wall, `create` → last trial's end (s)", ours.get("wall_s"), theirs.get("wall_s"))
@@ -88,7 +96,7 @@ def launch_section(
         overhead,
         nni_overhead,
         "0 (trial alone)",
-        target(overhead_target, "≤ NNI / 20 and ≤ 0.05 s") if nni else "",
+        overhead_mark,
     )
     if concurrency > 2:
         add(
