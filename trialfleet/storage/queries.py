@@ -9,9 +9,7 @@ metrics are never decoded in Python. Sort keys are the store's (:data:`~.sql.SOR
 from __future__ import annotations
 
 import json
-import threading
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -316,72 +314,3 @@ def _choice(text: str) -> str:
         if number.is_integer() and "." not in text and "e" not in text.lower()
         else repr(number)
     )
-
-
-class SummaryIndex:
-    """Every trial's summary, encoded once and kept: each look re-reads only the trials the change feed names
-    since the previous look (a few per second while trials run), so the whole list (``/trials/all``, several
-    megabytes at 10,000 trials) is a join of kept bytes instead of a query and an encoding of every trial.
-
-    Looks are serialised; ``queries`` must be used by this index alone (its connection is not shared)."""
-
-    def __init__(self, queries: TrialQueries, encode: Callable[[Any], str], max_changed: int = 2000) -> None:
-        self._queries = queries
-        self._encode = encode
-        self._max_changed = max_changed
-        self._lock = threading.Lock()
-        self._cursor: Cursor | None = None
-        self._position: dict[str, int] = {}  # trial id → its place in the lists below
-        self._seqs: list[int] = []
-        self._encoded: list[bytes] = []  # by sequence id
-        self._keys: dict[str, frozenset[str]] = {}  # trial id → the keys of its final metric but "default"
-        self._key_counts: Counter[str] = Counter()
-
-    def look(self) -> tuple[Cursor, bytes]:
-        """The cursor the list is current at, and the JSON array of every trial's summary by sequence id."""
-        with self._lock:
-            now = self._refresh()
-            return now, b"[" + b",".join(self._encoded) + b"]"
-
-    def metric_keys(self) -> list[str]:
-        """The keys of dict final metrics other than ``default``, sorted (the table's column chooser): counted
-        as each changed trial is taken, not read from every trial's final metric per page."""
-        with self._lock:
-            self._refresh()
-            return sorted(key for key, count in self._key_counts.items() if count)
-
-    def _refresh(self) -> Cursor:
-        now = self._queries.cursor()  # first: a change made during this look is read again next time
-        since = self._cursor
-        ids = self._queries.changed_trial_ids(since, self._max_changed) if since is not None else None
-        if ids is None:  # the first look, or too much changed: read them all
-            self._position, self._seqs, self._encoded, self._keys = {}, [], [], {}
-            self._key_counts = Counter()
-        if ids is None or ids:
-            self._take(self._queries.trial_summaries(ids))
-        self._cursor = now
-        return now
-
-    def _take(self, summaries: list[dict[str, Any]]) -> None:
-        unordered = False
-        for summary in summaries:  # by sequence id
-            data = self._encode(summary).encode()
-            final = summary.get("finalData")
-            keys = frozenset(final) - {"default"} if isinstance(final, dict) else frozenset()
-            self._key_counts.subtract(self._keys.get(summary["id"], frozenset()))
-            self._key_counts.update(keys)
-            self._keys[summary["id"]] = keys
-            at = self._position.get(summary["id"])
-            if at is not None:
-                self._encoded[at] = data
-                continue
-            unordered = unordered or bool(self._seqs and summary["seq"] < self._seqs[-1])
-            self._position[summary["id"]] = len(self._encoded)
-            self._seqs.append(summary["seq"])
-            self._encoded.append(data)
-        if unordered:  # a trial created before one already kept (never seen so far): put each in its place
-            order = sorted(range(len(self._seqs)), key=self._seqs.__getitem__)
-            ids = sorted(self._position, key=self._position.__getitem__)
-            self._seqs = [self._seqs[i] for i in order]
-            self._encoded = [self._encoded[i] for i in order]
-            self._position = {ids[i]: place for place, i in enumerate(order)}

@@ -28,7 +28,8 @@ import trialfleet
 from trialfleet.server.cache import EncodedJson, ResponseCache
 from trialfleet.server.context import encode_strict_json
 from trialfleet.storage import ExperimentStore
-from trialfleet.storage.queries import Cursor, SeriesSelection, SummaryIndex, TrialQueries
+from trialfleet.storage.kept import SummaryIndex
+from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
 from trialfleet.storage.sql import SORT_CHOICES, SORT_PATTERN
 from trialfleet.tuning.catalog import configured_optimize_mode
 

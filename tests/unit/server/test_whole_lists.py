@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from trialfleet.manager.decisions import parameter_record
 from trialfleet.server.cache import encoded_list
-from trialfleet.server.lists import SplicedList, WholeLists
+from trialfleet.server.lists import WholeLists
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric
+from trialfleet.storage.kept import SplicedList
 
 T0 = 1_700_000_000.0
 
@@ -138,7 +139,7 @@ def test_lists_nobody_asks_for_are_let_go_and_built_again_when_asked(tmp_path: P
         experiment.check()
         assert not experiment.lists.forget_unasked(3600)  # just asked
         assert experiment.lists.forget_unasked(0)
-        assert len(experiment.lists._trials) == 0 and not experiment.lists._metrics
+        assert len(experiment.lists._trials.list) == 0 and not experiment.lists._metrics
         for _ in range(100):
             experiment.step()
         experiment.check()

@@ -12,7 +12,8 @@ import pytest
 from trialfleet.manager.decisions import parameter_record
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric
-from trialfleet.storage.queries import SummaryIndex, TrialQueries
+from trialfleet.storage.kept import SummaryIndex
+from trialfleet.storage.queries import TrialQueries
 
 
 def _full(queries: TrialQueries) -> list[dict[str, object]]:
@@ -67,16 +68,3 @@ def test_a_look_after_any_changes_equals_the_full_query(tmp_path: Path, seed: in
             assert cursor == full.cursor()
             assert index.metric_keys() == _all_metric_keys(full)
     assert json.loads(index.look()[1]) == _full(full)
-
-
-def test_a_trial_kept_after_a_later_one_is_put_in_its_place(tmp_path: Path) -> None:
-    store = ExperimentStore.for_experiment_dir(tmp_path)
-    index = SummaryIndex(TrialQueries(store), json.dumps)
-    summaries = [{"id": "c", "seq": 2}, {"id": "a", "seq": 0}]
-    index._take(summaries[:1])
-    index._take(summaries[1:])  # seen after c, though created before it
-    index._take([{"id": "c", "seq": 2, "status": "SUCCEEDED"}])  # its place is found again
-    assert [json.loads(d) for d in index._encoded] == [
-        {"id": "a", "seq": 0},
-        {"id": "c", "seq": 2, "status": "SUCCEEDED"},
-    ]
