@@ -5,11 +5,13 @@ trials while the experiment's limits allow (``trialConcurrency``, ``maxTrialNumb
 ``maxExperimentDuration``), finds trials past ``maxTrialDuration``, and offers the queue's head to the training
 service, which either launches it or defers it with a reason shown to the user (a GPU, a host, a cluster
 slot): then the queue waits, nothing blocks. In a hybrid experiment each trial is offered to the platforms in
-the order :mod:`.placement` gives, and the queue waits only once every platform deferred one.
+the order :mod:`.placement` gives, and the queue waits only once every platform deferred one. A platform whose
+launches may overlap (``concurrent_submits``, as over SSH) is offered the whole queue at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +90,11 @@ class Scheduler:
 
     async def submit_pending(self, platforms: Platforms) -> list[TrialRow]:
         """Offer the queue, in order, to the platforms placement picks, until every platform deferred a trial
-        this round; returns the trials refused outright."""
+        this round; returns the trials refused outright. A single platform whose launches may overlap
+        (``concurrent_submits``: a launch over SSH is a round trip and a process start) is offered the whole
+        queue at once."""
+        if not platforms.hybrid and platforms.members[0].service.concurrent_submits:
+            return await self._submit_at_once(platforms)
         refused: list[TrialRow] = []
         round_ = _Round()
         index = 0
@@ -107,6 +113,31 @@ class Scheduler:
             self.pending.pop(index)
             if outcome.status is TrialStatus.FAILED:
                 refused.append(outcome)
+        return refused
+
+    async def _submit_at_once(self, platforms: Platforms) -> list[TrialRow]:
+        """The queue offered to its one platform at once, each trial launched while the others are. The queue
+        holds no more trials than the experiment has free slots (``request_trials``)."""
+        waiting = []
+        for trial_id in list(self.pending):
+            trial = self.store.trial(trial_id)
+            if trial.status is TrialStatus.WAITING:
+                waiting.append(trial)
+            else:
+                self.pending.remove(trial_id)
+        if not waiting:
+            return []
+        round_ = _Round()
+        if not placement_order(platforms.loads()):  # the platform cannot take any now
+            self._explain(waiting[0], platforms, round_)
+            return []
+        outcomes = await asyncio.gather(*(self._offer(trial, platforms, round_) for trial in waiting))
+        refused = []
+        for trial, outcome in zip(waiting, outcomes, strict=True):
+            if outcome is not None:
+                self.unqueue(trial.id)  # (a cancel may have taken it out meanwhile)
+                if outcome.status is TrialStatus.FAILED:
+                    refused.append(outcome)
         return refused
 
     def _explain(self, trial: TrialRow, platforms: Platforms, round_: _Round) -> None:

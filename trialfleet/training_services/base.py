@@ -110,6 +110,9 @@ class TrainingService(ABC):
     #: trials run a copy of the code directory that the platform packs, uploads or copies (``code_packing``):
     #: NNI's limits on it are then checked before an experiment is created
     ships_code: ClassVar[bool] = False
+    #: ``submit`` may be called again before an earlier call returned (it reserves its host and GPUs before its
+    #: first wait): the scheduler then offers every waiting trial at once instead of one launch after another
+    concurrent_submits: ClassVar[bool] = False
 
     @classmethod
     def shipped_code_directories(

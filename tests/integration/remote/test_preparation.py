@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import posixpath
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fleet import Fleet
@@ -212,6 +215,66 @@ async def test_gpus_read_over_ssh_and_allocated_per_host(
         await poll_until(service, lambda s: "g0" in s.ended)
         again = await service.submit(spec("g4", code_dir, command, gpu_number=1))
         assert isinstance(again, Submitted) and again.handle["gpus"] == placed[0].handle["gpus"]  # type: ignore[union-attr]
+    finally:
+        await service.close(kill_trials=True)
+
+
+async def test_launches_under_way_at_once_take_different_gpus(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    """The scheduler offers a platform with ``concurrent_submits`` every waiting trial at once: each launch
+    reserves its GPUs when it chooses them, before its round trips, so none is given twice."""
+    doubles = str(Path(__file__).resolve().parents[2] / "doubles")
+    gpu = {"uuid": "GPU-{}-{}", "name": "Fake", "memory_total": 16384, "memory_used": 0, "utilization": 0}
+    for host, count in zip(fleet.hosts, (2, 1, 0), strict=True):
+        host.set_gpus([{**gpu, "index": i, "uuid": f"GPU-{host.name}-{i}"} for i in range(count)])
+    context = remote_context(
+        tmp_path / "e",
+        fleet.hosts,
+        machine_list=machines(fleet.hosts, pythonPath=doubles),
+        trial_gpu_number=1,
+    )
+    service = RemoteTrainingService(context)
+    await service.start()
+    try:
+        trials = [spec(f"g{i}", code_dir, "sleep 30", gpu_number=1) for i in range(4)]
+        placed = await asyncio.gather(*(service.submit(trial) for trial in trials))
+        deferred = [p for p in placed if isinstance(p, Deferred)]
+        assert len(deferred) == 1 and "waiting for 1 free GPU(s)" in deferred[0].reason
+        chosen = sorted(
+            (p.handle["machine"], tuple(p.handle["gpus"])) for p in placed if isinstance(p, Submitted)
+        )
+        h1, h2 = (f"root@{h.address}:22" for h in fleet.hosts[:2])
+        assert chosen == sorted([(h1, (0,)), (h1, (1,)), (h2, (0,))])
+    finally:
+        await service.close(kill_trials=True)
+
+
+async def test_launches_under_way_at_once_spread_over_the_hosts_and_upload_the_code_once(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts))
+    uploads: list[str] = []
+    for machine in service.machines:
+        upload = machine.upload_code
+
+        async def counted(
+            local_dir: Path, archive: Path, upload: Any = upload, name: str = machine.name
+        ) -> str:
+            uploads.append(name)
+            return await upload(local_dir, archive)
+
+        machine.upload_code = counted  # type: ignore[method-assign]
+    await service.start()
+    try:
+        trials = [spec(f"s{i}", code_dir) for i in range(6)]
+        placed = await asyncio.gather(*(service.submit(trial) for trial in trials))
+        assert all(isinstance(p, Submitted) for p in placed), placed
+        hosts = [p.handle["machine"] for p in placed if isinstance(p, Submitted)]
+        assert sorted(Counter(hosts).values()) == [2, 2, 2]
+        assert sorted(uploads) == sorted(m.name for m in service.machines)  # the spec's code, once per host
+        seen = await poll_until(service, lambda s: len(s.ended) == 6)
+        assert {ended.status for ended in seen.ended.values()} == {TrialStatus.SUCCEEDED}
     finally:
         await service.close(kill_trials=True)
 

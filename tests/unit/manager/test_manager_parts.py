@@ -3,10 +3,12 @@ reports it, the scheduler with an injected training service, and config updates 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_experiment_manager import drive, make_manager, stopper  # noqa: F401 - the fixture is used
@@ -21,6 +23,7 @@ from trialfleet.storage import ExperimentStore
 from trialfleet.training_services import LocalTrainingService
 from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialStarted
 from trialfleet.training_services.gpu import GpuInfo
+from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 
 HELD_TRIAL = (
     "import os, time, nni\np = nni.get_next_parameter()\n"
@@ -124,6 +127,46 @@ async def test_the_scheduler_defers_a_trial_until_the_injected_service_has_a_gpu
     trials = manager.store.trials()
     assert [t.handle["gpus"] for t in trials] == [[0], [0]]  # type: ignore[index]
     assert trials[1].start_time >= trials[0].end_time  # type: ignore[operator]
+
+
+class _OverlapCounting(LocalTrainingService):
+    """The local platform with launches that take a while (a round trip, as over SSH), counting how many were
+    under way at once."""
+
+    def __init__(self, *args: Any, overlap: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.concurrent_submits = overlap
+        self.under_way = self.most_at_once = 0
+
+    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+        self.under_way += 1
+        self.most_at_once = max(self.most_at_once, self.under_way)
+        try:
+            await asyncio.sleep(0.05)
+            return await super()._launch(spec)
+        finally:
+            self.under_way -= 1
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+async def test_a_platform_whose_launches_may_overlap_is_offered_the_whole_queue_at_once(
+    tmp_path: Path,
+    stopper: list[ExperimentManager],  # noqa: F811
+    overlap: bool,
+) -> None:
+    services: list[_OverlapCounting] = []
+
+    def factory(context: Any) -> _OverlapCounting:
+        services.append(_OverlapCounting(context, overlap=overlap))
+        return services[-1]
+
+    made = make_manager(tmp_path, "import nni\nnni.report_final_result(1)\n", trial_concurrency=4)
+    manager = ExperimentManager(made.experiment_dir, service_factory=factory)
+    stopper.append(manager)
+    await manager.start()
+    await drive(manager, lambda: manager.store.trial_counts().get(TrialStatus.SUCCEEDED) == 4)
+    assert services[0].most_at_once == (4 if overlap else 1)
+    assert sorted(t.sequence_id for t in manager.store.trials()) == [0, 1, 2, 3]
 
 
 async def test_config_updates_are_checked_by_the_config_model(

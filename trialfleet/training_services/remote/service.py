@@ -23,9 +23,9 @@ import hashlib
 import logging
 import posixpath
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from trialfleet.compat import trial_pythonpath_env
 from trialfleet.errors import PlatformError
@@ -52,6 +52,8 @@ from trialfleet.training_services.trial_dir import (
 from trialfleet.training_services.trial_files import KEEPER_KEYS, TrialLook
 from trialfleet.trial_keeper.keeper import SIGKILL_WAIT
 
+T = TypeVar("T")
+
 log = logging.getLogger(__name__)
 
 KILL_GRACE = 5.0
@@ -65,6 +67,7 @@ class RemoteTrainingService(TrainingService):
     supports_gpu_scheduling = True
     poll_interval = 1.0
     ships_code = True  # packed and uploaded to every host
+    concurrent_submits = True  # a launch reserves its host and GPUs before its first wait
 
     def __init__(self, context: ExperimentContext, *, root: str | None = None) -> None:
         super().__init__(context)
@@ -86,7 +89,9 @@ class RemoteTrainingService(TrainingService):
         self._code: tuple[Path, Path] | None = None  # the configured code directory and its archive
         self._archives: dict[Path, Path] = {}
         self._shared_code: dict[Path, str] = {}  # code directory → its copy, relative to the storage's mount
-        self._gpu_assignments: dict[str, tuple[str, list[int]]] = {}
+        self._gpu_assignments: dict[str, tuple[str, list[int]]] = {}  # trial → host and GPUs, once chosen
+        self._launching: dict[str, str] = {}  # trial directory → the host launching it: counted as its load
+        self._once_running: dict[tuple[str, str, Path], asyncio.Future[Any]] = {}  # see _once
         self._to_kill: dict[str, list[Mapping[str, Any]]] = {}  # host → trials to end once it is back
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -131,7 +136,8 @@ class RemoteTrainingService(TrainingService):
         if code_dir not in self._archives:
             digest = hashlib.sha1(str(code_dir).encode()).hexdigest()[:12]
             dest = self._staging / f"code-{digest}.tar.gz"
-            self._archives[code_dir] = await asyncio.to_thread(pack_code_dir, code_dir, dest)
+            packing = asyncio.to_thread(pack_code_dir, code_dir, dest)
+            self._archives[code_dir] = await self._once(("pack", "", code_dir), packing)
         return self._archives[code_dir]
 
     async def _check_gpus_possible(self) -> None:
@@ -169,12 +175,20 @@ class RemoteTrainingService(TrainingService):
             if isinstance(choice, Deferred):
                 return choice
             machine, gpus = choice
+        self._launching[name] = machine.name
+        launched = False
         try:
-            return await self._start_on(machine, spec, name, gpus)
+            result = await self._start_on(machine, spec, name, gpus)
+            launched = True
+            return result
         except SshLinkError:
             machine.launched.add(name)  # it may have started: the offer is answered by this host only
             why = f"lost the link to {machine.name} while launching; waiting for it to come back"
             return Deferred(why, sticky=True)
+        finally:
+            del self._launching[name]
+            if not launched:
+                self._gpu_assignments.pop(spec.trial_id, None)  # its reservation, made by the choice
 
     def _where_launched(self, name: str) -> RemoteMachine | Deferred | None:
         """The host this trial directory was launched on before (submit is idempotent), if any."""
@@ -191,12 +205,14 @@ class RemoteTrainingService(TrainingService):
         return None
 
     async def _choose(self, spec: TrialSpec) -> tuple[RemoteMachine, list[int] | None] | Deferred:
-        """The least loaded reachable host (with enough free GPUs when trialGpuNumber is set)."""
+        """The least loaded reachable host (with enough free GPUs when trialGpuNumber is set), counting the
+        launches under way; the GPUs chosen are reserved at once, so a launch running meanwhile picks others."""
         ready = [m for m in self.machines if m.ready]
         if not ready:
             why = "; ".join(f"{m.name}: {m.link.problem or 'not prepared'}" for m in self.machines)
             return Deferred(f"no machine is reachable: {why}")
         load = Counter(trial.handle.get("machine") for trial in self.live.values())
+        load.update(self._launching.values())
         ready.sort(key=lambda m: load[m.name])
         if not spec.gpu_number:
             return ready[0], None if spec.gpu_number is None else []
@@ -211,6 +227,7 @@ class RemoteTrainingService(TrainingService):
             )
             choice = machine.allocate(gpus, spec.gpu_number, assigned)
             if not isinstance(choice, str):
+                self._gpu_assignments[spec.trial_id] = (machine.name, list(choice))
                 return machine, choice
             reasons.append(f"{machine.name}: {choice}")
         return Deferred(f"waiting for {spec.gpu_number} free GPU(s): " + "; ".join(reasons))
@@ -246,18 +263,35 @@ class RemoteTrainingService(TrainingService):
         }
         if gpus is not None:
             handle["gpus"] = gpus
-            self._gpu_assignments[spec.trial_id] = (machine.name, list(gpus))
+            self._gpu_assignments[spec.trial_id] = (machine.name, list(gpus))  # (an earlier launch's, if any)
         return Submitted(handle, f"{machine.name}:{trial_dir}")
 
     async def _code_on(self, machine: RemoteMachine, code_dir: Path) -> str:
         """Where ``code_dir`` is on the host: on the shared storage's mount, or uploaded once."""
         if self.shared is not None:
             if code_dir not in self._shared_code:
-                self._shared_code[code_dir] = await self.shared.code_dir(code_dir)
+                self._shared_code[code_dir] = await self._once(
+                    ("upload", "", code_dir), self.shared.code_dir(code_dir)
+                )
             return machine.on_shared(self._shared_code[code_dir])
-        return machine.code_dirs.get(code_dir) or await machine.upload_code(
-            code_dir, await self._pack(code_dir)
-        )
+        if code_dir in machine.code_dirs:
+            return machine.code_dirs[code_dir]
+        return await self._once(("upload", machine.name, code_dir), self._upload(machine, code_dir))
+
+    async def _upload(self, machine: RemoteMachine, code_dir: Path) -> str:
+        return await machine.upload_code(code_dir, await self._pack(code_dir))
+
+    async def _once(self, key: tuple[str, str, Path], work: Coroutine[Any, Any, T]) -> T:
+        """``work`` (packing or uploading a code directory), unless the same is under way for another launch:
+        then its outcome. Launches overlap (``concurrent_submits``): the first trials of a host all need its
+        code at once."""
+        running = self._once_running.get(key)
+        if running is None:
+            running = self._once_running[key] = asyncio.ensure_future(work)
+            running.add_done_callback(lambda _: self._once_running.pop(key, None))
+        else:
+            work.close()
+        return cast(T, await asyncio.shield(running))
 
     def _trial_env(
         self, machine: RemoteMachine, spec: TrialSpec, trial_dir: str, gpus: list[int] | None
