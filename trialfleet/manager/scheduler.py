@@ -117,7 +117,8 @@ class Scheduler:
 
     async def _submit_at_once(self, platforms: Platforms) -> list[TrialRow]:
         """The queue offered to its one platform at once, each trial launched while the others are. The queue
-        holds no more trials than the experiment has free slots (``request_trials``)."""
+        holds no more trials than the experiment has free slots (``request_trials``); the platform block's own
+        ``trialConcurrency``, if set, bounds them too."""
         waiting = []
         for trial_id in list(self.pending):
             trial = self.store.trial(trial_id)
@@ -128,9 +129,12 @@ class Scheduler:
         if not waiting:
             return []
         round_ = _Round()
-        if not placement_order(platforms.loads()):  # the platform cannot take any now
+        loads = platforms.loads()
+        if not placement_order(loads):  # the platform cannot take any now
             self._explain(waiting[0], platforms, round_)
             return []
+        if loads[0].limit is not None:  # the block's own trialConcurrency
+            waiting = waiting[: loads[0].limit - loads[0].live]
         outcomes = await asyncio.gather(*(self._offer(trial, platforms, round_) for trial in waiting))
         refused = []
         for trial, outcome in zip(waiting, outcomes, strict=True):

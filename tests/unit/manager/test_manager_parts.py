@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from test_experiment_manager import drive, make_manager, stopper  # noqa: F401 - the fixture is used
 
+from trialfleet.config.experiment import ExperimentConfig
 from trialfleet.errors import ConfigError
 from trialfleet.manager.clock import ManualClock
 from trialfleet.manager.driver import AlgorithmDriver
 from trialfleet.manager.experiment_manager import ExperimentManager
+from trialfleet.manager.launcher import create_experiment
 from trialfleet.manager.reconciler import Reconciler
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore
@@ -148,11 +150,15 @@ class _OverlapCounting(LocalTrainingService):
             self.under_way -= 1
 
 
-@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize(
+    ("overlap", "block_limit", "at_once"), [(True, None, 4), (False, None, 1), (True, 2, 2)]
+)
 async def test_a_platform_whose_launches_may_overlap_is_offered_the_whole_queue_at_once(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811
     overlap: bool,
+    block_limit: int | None,
+    at_once: int,
 ) -> None:
     services: list[_OverlapCounting] = []
 
@@ -161,11 +167,15 @@ async def test_a_platform_whose_launches_may_overlap_is_offered_the_whole_queue_
         return services[-1]
 
     made = make_manager(tmp_path, "import nni\nnni.report_final_result(1)\n", trial_concurrency=4)
+    if block_limit is not None:  # the platform block's own trialConcurrency, under the experiment's 4
+        config = made.config.model_dump(mode="json", by_alias=True, exclude_none=True)
+        config["trainingService"]["trialConcurrency"] = block_limit
+        made = ExperimentManager(create_experiment(ExperimentConfig.from_dict(config))[1])
     manager = ExperimentManager(made.experiment_dir, service_factory=factory)
     stopper.append(manager)
     await manager.start()
     await drive(manager, lambda: manager.store.trial_counts().get(TrialStatus.SUCCEEDED) == 4)
-    assert services[0].most_at_once == (4 if overlap else 1)
+    assert services[0].most_at_once == at_once
     assert sorted(t.sequence_id for t in manager.store.trials()) == [0, 1, 2, 3]
 
 
