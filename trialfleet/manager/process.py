@@ -64,6 +64,19 @@ class _LogFile(logging.FileHandler):
             pass
 
 
+#: libraries whose INFO is chatter: asyncssh writes five lines for every SSH session it opens, and a remote trial
+#: without reuse opens one to launch (two thirds of a remote experiment's log). Their warnings stay.
+CHATTY_LOGGERS = ("asyncssh",)
+
+
+def set_log_level(level: int) -> None:
+    """The experiment's ``logLevel`` (or ``debug``); the chatty libraries say only their warnings unless
+    debugging."""
+    logging.getLogger().setLevel(level)
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
+
+
 def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
     files = log_files(experiment_dir)
     handlers: list[logging.Handler] = [_LogFile(files.manager)]
@@ -98,7 +111,7 @@ async def serve(
     config = manager.config
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # --debug on the command line wins
         debug = config.debug or any(service.debug for service in config.training_services)
-        logging.getLogger().setLevel(logging.DEBUG if debug else LOG_LEVELS[config.log_level])
+        set_log_level(logging.DEBUG if debug else LOG_LEVELS[config.log_level])
     host, port = sock.getsockname()[:2]
     access = AccessPolicy.for_listening(host, experiment_dir, manager.experiment_id, public_read=public_read)
     # the prefix is this run's: a resumed or viewed experiment is served without the one it was created with
