@@ -35,6 +35,9 @@ COMMAND_TIMEOUT = 30.0
 KEEPALIVE_INTERVAL = 1.5  # seconds; with KEEPALIVE_COUNT_MAX a dead link is seen within ~5 s
 KEEPALIVE_COUNT_MAX = 3
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+#: commands run at once on one connection. sshd refuses a session beyond its MaxSessions (10 unless the host
+#: says otherwise), and a refused channel is a broken link; the runner and the SFTP session are open as well
+SESSIONS_AT_ONCE = 7
 
 
 class SshLinkError(PlatformError):
@@ -115,6 +118,7 @@ class SshHost:
         self._conn: asyncssh.SSHClientConnection | None = None
         self._sftp: asyncssh.SFTPClient | None = None
         self._sftp_lock = asyncio.Lock()
+        self._sessions = asyncio.Semaphore(SESSIONS_AT_ONCE)
 
     @property
     def connected(self) -> bool:
@@ -224,15 +228,18 @@ class SshHost:
         """Run a shell command line; the exit status is data, a broken link or a timeout is SshLinkError."""
         import asyncssh
 
-        conn = self._require()
-        try:
-            done = await asyncio.wait_for(conn.run(command, input=stdin, encoding=None, check=False), timeout)
-        except TimeoutError as exc:
-            await self.close()  # a link that does not answer within the timeout is treated as broken
-            raise SshLinkError(f"{self.target.name}: no answer within {timeout:g}s") from exc
-        except (OSError, asyncssh.Error) as exc:
-            await self.close()
-            raise SshLinkError(f"{self.target.name}: connection lost: {_describe(exc)}") from exc
+        async with self._sessions:  # waiting for a turn is not the link's silence: outside the timeout
+            conn = self._require()
+            try:
+                done = await asyncio.wait_for(
+                    conn.run(command, input=stdin, encoding=None, check=False), timeout
+                )
+            except TimeoutError as exc:
+                await self.close()  # a link that does not answer within the timeout is treated as broken
+                raise SshLinkError(f"{self.target.name}: no answer within {timeout:g}s") from exc
+            except (OSError, asyncssh.Error) as exc:
+                await self.close()
+                raise SshLinkError(f"{self.target.name}: connection lost: {_describe(exc)}") from exc
         status = done.exit_status if done.exit_status is not None else 255
         return CommandResult(status, _as_bytes(done.stdout), _as_bytes(done.stderr))
 

@@ -139,8 +139,7 @@ class Host:
             "StrictModes no",
             "Subsystem sftp internal-sftp",
             "LogLevel VERBOSE",
-            "MaxStartups 100",
-            "MaxSessions 100",
+            "MaxStartups 100",  # (MaxSessions is sshd's default, 10, as on most hosts)
             f"SetEnv TRIALFLEET_FAKE_GPUS={self.dir / 'gpus.json'}",
             *self.extra_sshd_options,
         ]

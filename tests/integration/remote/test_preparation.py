@@ -279,6 +279,24 @@ async def test_launches_under_way_at_once_spread_over_the_hosts_and_upload_the_c
         await service.close(kill_trials=True)
 
 
+async def test_more_launches_at_once_than_sshd_allows_sessions_all_start(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    """The fleet's sshd has OpenSSH's default MaxSessions (10): twelve launches at once on one host, each a session
+    of its own, wait for their turn instead of having a channel refused (which would drop the link)."""
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts[:1]))
+    await service.start()
+    try:
+        trials = [spec(f"m{i}", code_dir, "sleep 0.5") for i in range(12)]
+        placed = await asyncio.gather(*(service.submit(trial) for trial in trials))
+        assert all(isinstance(p, Submitted) for p in placed), placed
+        assert service.machines[0].link.up
+        seen = await poll_until(service, lambda s: len(s.ended) == 12)
+        assert {ended.status for ended in seen.ended.values()} == {TrialStatus.SUCCEEDED}
+    finally:
+        await service.close(kill_trials=True)
+
+
 async def test_keeper_version_mismatch_is_a_clear_error(
     tmp_path: Path, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
