@@ -188,20 +188,22 @@ async def test_logs_stay_readable_when_the_host_goes_away(
         await service.close()
 
 
-async def test_gpus_read_over_ssh_and_allocated_per_host(
-    tmp_path: Path, fleet: Fleet, code_dir: Path
-) -> None:
+def service_on_gpu_hosts(tmp_path: Path, fleet: Fleet) -> RemoteTrainingService:
+    """Trials of one GPU each on hosts with 2, 1 and 0 GPUs (``nvidia-smi`` is the double in tests/doubles)."""
     doubles = str(Path(__file__).resolve().parents[2] / "doubles")
     gpu = {"uuid": "GPU-{}-{}", "name": "Fake", "memory_total": 16384, "memory_used": 0, "utilization": 0}
     for host, count in zip(fleet.hosts, (2, 1, 0), strict=True):
         host.set_gpus([{**gpu, "index": i, "uuid": f"GPU-{host.name}-{i}"} for i in range(count)])
-    context = remote_context(
-        tmp_path / "e",
-        fleet.hosts,
-        machine_list=machines(fleet.hosts, pythonPath=doubles),
-        trial_gpu_number=1,
+    machine_list = machines(fleet.hosts, pythonPath=doubles)
+    return RemoteTrainingService(
+        remote_context(tmp_path / "e", fleet.hosts, machine_list=machine_list, trial_gpu_number=1)
     )
-    service = RemoteTrainingService(context)
+
+
+async def test_gpus_read_over_ssh_and_allocated_per_host(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    service = service_on_gpu_hosts(tmp_path, fleet)
     await service.start()
     try:
         command = "sleep 30"
@@ -224,17 +226,7 @@ async def test_launches_under_way_at_once_take_different_gpus(
 ) -> None:
     """The scheduler offers a platform with ``concurrent_submits`` every waiting trial at once: each launch
     reserves its GPUs when it chooses them, before its round trips, so none is given twice."""
-    doubles = str(Path(__file__).resolve().parents[2] / "doubles")
-    gpu = {"uuid": "GPU-{}-{}", "name": "Fake", "memory_total": 16384, "memory_used": 0, "utilization": 0}
-    for host, count in zip(fleet.hosts, (2, 1, 0), strict=True):
-        host.set_gpus([{**gpu, "index": i, "uuid": f"GPU-{host.name}-{i}"} for i in range(count)])
-    context = remote_context(
-        tmp_path / "e",
-        fleet.hosts,
-        machine_list=machines(fleet.hosts, pythonPath=doubles),
-        trial_gpu_number=1,
-    )
-    service = RemoteTrainingService(context)
+    service = service_on_gpu_hosts(tmp_path, fleet)
     await service.start()
     try:
         trials = [spec(f"g{i}", code_dir, "sleep 30", gpu_number=1) for i in range(4)]
