@@ -593,8 +593,9 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     cause = trial.supervise(command.get("max_duration"))
     trial.end_tree(float(command.get("kill_grace", 5)))
     if cause is None and trial.status != 0 and set(CANCEL_SIGNALS) & signal.sigpending():
-        # the trial ended with a cancel of its keeper on the way: stopped from outside as a group (scancel,
-        # a pod's deletion signal every process), which the trial's own death by that signal only led
+        # the trial ended with a cancel of its keeper on the way: it was stopped from outside as a group
+        # (scancel and a pod's deletion signal every process of the session), and the trial's own death by
+        # that signal only came first
         cause = "canceled"
     process.returncode = trial.status  # reaped here; keeps Popen from waiting on a reused pid
     write_json_atomically(result_path, describe_end(trial.status, cause, command.get("max_duration")))
