@@ -186,7 +186,7 @@ class RemoteTrainingService(TrainingService):
             why = f"lost the link to {machine.name} while launching; waiting for it to come back"
             return Deferred(why, sticky=True)
         finally:
-            del self._launching[name]
+            self._launching.pop(name, None)
             if not launched:
                 self._gpu_assignments.pop(spec.trial_id, None)  # its reservation, made by the choice
 
