@@ -139,13 +139,15 @@ class _OverlapCounting(LocalTrainingService):
         super().__init__(*args, **kwargs)
         self.concurrent_submits = overlap
         self.under_way = self.most_at_once = 0
+        self._one_real_launch = asyncio.Lock()  # local does not say its own launches may overlap
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
         self.under_way += 1
         self.most_at_once = max(self.most_at_once, self.under_way)
         try:
             await asyncio.sleep(0.05)
-            return await super()._launch(spec)
+            async with self._one_real_launch:
+                return await super()._launch(spec)
         finally:
             self.under_way -= 1
 
