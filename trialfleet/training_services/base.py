@@ -113,6 +113,10 @@ class TrainingService(ABC):
     #: ``submit`` may be called again before an earlier call returned (it reserves its host and GPUs before its
     #: first wait): the scheduler then offers every waiting trial at once instead of one launch after another
     concurrent_submits: ClassVar[bool] = False
+    #: ``prepare`` takes next to no CPU in the manager (no imports, handshakes or uploads): the manager process
+    #: then imports its web server meanwhile. Otherwise it does so once the platforms are prepared, since their
+    #: preparation is on the way to the first trial and the server is not (``create`` waits for both anyway)
+    light_preparation: ClassVar[bool] = False
 
     @classmethod
     def shipped_code_directories(

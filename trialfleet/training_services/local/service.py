@@ -68,6 +68,7 @@ class LocalTrainingService(TrainingService):
     config_class = LocalConfig
     supports_gpu_scheduling = True
     poll_interval = 0.25
+    light_preparation = True
 
     def __init__(
         self, context: ExperimentContext, *, gpu_reader: Callable[[], list[GpuInfo]] | None = None
