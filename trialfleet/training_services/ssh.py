@@ -16,9 +16,10 @@ import logging
 import os
 import posixpath
 import stat
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialfleet.errors import PlatformError, TrialFileRefusedError
 
@@ -30,14 +31,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 CONNECT_TIMEOUT = 15.0
 COMMAND_TIMEOUT = 30.0
 KEEPALIVE_INTERVAL = 1.5  # seconds; with KEEPALIVE_COUNT_MAX a dead link is seen within ~5 s
 KEEPALIVE_COUNT_MAX = 3
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
-#: commands run at once on one connection. sshd refuses a session beyond its MaxSessions (10 unless the host
-#: says otherwise), and a refused channel is a broken link; the runner and the SFTP session are open as well
+#: commands run at once on one connection: sshd refuses a session beyond its MaxSessions (10 unless the host
+#: says otherwise), and the runner and the SFTP session are open as well
 SESSIONS_AT_ONCE = 7
+#: a session the host refused all the same (a lower MaxSessions, or sessions it has yet to free: OpenSSH says
+#: "open failed") is asked for again after this long, doubling: nothing ran, and the link is fine. A host that
+#: still refuses after SESSION_RETRY_FOR seconds is taken as broken, as before
+SESSION_RETRY_DELAY = 0.02
+SESSION_RETRY_MAX_DELAY = 0.5
+SESSION_RETRY_FOR = 10.0
 
 
 class SshLinkError(PlatformError):
@@ -84,13 +93,19 @@ class SshTarget:
 
 @dataclass(frozen=True)
 class CommandResult:
-    exit_status: int
+    exit_status: int  # 255 when the host told none: see ``signal`` and ``told``
     stdout: bytes
     stderr: bytes
+    signal: str | None = None  # the command was killed by this signal
+    told: bool = True  # False: the session closed with neither an exit status nor a signal; outcome unknown
 
     def explain(self) -> str:
         text = (self.stderr or self.stdout).decode("utf-8", "replace").strip()
-        return f"exit status {self.exit_status}" + (f": {text[-2000:]}" if text else "")
+        if not self.told:
+            how = "the session ended without an exit status"
+        else:
+            how = f"killed by SIG{self.signal}" if self.signal else f"exit status {self.exit_status}"
+        return how + (f": {text[-2000:]}" if text else "")
 
 
 def _host_key_client(accept: bool) -> type[asyncssh.SSHClient]:
@@ -232,7 +247,8 @@ class SshHost:
             conn = self._require()
             try:
                 done = await asyncio.wait_for(
-                    conn.run(command, input=stdin, encoding=None, check=False), timeout
+                    self._when_accepted(lambda: conn.run(command, input=stdin, encoding=None, check=False)),
+                    timeout,
                 )
             except TimeoutError as exc:
                 await self.close()  # a link that does not answer within the timeout is treated as broken
@@ -241,7 +257,9 @@ class SshHost:
                 await self.close()
                 raise SshLinkError(f"{self.target.name}: connection lost: {_describe(exc)}") from exc
         status = done.exit_status if done.exit_status is not None else 255
-        return CommandResult(status, _as_bytes(done.stdout), _as_bytes(done.stderr))
+        signal = done.exit_signal[0] if done.exit_signal else None
+        told = done.exit_status is not None or signal is not None
+        return CommandResult(status, _as_bytes(done.stdout), _as_bytes(done.stderr), signal, told)
 
     async def start_process(
         self, command: str, *, timeout: float = COMMAND_TIMEOUT
@@ -252,7 +270,7 @@ class SshHost:
         conn = self._require()
         try:
             process: asyncssh.SSHClientProcess[bytes] = await asyncio.wait_for(
-                conn.create_process(command, encoding=None), timeout
+                self._when_accepted(lambda: conn.create_process(command, encoding=None)), timeout
             )
         except TimeoutError as exc:
             await self.close()
@@ -265,8 +283,30 @@ class SshHost:
     async def _sftp_client(self) -> asyncssh.SFTPClient:
         async with self._sftp_lock:  # concurrent callers share one SFTP session
             if self._sftp is None:
-                self._sftp = await self._require().start_sftp_client()
+                conn = self._require()
+                self._sftp = await self._when_accepted(conn.start_sftp_client)
             return self._sftp
+
+    async def _when_accepted(self, open_session: Callable[[], Awaitable[T]]) -> T:
+        """``open_session()``, asked again while the host refuses the session for want of a free one."""
+        import asyncssh
+
+        refusals = (
+            asyncssh.OPEN_CONNECT_FAILED,  # OpenSSH's, with "open failed"
+            asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
+            asyncssh.OPEN_RESOURCE_SHORTAGE,
+        )
+        delay, waited = SESSION_RETRY_DELAY, 0.0
+        while True:
+            try:
+                return await open_session()
+            except asyncssh.ChannelOpenError as exc:
+                if exc.code not in refusals or waited >= SESSION_RETRY_FOR:
+                    raise
+                log.debug("%s refused a session (%s); asking again", self.target.name, exc.reason)
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(2 * delay, SESSION_RETRY_MAX_DELAY)
 
     async def put(self, local: Path, remote: str, *, timeout: float = 300.0) -> None:
         """Upload a file atomically (written beside, then renamed into place)."""

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 RECONNECT_FIRST_DELAY = 0.5
 RECONNECT_MAX_DELAY = 10.0
+PROBE_ASKS = 3  # a probe command whose session ended untold is asked this many times in all
 UPLOAD_TIMEOUT = 600.0
 
 Reconnect = Callable[["SshLink"], Awaitable[None]]
@@ -93,9 +94,11 @@ class SshLink:
         """Run ``argv``; its exit status is data, a broken or down link is SshLinkError."""
         return await self.call(lambda ssh: ssh.run(self.shell(argv), stdin=stdin, timeout=timeout))
 
-    async def checked(self, argv: Sequence[str], what: str, *, timeout: float = COMMAND_TIMEOUT) -> bytes:
+    async def checked(
+        self, argv: Sequence[str], what: str, *, stdin: bytes | None = None, timeout: float = COMMAND_TIMEOUT
+    ) -> bytes:
         """Run ``argv``; PlatformError naming ``what`` unless it exits 0."""
-        result = await self.run(argv, timeout=timeout)
+        result = await self.run(argv, stdin=stdin, timeout=timeout)
         if result.exit_status != 0:
             raise PlatformError(f"{self.name}: {what} failed ({result.explain()})")
         return result.stdout
@@ -180,7 +183,13 @@ class Probe:
 
     async def call(self, command: str, request: dict[str, Any], *, timeout: float = COMMAND_TIMEOUT) -> Any:
         argv = ["python3", "-I", "-S", self.script, command]
-        result = await self.link.run(argv, stdin=json.dumps(request).encode(), timeout=timeout)
+        for _ in range(PROBE_ASKS):
+            result = await self.link.run(argv, stdin=json.dumps(request).encode(), timeout=timeout)
+            if result.told:
+                break
+            # sshd closed the session untold (seen when sessions ran short): every probe command may be
+            # asked again, and a launch asked again answers with the keeper the first one started
+            log.info("%s: probe %s: %s; asking again", self.link.name, command, result.explain())
         if result.exit_status != 0:
             raise PlatformError(f"{self.link.name}: probe {command} failed ({result.explain()})")
         try:
