@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "REAL_NNI_CHECK",
     "REAL_NNI_PROBE",
     "SHIM_PATH",
     "ensure_nni_importable",
@@ -34,11 +35,20 @@ _SHIM_MARKER = "_trialfleet.py"
 
 # Run with ``python -c`` by an interpreter (locally, or on a worker over SSH); prints "yes" when
 # that interpreter would import a real nni. find_spec locates the package without importing it.
+_REAL_NNI_FOUND = f"o and not os.path.exists(os.path.join(os.path.dirname(o), {_SHIM_MARKER!r}))"
 REAL_NNI_PROBE = (
     "import importlib.util, os\n"
     "s = importlib.util.find_spec('nni')\n"
     "o = s.origin if s is not None else None\n"
-    f"print('yes' if o and not os.path.exists(os.path.join(os.path.dirname(o), {_SHIM_MARKER!r})) else 'no')\n"
+    f"print('yes' if {_REAL_NNI_FOUND} else 'no')\n"
+)
+# The same, as a function ``real_nni()`` for a script of its own to call
+REAL_NNI_CHECK = (
+    "def real_nni():\n"
+    "    import importlib.util, os\n"
+    "    s = importlib.util.find_spec('nni')\n"
+    "    o = s.origin if s is not None else None\n"
+    f"    return bool({_REAL_NNI_FOUND})\n"
 )
 _PROBE_TIMEOUT_SECONDS = 30
 

@@ -50,6 +50,29 @@ os.unlink(archive)
 """
 
 
+#: defines ``unpack_bundle(target, data)``, which unpacks the bundle's bytes (sent on a worker's first script's
+#: stdin: one round trip instead of a directory made, an upload and an unpack) as ``target``, which appears whole
+#: or not at all. Python 2 must still parse it, so that an old interpreter reports its version.
+UNPACK_BUNDLE_FUNCTION = """\
+def unpack_bundle(target, data):
+    import io, os, shutil, tarfile
+    staging = "%s.tmp.%d" % (target, os.getpid())
+    os.makedirs(staging)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(staging, filter="data")
+        else:
+            tar.extractall(staging)
+    try:
+        os.rename(staging, target)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not os.path.isdir(target):
+            raise
+        # else another manager unpacked the same content first
+"""
+
+
 def _bundle_files() -> list[tuple[str, Path]]:
     files = [(KEEPER_PATH, KEEPER_SCRIPT), (PROBE_PATH, PROBE_SCRIPT), (FORWARDER_PATH, FORWARDER_SCRIPT)]
     files += [

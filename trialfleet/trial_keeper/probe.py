@@ -79,7 +79,12 @@ def prepare(request: dict) -> dict:
     return {
         "free_bytes": disk_free(root),
         "boot_id": keeper.boot_id(),
-        "real_nni": has_real_nni(request["real_nni_probe"], request.get("shim_dir", "")),
+        # asked after a reconnection only: the host's first script tells it beforehand
+        "real_nni": (
+            has_real_nni(request["real_nni_probe"], request.get("shim_dir", ""))
+            if "real_nni_probe" in request
+            else None
+        ),
         "env": dict(os.environ),
         "launched": launched,
         "keeper_version": keeper.VERSION,

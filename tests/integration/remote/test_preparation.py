@@ -169,6 +169,51 @@ async def test_layout_per_host_and_hostile_code_file_names(
     assert (tmp_path / "e" / "trials" / "hostile" / "trial.stdout").read_bytes() == b"listed 11\n"
 
 
+async def test_a_host_whose_python3_has_a_real_nni_runs_trials_with_it_and_is_asked_again_on_reconnection(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    """The host's first script tells whether its python3 would import a real nni (one round trip with its
+    version and the support bundle); the probe tells it again after a reconnection (it may have changed)."""
+    site = tmp_path / "site"
+    (site / "nni").mkdir(parents=True)
+    (site / "nni" / "__init__.py").write_text("")  # no shim marker beside it: a real nni
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    python3 = bindir / "python3"
+    python3.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec /usr/bin/python3 "$@"\n')
+    python3.chmod(0o755)
+    host = fleet.hosts[0]
+    machine_list = machines([host], pythonPath=str(bindir))
+    service = RemoteTrainingService(remote_context(tmp_path / "e", [host], machine_list=machine_list))
+    await service.start()
+    try:
+        (machine,) = service.machines
+        assert machine.real_nni
+        handle, status = await run_to_end(service, spec("real", code_dir, command="python3 listing.py"))
+        assert status is TrialStatus.SUCCEEDED
+        listing = json.loads(host.local(posixpath.join(handle["trial_dir"], "listing.json")).read_text())
+        assert listing["nni"] == str(site / "nni" / "__init__.py")  # not the uploaded shim
+        python3.write_text('#!/bin/sh\nexec /usr/bin/python3 "$@"\n')  # the real nni is gone
+        host.kill_sshd()
+        host.start_sshd()
+        trial = spec("shim", code_dir, command="python3 listing.py")
+        for _ in range(300):  # a launch waits for the link to come back, as the manager's offers do
+            submitted = await service.submit(trial)
+            if isinstance(submitted, Submitted):
+                break
+            assert isinstance(submitted, Deferred), submitted
+            await asyncio.sleep(0.1)
+        assert isinstance(submitted, Submitted), submitted
+        assert not machine.real_nni
+        seen = await poll_until(service, lambda s: "shim" in s.ended)
+        assert seen.ended["shim"].status is TrialStatus.SUCCEEDED
+        handle = dict(submitted.handle)
+        listing = json.loads(host.local(posixpath.join(handle["trial_dir"], "listing.json")).read_text())
+        assert listing["nni"].endswith(f"/.trialfleet/{support_version()}/nni-shim/nni/__init__.py")
+    finally:
+        await service.close()
+
+
 async def test_logs_stay_readable_when_the_host_goes_away(
     tmp_path: Path, fleet: Fleet, code_dir: Path
 ) -> None:

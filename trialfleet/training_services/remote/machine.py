@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trialfleet.compat import REAL_NNI_PROBE
+from trialfleet.compat import REAL_NNI_CHECK, REAL_NNI_PROBE
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.gpu import (
     SMI_APPS_QUERY,
@@ -34,7 +34,13 @@ from trialfleet.training_services.remote.config import RemoteMachineConfig
 from trialfleet.training_services.remote.runner import ProbeRunner
 from trialfleet.training_services.shared_storage import SharedStorage
 from trialfleet.training_services.ssh_link import UPLOAD_TIMEOUT, Probe, SshLink
-from trialfleet.training_services.support import MIN_PYTHON, SupportLayout
+from trialfleet.training_services.support import (
+    MIN_PYTHON,
+    SHIM_DIR,
+    UNPACK_BUNDLE_FUNCTION,
+    SupportLayout,
+    support_archive,
+)
 from trialfleet.training_services.trial_dir import KEEPER_VERSION
 from trialfleet.training_services.trial_files import ProbeTrialFiles
 
@@ -44,9 +50,11 @@ MIN_FREE_BYTES = 100 * 1024 * 1024
 GPU_READING_MAX_AGE = 5.0
 MOUNT_CALL_TIMEOUT = 180.0  # a mount command has 120 s (shared_storage.MOUNT_TIMEOUT)
 # runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback; one
-# round trip: the version, the root and its free space, the trials directory made, whether the bundle is there
-_INFO_SCRIPT = (
+# round trip: the version, the root and its free space, the trials directory made, the support bundle (sent on
+# stdin) unpacked unless it is there, whether the trials would import a real nni rather than the shim
+_PREPARE_SCRIPT = (
     "import json, os, sys\n"
+    "bundle = getattr(sys.stdin, 'buffer', sys.stdin).read()\n"
     "root = os.path.expanduser(sys.argv[1])\n"
     "p = root\n"
     "while not os.path.exists(p): p = os.path.dirname(p)\n"
@@ -56,7 +64,17 @@ _INFO_SCRIPT = (
     "    if not os.path.isdir(os.path.join(root, 'trials')): os.makedirs(os.path.join(root, 'trials'))\n"
     "except OSError as e:\n"
     "    info['mkdir_error'] = str(e)\n"
-    "info['support'] = os.path.isdir(os.path.join(root, sys.argv[2]))\n"
+    + UNPACK_BUNDLE_FUNCTION
+    + REAL_NNI_CHECK
+    + "if sys.version_info[:2] >= (3, 8) and 'mkdir_error' not in info:\n"
+    "    support = os.path.join(root, sys.argv[2])\n"
+    "    try:\n"
+    "        if not os.path.isdir(support): unpack_bundle(support, bundle)\n"
+    "    except Exception as e:\n"
+    "        info['support_error'] = '%s: %s' % (type(e).__name__, e)\n"
+    "    shim = os.path.join(support, sys.argv[3])\n"
+    "    sys.path = [entry for entry in sys.path if entry != shim]\n"
+    "    info['real_nni'] = real_nni()\n"
     "print(json.dumps(info))\n"
 )
 _SMI_SEPARATOR = "--trialfleet-gpu-apps--"
@@ -98,7 +116,8 @@ class RemoteMachine:
         self.probe: Probe = self.runner if reuse else Probe(self.link, "")
         self.files = ProbeTrialFiles(self.runner)
         self._gpus: tuple[float, list[GpuInfo]] | None = None
-        self._inputs: tuple[Path, tuple[Path, Path] | None] | None = None  # what prepare() was given
+        self._code_archive: tuple[Path, Path] | None = None  # what prepare() was given
+        self._prepare_called = False
 
     @property
     def ready(self) -> bool:
@@ -113,13 +132,20 @@ class RemoteMachine:
 
     # ---- preparation -------------------------------------------------------------------------------------
 
-    async def prepare(self, support: Path, code_archive: tuple[Path, Path] | None) -> None:
+    async def prepare(self, code_archive: tuple[Path, Path] | None) -> None:
         """Connect and make the host ready; PlatformError (SshLinkError if unreachable) naming what is wrong."""
-        self._inputs = (support, code_archive)
+        self._code_archive, self._prepare_called = code_archive, True
         self.prepared = False
         await self.link.connect()
-        argv = ["python3", "-c", _INFO_SCRIPT, self.root_spec, SupportLayout.relative_directory()]
-        info = json.loads(await self.link.checked(argv, "python3"))
+        argv = [
+            "python3",
+            "-c",
+            _PREPARE_SCRIPT,
+            self.root_spec,
+            SupportLayout.relative_directory(),
+            SHIM_DIR,
+        ]
+        info = json.loads(await self.link.checked(argv, "python3", stdin=support_archive()))
         version = tuple(info["version"])
         if version < MIN_PYTHON:
             found = ".".join(map(str, version))
@@ -136,8 +162,12 @@ class RemoteMachine:
             )
         if "mkdir_error" in info:
             raise PlatformError(f"{self.name}: creating the root failed ({info['mkdir_error']})")
-        if not info.get("support"):  # the bundle, once per version
-            await self.link.unpack(support, self.layout.directory)
+        if "support_error" in info:
+            raise PlatformError(
+                f"{self.name}: unpacking the support bundle into {self.layout.directory} failed "
+                f"({info['support_error']})"
+            )
+        self.real_nni = bool(info["real_nni"])
         await self._mount_shared()
         answer = await self._refresh(code_archive[1] if code_archive else None)
         self.launched = set(answer["launched"])
@@ -145,13 +175,12 @@ class RemoteMachine:
             self.code_dirs[code_archive[0]] = posixpath.join(self.root, "code")
         self.prepared, self.link.permanent = True, False
 
-    async def _refresh(self, code_archive: Path | None) -> dict[str, Any]:
-        """Run ``probe prepare`` (unpacking ``code_archive`` if given) and keep what it tells."""
-        request: dict[str, Any] = {
-            "root": self.root,
-            "real_nni_probe": REAL_NNI_PROBE,
-            "shim_dir": self.layout.shim_dir,
-        }
+    async def _refresh(self, code_archive: Path | None, *, check_nni: bool = False) -> dict[str, Any]:
+        """Run ``probe prepare`` (unpacking ``code_archive`` if given) and keep what it tells; ``check_nni``: have
+        it tell again whether the trials would import a real nni (after a reconnection)."""
+        request: dict[str, Any] = {"root": self.root, "shim_dir": self.layout.shim_dir}
+        if check_nni:
+            request["real_nni_probe"] = REAL_NNI_PROBE
         if code_archive is not None:
             remote = posixpath.join(self.root, "code.tar.gz")
             await self.link.call(lambda ssh: ssh.put(code_archive, remote, timeout=UPLOAD_TIMEOUT))
@@ -163,7 +192,9 @@ class RemoteMachine:
                 f"{self.name}: trial keeper version mismatch: {self.layout.keeper} says {version!r}, "
                 f"this manager speaks {KEEPER_VERSION!r}"
             )
-        self.env, self.real_nni = dict(answer["env"]), bool(answer["real_nni"])
+        self.env = dict(answer["env"])
+        if answer.get("real_nni") is not None:
+            self.real_nni = bool(answer["real_nni"])
         return answer
 
     async def _mount_shared(self) -> None:
@@ -188,12 +219,12 @@ class RemoteMachine:
 
     async def _reconnect(self, link: SshLink) -> None:
         """How the link comes back: the whole preparation if it never succeeded, else connect and refresh."""
-        if not self.prepared and self._inputs is not None:
-            await self.prepare(*self._inputs)
+        if not self.prepared and self._prepare_called:
+            await self.prepare(self._code_archive)
             return
         await link.ssh.connect()
         await self._mount_shared()
-        await self._refresh(None)
+        await self._refresh(None, check_nni=True)
 
     async def close(self) -> None:
         await self.runner.stop()

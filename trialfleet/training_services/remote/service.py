@@ -39,7 +39,6 @@ from trialfleet.training_services.remote.machine import RemoteMachine
 from trialfleet.training_services.shared_storage import shared_storage_for
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.ssh import SshLinkError
-from trialfleet.training_services.support import support_archive, support_version
 from trialfleet.training_services.trial_dir import (
     LOG_FILES,
     command_record,
@@ -99,16 +98,13 @@ class RemoteTrainingService(TrainingService):
 
     async def _prepare(self) -> None:
         self._staging.mkdir(parents=True, exist_ok=True)
-        support = self._staging / f"support-{support_version()}.tar.gz"
-        if not support.exists():
-            support.write_bytes(support_archive())
         code_dir = Path(self.config.trial_code_directory)
         if self.shared is not None:  # the code goes on the storage once; hosts read it from their mount
             await self.shared.prepare_here()
             self._shared_code[code_dir] = await self.shared.code_dir(code_dir)
         else:
             self._code = (code_dir, await self._pack(code_dir))
-        problems = await asyncio.gather(*(self._prepare_machine(m, support) for m in self.machines))
+        problems = await asyncio.gather(*(self._prepare_machine(m) for m in self.machines))
         failed = [(m, why) for m, why in zip(self.machines, problems, strict=True) if why]
         if failed and (not self.config.allow_partial_fleet or len(failed) == len(self.machines)):
             lines = "\n".join(f"  - {m.name}: {why}" for m, why in failed)
@@ -119,9 +115,9 @@ class RemoteTrainingService(TrainingService):
             machine.link.mark_down(str(why))
         await self._check_gpus_possible()
 
-    async def _prepare_machine(self, machine: RemoteMachine, support: Path) -> str | None:
+    async def _prepare_machine(self, machine: RemoteMachine) -> str | None:
         try:
-            await asyncio.wait_for(machine.prepare(support, self._code), PREPARE_TIMEOUT)
+            await asyncio.wait_for(machine.prepare(self._code), PREPARE_TIMEOUT)
         except SshLinkError as exc:
             return _without_name(str(exc), machine)
         except TimeoutError:
