@@ -27,38 +27,15 @@ PROBE_PATH = "keeper/probe.py"
 FORWARDER_PATH = "keeper/forwarder.py"
 SHIM_DIR = "nni-shim"
 
-#: unpacks an uploaded archive as ``target``, which appears whole or not at all; runs on the worker's python,
-#: which may be old (it must then fail on the version check, not here)
-UNPACK_SCRIPT = """\
-import os, shutil, sys, tarfile
-archive, target = sys.argv[1], sys.argv[2]
-staging = "%s.tmp.%d" % (target, os.getpid())
-os.makedirs(staging)  # an empty code directory is still a directory
-with tarfile.open(archive) as tar:
-    if hasattr(tarfile, "data_filter"):
-        tar.extractall(staging, filter="data")
-    else:
-        tar.extractall(staging)
-try:
-    os.rename(staging, target)
-except OSError:
-    shutil.rmtree(staging, ignore_errors=True)
-    if not os.path.isdir(target):
-        raise
-    # else another manager unpacked the same content first
-os.unlink(archive)
-"""
-
-
-#: defines ``unpack_bundle(target, data)``, which unpacks the bundle's bytes (sent on a worker's first script's
-#: stdin: one round trip instead of a directory made, an upload and an unpack) as ``target``, which appears whole
-#: or not at all. Python 2 must still parse it, so that an old interpreter reports its version.
-UNPACK_BUNDLE_FUNCTION = """\
-def unpack_bundle(target, data):
+#: defines ``unpack(target, archive=None, data=None)``: the archive at ``archive`` on the worker, or given as its
+#: bytes, unpacked as ``target``, which appears whole or not at all. The worker's python may be old: Python 2 must
+#: still parse it, so that the old interpreter reports its version (or fails on the version check)
+UNPACK_FUNCTION = """\
+def unpack(target, archive=None, data=None):
     import io, os, shutil, tarfile
     staging = "%s.tmp.%d" % (target, os.getpid())
-    os.makedirs(staging)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+    os.makedirs(staging)  # an empty code directory is still a directory
+    with tarfile.open(archive) if data is None else tarfile.open(fileobj=io.BytesIO(data)) as tar:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(staging, filter="data")
         else:
@@ -71,6 +48,10 @@ def unpack_bundle(target, data):
             raise
         # else another manager unpacked the same content first
 """
+#: unpacks an uploaded archive (argv 1) as a target (argv 2), then removes the archive
+UNPACK_SCRIPT = (
+    UNPACK_FUNCTION + "import os, sys\nunpack(sys.argv[2], archive=sys.argv[1])\nos.unlink(sys.argv[1])\n"
+)
 
 
 def _bundle_files() -> list[tuple[str, Path]]:

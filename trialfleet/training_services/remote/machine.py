@@ -37,7 +37,7 @@ from trialfleet.training_services.ssh_link import UPLOAD_TIMEOUT, Probe, SshLink
 from trialfleet.training_services.support import (
     MIN_PYTHON,
     SHIM_DIR,
-    UNPACK_BUNDLE_FUNCTION,
+    UNPACK_FUNCTION,
     SupportLayout,
     support_archive,
 )
@@ -64,12 +64,12 @@ _PREPARE_SCRIPT = (
     "    if not os.path.isdir(os.path.join(root, 'trials')): os.makedirs(os.path.join(root, 'trials'))\n"
     "except OSError as e:\n"
     "    info['mkdir_error'] = str(e)\n"
-    + UNPACK_BUNDLE_FUNCTION
+    + UNPACK_FUNCTION
     + REAL_NNI_CHECK
     + "if sys.version_info[:2] >= (3, 8) and 'mkdir_error' not in info:\n"
     "    support = os.path.join(root, sys.argv[2])\n"
     "    try:\n"
-    "        if not os.path.isdir(support): unpack_bundle(support, bundle)\n"
+    "        if not os.path.isdir(support): unpack(support, data=bundle)\n"
     "    except Exception as e:\n"
     "        info['support_error'] = '%s: %s' % (type(e).__name__, e)\n"
     "    shim = os.path.join(support, sys.argv[3])\n"
