@@ -79,12 +79,6 @@ def prepare(request: dict) -> dict:
     return {
         "free_bytes": disk_free(root),
         "boot_id": keeper.boot_id(),
-        # asked after a reconnection only: the host's first script tells it beforehand
-        "real_nni": (
-            has_real_nni(request["real_nni_probe"], request.get("shim_dir", ""))
-            if "real_nni_probe" in request
-            else None
-        ),
         "env": dict(os.environ),
         "launched": launched,
         "keeper_version": keeper.VERSION,
@@ -113,17 +107,6 @@ def unpack(archive: str, dest: str) -> None:
         os.rename(dest, old)
     os.rename(fresh, dest)
     shutil.rmtree(old, ignore_errors=True)
-
-
-def has_real_nni(probe: str, shim_dir: str) -> bool:
-    env = dict(os.environ)
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != shim_dir]
-    env["PYTHONPATH"] = os.pathsep.join(parts)
-    try:
-        done = subprocess.run([sys.executable, "-c", probe], env=env, stdout=subprocess.PIPE, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.stdout.strip() == b"yes"
 
 
 # ---- launch ----------------------------------------------------------------------------------------------

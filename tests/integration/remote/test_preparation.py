@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import posixpath
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ async def test_a_host_whose_python3_has_a_real_nni_runs_trials_with_it_and_is_as
     tmp_path: Path, fleet: Fleet, code_dir: Path
 ) -> None:
     """The host's first script tells whether its python3 would import a real nni (one round trip with its
-    version and the support bundle); the probe tells it again after a reconnection (it may have changed)."""
+    version and the support bundle); it runs again after a reconnection, where both may have changed."""
     site = tmp_path / "site"
     (site / "nni").mkdir(parents=True)
     (site / "nni" / "__init__.py").write_text("")  # no shim marker beside it: a real nni
@@ -195,6 +196,7 @@ async def test_a_host_whose_python3_has_a_real_nni_runs_trials_with_it_and_is_as
         assert listing["nni"] == str(site / "nni" / "__init__.py")  # not the uploaded shim
         python3.write_text('#!/bin/sh\nexec /usr/bin/python3 "$@"\n')  # the real nni is gone
         host.kill_sshd()
+        shutil.rmtree(host.local(machine.layout.directory))  # and so is the bundle (a root on a wiped /tmp)
         host.start_sshd()
         trial = spec("shim", code_dir, command="python3 listing.py")
         for _ in range(300):  # a launch waits for the link to come back, as the manager's offers do

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trialfleet.compat import REAL_NNI_CHECK, REAL_NNI_PROBE
+from trialfleet.compat import REAL_NNI_CHECK
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.gpu import (
     SMI_APPS_QUERY,
@@ -137,6 +137,17 @@ class RemoteMachine:
         self._code_archive, self._prepare_called = code_archive, True
         self.prepared = False
         await self.link.connect()
+        await self._check_host(MIN_FREE_BYTES + (3 * code_archive[1].stat().st_size if code_archive else 0))
+        await self._mount_shared()
+        answer = await self._refresh(code_archive[1] if code_archive else None)
+        self.launched = set(answer["launched"])
+        if code_archive is not None:
+            self.code_dirs[code_archive[0]] = posixpath.join(self.root, "code")
+        self.prepared, self.link.permanent = True, False
+
+    async def _check_host(self, needed_bytes: int | None) -> None:
+        """The host's first script (:data:`_PREPARE_SCRIPT`), at the start and after every reconnection (the host
+        may have rebooted, lost the bundle or gained a real nni); ``needed_bytes``: free space to insist on."""
         argv = [
             "python3",
             "-c",
@@ -154,11 +165,10 @@ class RemoteMachine:
             )
         self.root = info["root"]
         self.probe.script = self.runner.script = self.layout.probe
-        needed = MIN_FREE_BYTES + (3 * code_archive[1].stat().st_size if code_archive else 0)
-        if info["free"] < needed:
+        if needed_bytes is not None and info["free"] < needed_bytes:
             raise PlatformError(
                 f"{self.name}: only {info['free'] // 2**20} MB free under {self.root}, "
-                f"need at least {needed // 2**20} MB"
+                f"need at least {needed_bytes // 2**20} MB"
             )
         if "mkdir_error" in info:
             raise PlatformError(f"{self.name}: creating the root failed ({info['mkdir_error']})")
@@ -168,19 +178,10 @@ class RemoteMachine:
                 f"({info['support_error']})"
             )
         self.real_nni = bool(info["real_nni"])
-        await self._mount_shared()
-        answer = await self._refresh(code_archive[1] if code_archive else None)
-        self.launched = set(answer["launched"])
-        if code_archive is not None:
-            self.code_dirs[code_archive[0]] = posixpath.join(self.root, "code")
-        self.prepared, self.link.permanent = True, False
 
-    async def _refresh(self, code_archive: Path | None, *, check_nni: bool = False) -> dict[str, Any]:
-        """Run ``probe prepare`` (unpacking ``code_archive`` if given) and keep what it tells; ``check_nni``: have
-        it tell again whether the trials would import a real nni (after a reconnection)."""
-        request: dict[str, Any] = {"root": self.root, "shim_dir": self.layout.shim_dir}
-        if check_nni:
-            request["real_nni_probe"] = REAL_NNI_PROBE
+    async def _refresh(self, code_archive: Path | None) -> dict[str, Any]:
+        """Run ``probe prepare`` (unpacking ``code_archive`` if given) and keep what it tells."""
+        request: dict[str, Any] = {"root": self.root}
         if code_archive is not None:
             remote = posixpath.join(self.root, "code.tar.gz")
             await self.link.call(lambda ssh: ssh.put(code_archive, remote, timeout=UPLOAD_TIMEOUT))
@@ -193,8 +194,6 @@ class RemoteMachine:
                 f"this manager speaks {KEEPER_VERSION!r}"
             )
         self.env = dict(answer["env"])
-        if answer.get("real_nni") is not None:
-            self.real_nni = bool(answer["real_nni"])
         return answer
 
     async def _mount_shared(self) -> None:
@@ -223,8 +222,9 @@ class RemoteMachine:
             await self.prepare(self._code_archive)
             return
         await link.ssh.connect()
+        await self._check_host(None)  # a full disk does not keep running trials from being followed
         await self._mount_shared()
-        await self._refresh(None, check_nni=True)
+        await self._refresh(None)
 
     async def close(self) -> None:
         await self.runner.stop()
