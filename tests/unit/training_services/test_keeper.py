@@ -300,6 +300,57 @@ def test_the_trial_gets_the_keepers_environment_changed_as_told(tmp_path: Path) 
     assert seen[keeper_mod.MARKER_VARIABLE] == wait_for(tmp_path / "keeper.json")["marker"]
 
 
+def test_the_trial_starts_as_popen_would_start_it_in_a_process_group_of_its_own(tmp_path: Path) -> None:
+    """Spawned, not forked: the keeper's blocked signals and ignored SIGPIPE are not the trial's, nor is a
+    descriptor the keeper was started with, and the trial leads its own group in the keeper's session."""
+
+    def spawned(trial_dir: Path, argv: list[str]) -> int:
+        write_command(trial_dir, "unused", argv=argv)
+        extra_read, extra_write = os.pipe()  # inheritable in the keeper, as an SSH session might leave one
+        try:
+            keeper = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(KEEPER_SCRIPT), str(trial_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(extra_read, extra_write),
+            )
+            result = finish(keeper, trial_dir)
+        finally:
+            os.close(extra_read)
+            os.close(extra_write)
+        assert result["exit_code"] == 0, (trial_dir / "trial.stderr").read_text()
+        return keeper.pid
+
+    # the program's own status as exec'd (a shell blocks signals of its own while it runs its commands)
+    spawned(tmp_path / "status", ["/bin/cat", "/proc/self/status"])
+    masks = dict(line.split(":") for line in (tmp_path / "status/trial.stdout").read_text().splitlines())
+    assert int(masks["SigBlk"], 16) == 0
+    assert not int(masks["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1))
+    look = "ls /proc/$$/fd; ps -o pgid=,sid= -p $$"
+    keeper_pid = spawned(tmp_path / "ids", ["/bin/bash", "-c", look])
+    fds, pgid, sid = (tmp_path / "ids/trial.stdout").read_text().rsplit(maxsplit=2)
+    assert sorted(fds.split()) == ["0", "1", "2"]
+    record = json.loads((tmp_path / "ids/keeper.json").read_text())
+    assert int(pgid) == record["pid"] and int(sid) == keeper_pid
+
+
+def test_the_program_is_looked_up_in_the_commands_own_path(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "mytool").write_text("#!/bin/sh\necho found in $0\n")
+    (tools / "mytool").chmod(0o755)
+    trial = tmp_path / "trial"
+    write_command(trial, "unused", argv=["mytool"], env={"PATH": f"{tools}:/usr/bin:/bin"})
+    assert finish(launch(trial), trial)["exit_code"] == 0
+    assert (trial / "trial.stdout").read_text() == f"found in {tools}/mytool\n"
+    missing = tmp_path / "missing"
+    write_command(missing, "unused", argv=["no-such-tool"])
+    result = finish(launch(missing), missing)
+    assert result["reason"] == "could not start: [Errno 2] No such file or directory: 'no-such-tool'"
+
+
 def test_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "keeper.json")
     assert keeper_mod.read_record(str(tmp_path / "keeper.json")) is None
