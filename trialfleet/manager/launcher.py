@@ -31,7 +31,7 @@ from trialfleet.errors import (
     PortInUseError,
     TrialfleetError,
 )
-from trialfleet.layout import MANAGER_STDERR_LOG, MANAGER_STDOUT_LOG
+from trialfleet.layout import MANAGER_STDERR_LOG, MANAGER_STDOUT_LOG, log_files
 from trialfleet.manager.decisions import new_experiment_id, valid_experiment_id
 from trialfleet.manager.standby import StandbyManager
 from trialfleet.status import ExperimentStatus
@@ -388,15 +388,38 @@ def wait_ready(
 
 
 def _exited_while_starting(code: int, stderr_log: Path, offset: int) -> str:
+    """What the manager wrote to stderr since ``offset``; else the reason it recorded as it stopped (its log
+    and the experiment's error, see :func:`trialfleet.manager.process.record_last_words`)."""
     try:
         with open(stderr_log, "rb") as err:
             err.seek(offset)
             tail = err.read()[-3000:].decode(errors="replace").strip()
     except OSError as exc:
         tail = f"(its stderr, {stderr_log}, cannot be read: {exc.strerror})"
-    return f"the manager exited with code {code} while starting" + (
-        f":\n{tail}" if tail else " (it wrote nothing)"
-    )
+    said = f"the manager exited with code {code} while starting"
+    if tail:
+        return f"{said}:\n{tail}"
+    experiment_dir = stderr_log.parent.parent  # <experiment>/log/<stderr log>
+    reason = _recorded_error(experiment_dir)
+    log_file = log_files(experiment_dir).manager
+    if reason:
+        return f"{said}: {reason} (see {log_file})"
+    return f"{said} and recorded no reason (see {log_file})"
+
+
+def _recorded_error(experiment_dir: Path) -> str | None:
+    import sqlite3
+
+    from trialfleet.storage import ExperimentStore
+
+    try:  # no database yet, or one that cannot be read: nothing was recorded there
+        store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
+        try:
+            return store.experiment().error
+        finally:
+            store.close()
+    except (OSError, sqlite3.Error, TrialfleetError):
+        return None
 
 
 def stop_manager(pid: int, experiment_dir: Path, timeout: float = 60.0) -> bool:

@@ -142,7 +142,13 @@ class SshHost:
     async def connect(self) -> None:
         """(Re)connect; raises SshLinkError when unreachable, PlatformError for auth or host-key problems."""
         await self.close()
-        import asyncssh
+        try:
+            import asyncssh
+        except ImportError as exc:
+            raise PlatformError(
+                f"{self.target.name}: asyncssh, the SSH client, is not installed ({exc}): "
+                "pip install 'trialfleet[remote]'"
+            ) from exc
 
         known_hosts, has_entry = self._known_hosts()
         client_class = _host_key_client(self.target.accept_new_host_keys and not has_entry)

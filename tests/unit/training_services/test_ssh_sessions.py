@@ -4,6 +4,8 @@ sessions run at once: tests/integration/remote/test_preparation.py starts 12 lau
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import asyncssh
@@ -95,3 +97,21 @@ async def test_other_channel_errors_and_lasting_refusals_are_raised(
     with pytest.raises(asyncssh.ChannelOpenError):
         await host._when_accepted(open_session)
     assert 2 <= len(calls) < 10
+
+
+def test_a_manager_without_the_ssh_client_says_what_to_install() -> None:
+    """asyncssh is the `remote` extra: a plain `pip install trialfleet` has none (a fresh interpreter, where
+    importing it fails as it does when it is not installed)."""
+    script = """
+import asyncio, sys
+sys.modules["asyncssh"] = None  # what `import asyncssh` finds: ImportError, as when it is not installed
+from trialfleet.errors import PlatformError
+from trialfleet.training_services.ssh import SshHost, SshTarget
+try:
+    asyncio.run(SshHost(SshTarget(host="h", port=22, user="u")).connect())
+except PlatformError as exc:
+    print(exc)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().startswith("u@h:22: asyncssh, the SSH client, is not installed ("), done.stderr
+    assert done.stdout.strip().endswith("): pip install 'trialfleet[remote]'")
