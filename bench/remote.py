@@ -6,14 +6,18 @@ rather than copied. When they cannot be built here, the reason is returned and p
 
 from __future__ import annotations
 
+import asyncio
+import json
+import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from bench.launch import LaunchSpec, run_launch
-from bench.stats import Figure
+from bench.stats import Figure, percentile
 from bench.systems import TRIALS_DIR, System
 
 FLEET_DIR = Path(__file__).resolve().parent.parent / "tests" / "integration" / "remote"
@@ -21,19 +25,30 @@ HOSTS = 3
 HOST_PYTHON = "/usr/bin/python3"  # what `python3` is in an SSH session on the hosts
 
 
+#: the variant name of the floor runs: the same trials, each in an SSH session of its own under its keeper (:func:`bare_ssh_run`)
+BARE_SSH = "an SSH session and a keeper per trial"
+
+
 def run_remote(
-    system: System, workdir: Path, spec: LaunchSpec, reps: int
-) -> tuple[list[dict[str, float]], str | None]:
-    """The runs, or no runs and why the fleet could not be used."""
-    runs, why = run_remote_variants(system, workdir, spec, reps, {"": {}})
-    return runs.get("", []), why
+    system: System, workdir: Path, spec: LaunchSpec, reps: int, *, floor: bool = False
+) -> tuple[dict[str, list[dict[str, float]]], str | None]:
+    """The runs under ``""`` (and with ``floor`` the floor runs under :data:`BARE_SSH`, taking turns with them), or
+    no runs and why the fleet could not be used."""
+    return run_remote_variants(system, workdir, spec, reps, {"": {}}, floor=floor)
 
 
 def run_remote_variants(
-    system: System, workdir: Path, spec: LaunchSpec, reps: int, variants: dict[str, dict[str, Any]]
+    system: System,
+    workdir: Path,
+    spec: LaunchSpec,
+    reps: int,
+    variants: dict[str, dict[str, Any]],
+    *,
+    floor: bool = False,
 ) -> tuple[dict[str, list[dict[str, float]]], str | None]:
     """Per variant (extra keys of the ``trainingService`` block), its runs on one fleet, the variants taking
-    turns in each repetition so that the machine's drifting load touches them alike; or why there are none."""
+    turns in each repetition so that the machine's drifting load touches them alike; or why there are none.
+    With ``floor``, each repetition also runs :func:`bare_ssh_run` on the same hosts (under :data:`BARE_SSH`)."""
     sys.path.insert(0, str(FLEET_DIR))
     try:
         from fleet import Fleet, missing_components
@@ -44,6 +59,8 @@ def run_remote_variants(
         return {}, f"missing for the SSH fleet: {', '.join(missing)}"
     bare = bare_remote_trial(reps=5).median
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    if floor:
+        runs[BARE_SSH] = []
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as base:
         fleet = Fleet(Path(base), HOSTS)
         try:
@@ -54,6 +71,8 @@ def run_remote_variants(
                     service = {"platform": "remote", "machineList": machines, **extra}
                     run = run_launch(system, workdir, spec, bare, training_service=service, python="python3")
                     runs[name].append(run)
+                if floor:
+                    runs[BARE_SSH].append(bare_ssh_run(machines, spec))
         except (OSError, subprocess.SubprocessError, AssertionError, RuntimeError) as exc:
             return {}, f"the remote run failed: {type(exc).__name__}: {exc}"
         finally:
@@ -69,3 +88,79 @@ def bare_remote_trial(reps: int) -> Figure:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SHIM_PATH)}
     with tempfile.TemporaryDirectory() as scratch:
         return time_command([HOST_PYTHON, str(TRIALS_DIR / "trial_nni.py")], reps, env=env, cwd=Path(scratch))
+
+
+def bare_ssh_run(machines: list[dict[str, Any]], spec: LaunchSpec) -> dict[str, float]:
+    """The floor of the remote gap on this machine: the same trials, at the same concurrency on the same hosts,
+    each in an SSH session of its own (what ``reuseMode: false`` means) that runs trialfleet's keeper in the
+    foreground, which runs the trial command as in the system's runs (the hosts' python3, the shim on its path).
+    What is left out is the rest of trialfleet: manager, store, probe, runner and uploads. One asyncssh connection
+    per host in this process; a trial's start is when its session is asked for (as the system's is its submission),
+    its end the keeper's record of it; the gap has the same definition as the system's (see
+    :func:`bench.launch.analyse`)."""
+    with tempfile.TemporaryDirectory(prefix="bench-bare-ssh-") as scratch:  # the hosts share this file system
+        dirs = [_bare_trial_dir(Path(scratch) / f"t{i}") for i in range(spec.trials)]
+        return asyncio.run(_bare_ssh(machines, spec, dirs))
+
+
+def _bare_trial_dir(trial_dir: Path) -> Path:
+    from trialfleet.compat import SHIM_PATH
+    from trialfleet.trial_keeper.keeper import PROTOCOL
+
+    trial_dir.mkdir()
+    command = {
+        "argv": ["python3", str(TRIALS_DIR / "trial_nni.py")],
+        "cwd": str(trial_dir),
+        "env": {"PYTHONPATH": str(SHIM_PATH)},
+        "env_unset": [],
+        "max_duration": None,
+        "kill_grace": 5,
+        "protocol": PROTOCOL,
+    }
+    (trial_dir / "command.json").write_text(json.dumps(command))
+    return trial_dir
+
+
+async def _bare_ssh(machines: list[dict[str, Any]], spec: LaunchSpec, dirs: list[Path]) -> dict[str, float]:
+    import asyncssh
+
+    from trialfleet.training_services.trial_dir import KEEPER_SCRIPT
+
+    connections = [
+        await asyncssh.connect(
+            m["host"],
+            port=m["port"],
+            username=m["user"],
+            client_keys=[m["sshKeyFile"]],
+            known_hosts=m["knownHosts"],
+        )
+        for m in machines
+    ]
+    starts: list[float] = []
+    left = iter(dirs)
+
+    async def slot(index: int) -> None:
+        connection = connections[index % len(connections)]
+        for trial_dir in left:
+            starts.append(time.time())
+            await connection.run(
+                f"python3 -I -S {shlex.quote(str(KEEPER_SCRIPT))} {shlex.quote(str(trial_dir))}"
+            )
+
+    try:
+        await asyncio.gather(*(slot(i) for i in range(spec.concurrency)))
+    finally:
+        for connection in connections:
+            connection.close()
+            await connection.wait_closed()
+    results = [json.loads((d / "result.json").read_text()) for d in dirs]
+    ended = [r for r in results if r.get("exit_code") == 0]
+    ends = sorted(r["end_time"] for r in ended)
+    starts.sort()
+    c = spec.concurrency
+    gaps = [starts[i] - ends[i - c] for i in range(c, min(len(starts), len(ends) + c))]
+    return {
+        "trials": float(len(ended)),
+        "gap_median_s": percentile(gaps, 50),
+        "wall_s": ends[-1] - starts[0],
+    }

@@ -104,8 +104,10 @@ def document(header: list[str], targets: list[str], body: list[str], notes: str)
 
 
 def target_rows(sections: list[Section]) -> list[str]:
+    """The rows with a target; a missed one says what the machine allows (its bare floor), where measured."""
     return [
-        f"| {section.title.split(':')[0]} | {row.label} | {cell(row.ours)} | {row.target} |"
+        f"| {section.title.split(':')[0]} | {row.label} | {cell(row.ours)} | {row.target}"
+        f"{f' (bare floor, {row.floor})' if row.floor and row.target.endswith('**MISSED**') else ''} |"
         for section in sections
         for row in section.rows
         if row.target

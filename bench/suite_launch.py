@@ -9,7 +9,7 @@ import os
 
 from bench import baseline
 from bench.launch import FLOOR_BODY_BYTES_PER_TRIAL, SCRIPTS, LaunchSpec
-from bench.remote import run_remote, run_remote_variants
+from bench.remote import BARE_SSH, run_remote, run_remote_variants
 from bench.report import Section, cell, target
 from bench.stats import Figure, figures
 from bench.stop import run_stop
@@ -53,6 +53,7 @@ def launch_section(
     nni: bool = True,
     first_target_s: float = 1.0,
     gap_target_s: float | None = None,
+    gap_floor: str = "",
 ) -> Section:
     section = ctx.section(title, nni=nni)
     # the target is set at one trial per core; beyond, the formula measures CPU oversubscription
@@ -80,7 +81,7 @@ def launch_section(
         "gap: a trial's end → the next start, median (s)",
         gap,
         theirs.get("gap_median_s"),
-        "",
+        gap_floor,
         target(gap.median < gap_target_s if gap else None, f"< {gap_target_s:g} s") if gap_target_s else "",
     )
     add("gap p90 (s)", ours.get("gap_p90_s"), theirs.get("gap_p90_s"))
@@ -282,19 +283,37 @@ def remote(ctx: Context) -> list[Section]:
     for concurrency in ctx.plan.remote_concurrency:
         spec = LaunchSpec("nni", ctx.plan.remote_trials, concurrency)
         title = f"4. Remote: {spec.trials} trials on 3 SSH hosts, concurrency {concurrency}, trial does `import nni`"
-        runs, why = run_remote(ctx.tf, ctx.workdir, spec, ctx.plan.reps)
+        variants, why = run_remote(ctx.tf, ctx.workdir, spec, ctx.plan.reps, floor=True)
         if why is not None:
             ctx.log(f"  remote workload NOT RUN: {why}")
             section = ctx.section(title, nni=False)
             section.notes.append(f"**NOT RUN**: {why}")
             sections.append(section)
             continue
-        for rep, run in enumerate(runs):
+        runs, floor_runs = variants[""], variants[BARE_SSH]
+        for rep, (run, bare) in enumerate(zip(runs, floor_runs, strict=True)):
             ctx.log(
-                f"  remote c={concurrency} rep {rep}: wall {run['wall_s']:.2f}s gap {run['gap_median_s']:.3f}s"
+                f"  remote c={concurrency} rep {rep}: wall {run['wall_s']:.2f}s gap {run['gap_median_s']:.3f}s "
+                f"(SSH session and keeper alone: gap {bare['gap_median_s']:.3f}s)"
             )
+        floor = figures(floor_runs)["gap_median_s"]
         section = launch_section(
-            ctx, title, figures(runs), {}, concurrency, nni=False, gap_target_s=REMOTE_GAP_TARGET_S
+            ctx,
+            title,
+            figures(runs),
+            {},
+            concurrency,
+            nni=False,
+            gap_target_s=REMOTE_GAP_TARGET_S,
+            gap_floor=f"{BARE_SSH}: {cell(floor)}",
+        )
+        section.notes.append(
+            f"Bare floor of the gap: in each repetition the same {spec.trials} trials run at concurrency "
+            f"{concurrency} on the same hosts, each in an SSH session of its own that runs trialfleet's keeper in "
+            "the foreground, which runs the trial: one asyncssh connection per host in the bench process, and no "
+            "manager, store, probe, runner or upload (`bench/remote.py`, `bare_ssh_run`). Its start is when the "
+            "session is asked for, its end the keeper's record: what launching each trial in an SSH session of its "
+            "own, under a keeper, allows on this machine."
         )
         section.notes.append(
             "Each host is a network namespace with its own sshd (tests/integration/remote/fleet.py); the bare trial "
