@@ -2,6 +2,10 @@
 
 ``.nniignore`` files follow gitignore rules; one in a sub-directory applies below it and wins over its
 parents (as in git). Symbolic links are packed as links. Local trials run in place and need none of this.
+
+An experiment's own directory is never shipped: an ``experimentWorkingDirectory`` inside the code directory
+(``./experiments``, say) holds the manager's live database and logs, which no trial reads, and would grow with
+every experiment until the size limit refused the code.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import pathspec
 from trialfleet.errors import CodeDirectoryError
 
 IGNORE_FILE = ".nniignore"
+#: what makes a directory an experiment's (trialfleet.storage.store.DB_RELATIVE_PATH): left out of the code
+EXPERIMENT_MARKER = os.path.join("db", "trialfleet.sqlite")
 MAX_FILES = 2000
 MAX_BYTES = 300 * 1024 * 1024
 SHOWN_OFFENDERS = 5
@@ -56,7 +62,7 @@ def _walk(code_dir: Path) -> list[Path]:
             if os.path.islink(os.path.join(top, name)):
                 if not _ignored(rules, path, is_dir=False):
                     files.append(Path(path))  # not followed: packed as a link
-            elif not _ignored(rules, path, is_dir=True):
+            elif not _ignored(rules, path, is_dir=True) and not _is_experiment(os.path.join(top, name)):
                 kept_dirs.append(name)
                 rules_by_dir[path] = rules
         dirs[:] = kept_dirs
@@ -64,6 +70,10 @@ def _walk(code_dir: Path) -> list[Path]:
             Path(rel, name) for name in names if not _ignored(rules, os.path.join(rel, name), is_dir=False)
         ]
     return files
+
+
+def _is_experiment(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, EXPERIMENT_MARKER))
 
 
 def _ignored(rules: list[_IgnoreRules], path: str, *, is_dir: bool) -> bool:

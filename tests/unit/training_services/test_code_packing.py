@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from trialfleet.errors import CodeDirectoryError
+from trialfleet.storage import ExperimentStore
+from trialfleet.storage.store import DB_RELATIVE_PATH
 from trialfleet.training_services.code_packing import (
+    EXPERIMENT_MARKER,
     MAX_BYTES,
     check_code_dir,
     list_code_files,
@@ -95,6 +98,18 @@ def test_symlinks_are_listed_not_followed(tmp_path: Path) -> None:
     (tmp_path / "link-dir").symlink_to(tmp_path / "real")
     (tmp_path / "link-file").symlink_to(tmp_path / "target.txt")
     assert names(tmp_path) == ["link-dir", "link-file", "real/file.py", "target.txt"]
+
+
+def test_an_experiment_directory_inside_the_code_is_not_shipped(tmp_path: Path) -> None:
+    """``experimentWorkingDirectory: ./experiments``: the manager's own database and logs stay home."""
+    store = ExperimentStore.for_experiment_dir(tmp_path / "experiments" / "abc123")
+    store.close()
+    make_tree(
+        tmp_path,
+        {"trial.py": "", "experiments/abc123/log/manager.log": "", "experiments/notes.txt": "", "db/data.csv": ""},
+    )
+    assert names(tmp_path) == ["db/data.csv", "experiments/notes.txt", "trial.py"]
+    assert str(DB_RELATIVE_PATH) == EXPERIMENT_MARKER  # what the store writes is what is looked for
 
 
 def test_too_many_files_names_the_fullest_directories(tmp_path: Path) -> None:
