@@ -133,16 +133,22 @@ def trial_dir(job: dict[str, Any]) -> Path | None:
     return Path(path) if path.startswith("/") else None
 
 
+def slot_gaps(starts: list[float], ends: list[float], concurrency: int) -> list[float]:
+    """From sorted start and end times: how long each freed slot stayed empty (the i-th start minus the end
+    of the (i-C)-th trial)."""
+    return [
+        starts[i] - ends[i - concurrency]
+        for i in range(concurrency, min(len(starts), len(ends) + concurrency))
+    ]
+
+
 def analyse(
     jobs: list[dict[str, Any]], created: Created, concurrency: int, bare_s: float
 ) -> dict[str, float]:
     starts = sorted(j["startTime"] / 1000 for j in jobs if j.get("startTime"))
     ends = sorted(j["endTime"] / 1000 for j in jobs if j.get("endTime"))
     n = len(jobs)
-    gaps = [
-        starts[i] - ends[i - concurrency]
-        for i in range(concurrency, min(len(starts), len(ends) + concurrency))
-    ]
+    gaps = slot_gaps(starts, ends, concurrency)
     wall = ends[-1] - created.t_create if ends else math.nan
     slot = wall * concurrency / max(n, 1)
     cores = min(concurrency, os.cpu_count() or 1)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.launch import LaunchSpec, run_launch
+from bench.launch import LaunchSpec, run_launch, slot_gaps
 from bench.stats import Figure, percentile
 from bench.systems import TRIALS_DIR, System
 
@@ -105,18 +105,11 @@ def bare_ssh_run(machines: list[dict[str, Any]], spec: LaunchSpec) -> dict[str, 
 
 def _bare_trial_dir(trial_dir: Path) -> Path:
     from trialfleet.compat import SHIM_PATH
-    from trialfleet.trial_keeper.keeper import PROTOCOL
+    from trialfleet.training_services.trial_dir import command_record
 
     trial_dir.mkdir()
-    command = {
-        "argv": ["python3", str(TRIALS_DIR / "trial_nni.py")],
-        "cwd": str(trial_dir),
-        "env": {"PYTHONPATH": str(SHIM_PATH)},
-        "env_unset": [],
-        "max_duration": None,
-        "kill_grace": 5,
-        "protocol": PROTOCOL,
-    }
+    argv = ["python3", str(TRIALS_DIR / "trial_nni.py")]
+    command = command_record(argv, str(trial_dir), {"PYTHONPATH": str(SHIM_PATH)})
     (trial_dir / "command.json").write_text(json.dumps(command))
     return trial_dir
 
@@ -157,10 +150,8 @@ async def _bare_ssh(machines: list[dict[str, Any]], spec: LaunchSpec, dirs: list
     ended = [r for r in results if r.get("exit_code") == 0]
     ends = sorted(r["end_time"] for r in ended)
     starts.sort()
-    c = spec.concurrency
-    gaps = [starts[i] - ends[i - c] for i in range(c, min(len(starts), len(ends) + c))]
     return {
         "trials": float(len(ended)),
-        "gap_median_s": percentile(gaps, 50),
+        "gap_median_s": percentile(slot_gaps(starts, ends, spec.concurrency), 50),
         "wall_s": ends[-1] - starts[0],
     }

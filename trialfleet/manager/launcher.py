@@ -344,9 +344,7 @@ def spawn_manager(
     experiment_id = experiment_dir.name
     url = connect_url(host, port)
     ready_url = f"{url}/{prefix}" if prefix else url
-    state = wait_ready(
-        proc, ready_url, log_dir / MANAGER_STDERR_LOG, token=read_token(experiment_dir), stderr_from=start
-    )
+    state = wait_ready(proc, ready_url, experiment_dir, token=read_token(experiment_dir), stderr_from=start)
     return Launched(
         experiment_id,
         experiment_dir,
@@ -360,13 +358,13 @@ def spawn_manager(
 def wait_ready(
     proc: subprocess.Popen[bytes],
     url: str,
-    stderr_log: Path,
+    experiment_dir: Path,
     timeout: float = READY_TIMEOUT,
     token: str | None = None,
     stderr_from: int = 0,
 ) -> dict[str, Any]:
     """Wait until the manager's REST server answers with a status other than INITIALIZING; returns NNI's
-    ``{status, errors}``. ManagerUnreachableError if the manager exits first (with what it wrote to stderr
+    ``{status, errors}``. ManagerUnreachableError if the manager exits first (with what it wrote to its stderr log
     since ``stderr_from``) or does not answer in time."""
     request = urllib.request.Request(f"{url}/api/v1/nni/check-status")
     if token:
@@ -375,7 +373,7 @@ def wait_ready(
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
-            raise ManagerUnreachableError(_exited_while_starting(code, stderr_log, stderr_from))
+            raise ManagerUnreachableError(_exited_while_starting(code, experiment_dir, stderr_from))
         try:
             with urllib.request.urlopen(request, timeout=1) as resp:
                 state = json.load(resp)
@@ -387,9 +385,10 @@ def wait_ready(
     raise ManagerUnreachableError(f"the manager did not answer at {url} within {timeout:.0f} s")
 
 
-def _exited_while_starting(code: int, stderr_log: Path, offset: int) -> str:
+def _exited_while_starting(code: int, experiment_dir: Path, offset: int) -> str:
     """What the manager wrote to stderr since ``offset``; else the reason it recorded as it stopped (its log
     and the experiment's error, see :func:`trialfleet.manager.process.record_last_words`)."""
+    stderr_log = experiment_dir / "log" / MANAGER_STDERR_LOG
     try:
         with open(stderr_log, "rb") as err:
             err.seek(offset)
@@ -399,7 +398,6 @@ def _exited_while_starting(code: int, stderr_log: Path, offset: int) -> str:
     said = f"the manager exited with code {code} while starting"
     if tail:
         return f"{said}:\n{tail}"
-    experiment_dir = stderr_log.parent.parent  # <experiment>/log/<stderr log>
     reason = _recorded_error(experiment_dir)
     log_file = log_files(experiment_dir).manager
     if reason:

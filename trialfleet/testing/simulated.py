@@ -244,7 +244,7 @@ def spawn_manager(experiment_dir: Path, action: str, port: int, ready_timeout: f
         )
     url = connect_url("127.0.0.1", port)
     try:
-        wait_ready(proc, url, log_dir / MANAGER_STDERR_LOG, timeout=ready_timeout)
+        wait_ready(proc, url, experiment_dir, timeout=ready_timeout)
     except BaseException:
         proc.kill()
         raise

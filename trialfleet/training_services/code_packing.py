@@ -19,10 +19,9 @@ from pathlib import Path
 import pathspec
 
 from trialfleet.errors import CodeDirectoryError
+from trialfleet.storage.store import DB_RELATIVE_PATH
 
 IGNORE_FILE = ".nniignore"
-#: what makes a directory an experiment's (trialfleet.storage.store.DB_RELATIVE_PATH): left out of the code
-EXPERIMENT_MARKER = os.path.join("db", "trialfleet.sqlite")
 MAX_FILES = 2000
 MAX_BYTES = 300 * 1024 * 1024
 SHOWN_OFFENDERS = 5
@@ -73,7 +72,8 @@ def _walk(code_dir: Path) -> list[Path]:
 
 
 def _is_experiment(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, EXPERIMENT_MARKER))
+    """An experiment's directory holds its database (left out of the code)."""
+    return os.path.isfile(os.path.join(directory, DB_RELATIVE_PATH))
 
 
 def _ignored(rules: list[_IgnoreRules], path: str, *, is_dir: bool) -> bool:

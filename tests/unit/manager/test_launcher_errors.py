@@ -28,7 +28,7 @@ def test_a_manager_that_exits_silently_is_told_by_the_reason_it_recorded(tmp_pat
     (tmp_path / "log").mkdir()
     (tmp_path / "log" / MANAGER_STDERR_LOG).write_bytes(b"")
     with pytest.raises(ManagerUnreachableError) as raised:
-        wait_ready(_exits_silently(), NOBODY, tmp_path / "log" / MANAGER_STDERR_LOG)
+        wait_ready(_exits_silently(), NOBODY, tmp_path)
     assert str(raised.value) == (
         "the manager exited with code 1 while starting: the manager failed: ModuleNotFoundError: "
         f"No module named 'asyncssh' (see {tmp_path / 'log' / 'manager.log'})"
@@ -39,6 +39,6 @@ def test_one_that_recorded_nothing_either_points_at_its_log(tmp_path: Path) -> N
     (tmp_path / "log").mkdir()
     (tmp_path / "log" / MANAGER_STDERR_LOG).write_bytes(b"")
     with pytest.raises(ManagerUnreachableError) as raised:
-        wait_ready(_exits_silently(), NOBODY, tmp_path / "log" / MANAGER_STDERR_LOG)
+        wait_ready(_exits_silently(), NOBODY, tmp_path)
     assert "exited with code 1 while starting" in str(raised.value)
     assert str(raised.value).endswith(f"(see {tmp_path / 'log' / 'manager.log'})")
