@@ -297,6 +297,7 @@ def remote(ctx: Context) -> list[Section]:
                 f"(SSH session and keeper alone: gap {bare['gap_median_s']:.3f}s)"
             )
         floor = figures(floor_runs)["gap_median_s"]
+        early = figures(floor_runs)["gap_from_request_median_s"]
         section = launch_section(
             ctx,
             title,
@@ -311,9 +312,11 @@ def remote(ctx: Context) -> list[Section]:
             f"Bare floor of the gap: in each repetition the same {spec.trials} trials run at concurrency "
             f"{concurrency} on the same hosts, each in an SSH session of its own that runs trialfleet's keeper in "
             "the foreground, which runs the trial: one asyncssh connection per host in the bench process, and no "
-            "manager, store, probe, runner or upload (`bench/remote.py`, `bare_ssh_run`). Its start is when the "
-            "session is asked for, its end the keeper's record: what launching each trial in an SSH session of its "
-            "own, under a keeper, allows on this machine."
+            "manager, store, probe, runner or upload (`bench/remote.py`, `bare_ssh_run`). A trial's start is the "
+            "keeper's record of starting its command, its end the keeper's record of its end, so the gap holds the "
+            "session and the keeper's start, as trialfleet's does (a trial is RUNNING once its launch answered): "
+            "what launching each trial in an SSH session of its own, under a keeper, allows on this machine. "
+            f"Counted from the moment the session is asked for, as this floor was before 2026-12-01: {cell(early)}."
         )
         section.notes.append(
             "Each host is a network namespace with its own sshd (tests/integration/remote/fleet.py); the bare trial "

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.ssh import COMMAND_TIMEOUT, CommandResult, SshHost, SshLinkError, SshTarget
-from trialfleet.training_services.support import UNPACK_SCRIPT
+from trialfleet.training_services.support import UNPACK_SCRIPT, run_as_module
 
 if TYPE_CHECKING:
     from trialfleet.training_services.remote.config import RemoteMachineConfig
@@ -182,7 +182,7 @@ class Probe:
         self.script = script
 
     async def call(self, command: str, request: dict[str, Any], *, timeout: float = COMMAND_TIMEOUT) -> Any:
-        argv = ["python3", "-I", "-S", self.script, command]
+        argv = run_as_module(self.script, command)
         for _ in range(PROBE_ASKS):
             result = await self.link.run(argv, stdin=json.dumps(request).encode(), timeout=timeout)
             if result.told:

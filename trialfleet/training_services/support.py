@@ -48,6 +48,21 @@ def unpack(target, archive=None, data=None):
             raise
         # else another manager unpacked the same content first
 """
+#: ``python3 -I -S -c RUN_AS_MODULE <script> <arguments>`` runs a script of the bundle as ``python3 -I -S <script>
+#: <arguments>`` would, but imported as a module, so that its compiled form is cached beside it: a script run as
+#: ``__main__`` is compiled at every start (4 ms of CPU for the probe, at every launch without reuse). The script's
+#: ``main(argv)`` is called with ``argv[0]`` the script's path and returns the exit code.
+RUN_AS_MODULE = (
+    "import os, sys; del sys.argv[0]; sys.path.insert(0, os.path.dirname(sys.argv[0]));"
+    " sys.exit(__import__(os.path.basename(sys.argv[0])[:-3]).main(sys.argv))"
+)
+
+
+def run_as_module(script: str, *arguments: str) -> list[str]:
+    """The command line that runs the bundle's ``script`` (probe.py, keeper.py) with the host's ``python3``."""
+    return ["python3", "-I", "-S", "-c", RUN_AS_MODULE, script, *arguments]
+
+
 #: unpacks an uploaded archive (argv 1) as a target (argv 2), then removes the archive
 UNPACK_SCRIPT = (
     UNPACK_FUNCTION + "import os, sys\nunpack(sys.argv[2], archive=sys.argv[1])\nos.unlink(sys.argv[1])\n"

@@ -20,3 +20,5 @@ def test_the_floor_runs_every_trial_under_its_keeper(fleet: Fleet) -> None:
     assert run["trials"] == 7  # every trial's keeper recorded exit code 0
     # a slot is freed by an end before it starts again: no gap is negative, and there are 7 - 3 of them
     assert math.isfinite(run["gap_median_s"]) and run["gap_median_s"] >= 0
+    # counted from the keeper's start of the command, the gap holds the session and the keeper's start too
+    assert run["gap_median_s"] > run["gap_from_request_median_s"] >= 0

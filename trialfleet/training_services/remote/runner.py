@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.ssh import COMMAND_TIMEOUT, SshLinkError
 from trialfleet.training_services.ssh_link import Probe, SshLink
+from trialfleet.training_services.support import run_as_module
 
 if TYPE_CHECKING:
     import asyncssh
@@ -77,7 +78,7 @@ class ProbeRunner(Probe):
         async with self._starting:
             if self._process is not None and self._reader is not None and not self._reader.done():
                 return self._process
-            command = self.link.shell(["python3", "-I", "-S", self.script, "serve"])
+            command = self.link.shell(run_as_module(self.script, "serve"))
             process = await self.link.call(lambda ssh: ssh.start_process(command))
             self._process, self.starts = process, self.starts + 1
             ready = asyncio.get_running_loop().create_future()

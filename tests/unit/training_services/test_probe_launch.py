@@ -1,0 +1,117 @@
+"""The probe's launch on its own: the copy of the code it makes for each trial, and what its start imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from trialfleet.training_services.support import run_as_module
+from trialfleet.training_services.trial_dir import command_record, input_files
+from trialfleet.trial_keeper import probe
+
+PROBE_DIR = Path(probe.__file__).parent
+
+
+def make_code_dir(root: Path) -> Path:
+    code = root / "code"
+    (code / "pkg" / "data").mkdir(parents=True)
+    (code / "train.py").write_text("print('hello')\n")
+    (code / "run.sh").write_text("#!/bin/sh\necho run\n")
+    (code / "run.sh").chmod(0o750)
+    (code / "pkg" / "__init__.py").write_text("")
+    (code / "pkg" / "data" / "big.bin").write_bytes(os.urandom(3 << 20))  # beyond one sendfile call's chunk
+    (code / "pkg" / "data" / "empty").write_bytes(b"")
+    (code / "link-to-train").symlink_to("train.py")
+    (code / "link-to-pkg").symlink_to("pkg")
+    (code / "dangling").symlink_to("nowhere")
+    (code / "locked").mkdir()
+    (code / "locked" / "inside.txt").write_text("x")
+    (code / "locked").chmod(0o555)  # its mode is set once its content is copied in
+    os.utime(code / "train.py", ns=(1_000_000_000_123, 1_500_000_000_456))
+    return code
+
+
+def tree(root: Path) -> dict[str, tuple[str, int, int | str | bytes]]:
+    """Every entry below ``root``: kind, permission bits, and the link's target or the file's bytes."""
+    found: dict[str, tuple[str, int, int | str | bytes]] = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        name = str(path.relative_to(root))
+        if path.is_symlink():
+            found[name] = ("link", 0, os.readlink(path))
+        elif path.is_dir():
+            found[name] = ("dir", info.st_mode & 0o7777, 0)
+        else:
+            found[name] = ("file", info.st_mode & 0o7777, path.read_bytes())
+    return found
+
+
+def test_copy_tree_copies_as_shutil_copytree_with_symlinks(tmp_path: Path) -> None:
+    code = make_code_dir(tmp_path)
+    try:
+        probe.copy_tree(str(code), str(tmp_path / "ours"))
+        shutil.copytree(code, tmp_path / "shutil", symlinks=True)
+        ours, theirs = tree(tmp_path / "ours"), tree(tmp_path / "shutil")
+        assert ours == theirs
+        assert ours["link-to-pkg"] == ("link", 0, "pkg") and ours["run.sh"][1] == 0o750
+        assert ours["locked"][1] == 0o555
+        assert (
+            tmp_path / "ours" / "train.py"
+        ).stat().st_mtime_ns == 1_500_000_000_456  # (reading moved atime)
+    finally:
+        for directory in (code, tmp_path / "ours", tmp_path / "shutil"):
+            if (directory / "locked").exists():
+                (directory / "locked").chmod(0o755)
+
+
+def test_launch_copies_the_code_and_its_keeper_runs_the_trial_there(tmp_path: Path) -> None:
+    code = make_code_dir(tmp_path)
+    trial_dir = tmp_path / "trials" / "abc"
+    command = command_record(["/bin/sh", "-c", "cat train.py > copied.txt"], str(trial_dir / "code"), {})
+    request = {"trial_dir": str(trial_dir), "code_dir": str(code), "files": input_files("{}", command)}
+    try:
+        answer = probe.launch(request)
+        _, status = os.waitpid(answer["keeper_pid"], 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        result = json.loads((trial_dir / "result.json").read_text())
+        assert result["exit_code"] == 0, result
+        assert (trial_dir / "code" / "copied.txt").read_text() == "print('hello')\n"
+        (trial_dir / "code" / "copied.txt").unlink()
+        assert tree(trial_dir / "code") == tree(code)
+        again = probe.launch(request)  # a launch asked again answers with the first one's keeper
+        assert again["existing"] is True and again["keeper_pid"] == answer["keeper_pid"]
+    finally:
+        for directory in (code, trial_dir / "code"):
+            if (directory / "locked").exists():
+                (directory / "locked").chmod(0o755)
+
+
+def test_the_launch_command_imports_nothing_heavy() -> None:
+    """Each launch without reuse is an interpreter of its own: what the probe imports at start is paid per trial."""
+    script = f"import sys; sys.path.insert(0, {str(PROBE_DIR)!r}); import probe; print(' '.join(sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script], capture_output=True, text=True, check=True
+    )
+    loaded = set(done.stdout.split())
+    assert "probe" in loaded and "keeper" in loaded
+    assert not loaded & {"base64", "shutil", "subprocess", "tarfile", "threading", "bz2", "lzma"}
+
+
+def test_run_as_module_runs_the_probe_as_its_script_would_and_caches_its_compiled_form(
+    tmp_path: Path,
+) -> None:
+    bundle = tmp_path / "keeper"
+    shutil.copytree(PROBE_DIR, bundle, ignore=shutil.ignore_patterns("__pycache__"))
+    argv = run_as_module(str(bundle / "probe.py"), "poll")
+    argv[0] = sys.executable
+    request = json.dumps({"trials": [{"name": "t", "dir": str(tmp_path / "none")}]})
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(argv, input=request, capture_output=True, text=True, env=env, check=True)
+    assert json.loads(done.stdout)["trials"]["t"]["exists"] is False
+    assert {p.name.split(".")[0] for p in (bundle / "__pycache__").iterdir()} == {"keeper", "probe"}
+    usage = subprocess.run([*argv[:-1], "nonsense"], capture_output=True, text=True, env=env)
+    assert usage.returncode == 2 and "usage: probe.py" in usage.stderr
