@@ -170,6 +170,27 @@ async def test_layout_per_host_and_hostile_code_file_names(
     assert (tmp_path / "e" / "trials" / "hostile" / "trial.stdout").read_bytes() == b"listed 11\n"
 
 
+async def test_a_host_is_prepared_in_one_ssh_session_with_the_code_on_its_stdin(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    """Connection, checks, support bundle, code and the keeper's version: one session, no SFTP upload."""
+    host = fleet.hosts[0]
+    log = host.dir / "sshd.log"
+    before = len(log.read_text(errors="replace").splitlines())
+    service = RemoteTrainingService(remote_context(tmp_path / "e", [host], trial_code_directory=code_dir))
+    await service.start()
+    try:
+        new = log.read_text(errors="replace").splitlines()[before:]
+        root = host.local(f"/root/trialfleet/{service.context.experiment_id}")
+        assert (root / "code" / "listing.py").read_text() == LISTING
+        assert service.machines[0].env["HOME"] == "/root"  # the session's environment, as probe prepare told it
+    finally:
+        await service.close()
+    sessions = [line for line in new if "Starting session" in line]
+    assert len(sessions) == 1 and "command" in sessions[0], sessions
+    assert not [line for line in new if "sftp" in line.lower()], new
+
+
 async def test_a_host_whose_python3_has_a_real_nni_runs_trials_with_it_and_is_asked_again_on_reconnection(
     tmp_path: Path, fleet: Fleet, code_dir: Path
 ) -> None:

@@ -10,6 +10,7 @@ Remote layout, under ``<remoteRoot>/<experiment id>/`` (``~/trialfleet/<experime
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -33,9 +34,11 @@ from trialfleet.training_services.gpu import (
 from trialfleet.training_services.remote.config import RemoteMachineConfig
 from trialfleet.training_services.remote.runner import ProbeRunner
 from trialfleet.training_services.shared_storage import SharedStorage
+from trialfleet.training_services.ssh import COMMAND_TIMEOUT
 from trialfleet.training_services.ssh_link import UPLOAD_TIMEOUT, Probe, SshLink
 from trialfleet.training_services.support import (
     MIN_PYTHON,
+    PROBE_PATH,
     SHIM_DIR,
     UNPACK_FUNCTION,
     SupportLayout,
@@ -49,12 +52,15 @@ log = logging.getLogger(__name__)
 MIN_FREE_BYTES = 100 * 1024 * 1024
 GPU_READING_MAX_AGE = 5.0
 MOUNT_CALL_TIMEOUT = 180.0  # a mount command has 120 s (shared_storage.MOUNT_TIMEOUT)
-# runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback; one
-# round trip: the version, the root and its free space, the trials directory made, the support bundle (sent on
-# stdin) unpacked unless it is there, whether the trials would import a real nni rather than the shim
+# runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback. One round
+# trip makes the host ready: the version, the root and its free space, the trials directory made, the support bundle
+# (the first argv[4] bytes of stdin) unpacked unless it is there, whether the trials would import a real nni rather
+# than the shim, then, given the free space asked for (argv[5]), the probe's ``prepare`` in this process, with the
+# code archive (the rest of stdin, if any) written beside the root's code directory for it to unpack
 _PREPARE_SCRIPT = (
     "import json, os, sys\n"
-    "bundle = getattr(sys.stdin, 'buffer', sys.stdin).read()\n"
+    "data = getattr(sys.stdin, 'buffer', sys.stdin).read()\n"
+    "bundle, code = data[:int(sys.argv[4])], data[int(sys.argv[4]):]\n"
     "root = os.path.expanduser(sys.argv[1])\n"
     "p = root\n"
     "while not os.path.exists(p): p = os.path.dirname(p)\n"
@@ -75,6 +81,17 @@ _PREPARE_SCRIPT = (
     "    shim = os.path.join(support, sys.argv[3])\n"
     "    sys.path = [entry for entry in sys.path if entry != shim]\n"
     "    info['real_nni'] = real_nni()\n"
+    "    if 'support_error' not in info and info['free'] >= int(sys.argv[5]):\n"
+    "        try:\n"
+    "            sys.path.insert(0, os.path.dirname(os.path.join(support, sys.argv[6])))\n"
+    "            import probe\n"
+    "            request = {'root': root}\n"
+    "            if code:\n"
+    "                request['code_archive'] = os.path.join(root, 'code.tar.gz')\n"
+    "                with open(request['code_archive'], 'wb') as f: f.write(code)\n"
+    "            info['prepared'] = probe.prepare(request)\n"
+    "        except Exception as e:\n"
+    "            info['prepare_error'] = '%s: %s' % (type(e).__name__, e)\n"
     "print(json.dumps(info))\n"
 )
 _SMI_SEPARATOR = "--trialfleet-gpu-apps--"
@@ -137,17 +154,22 @@ class RemoteMachine:
         self._code_archive, self._prepare_called = code_archive, True
         self.prepared = False
         await self.link.connect()
-        await self._check_host(MIN_FREE_BYTES + (3 * code_archive[1].stat().st_size if code_archive else 0))
+        archive = code_archive[1] if code_archive else None
+        needed = MIN_FREE_BYTES + (3 * archive.stat().st_size if archive else 0)
+        answer = await self._check_host(needed, archive)
         await self._mount_shared()
-        answer = await self._refresh(code_archive[1] if code_archive else None)
         self.launched = set(answer["launched"])
         if code_archive is not None:
             self.code_dirs[code_archive[0]] = posixpath.join(self.root, "code")
         self.prepared, self.link.permanent = True, False
 
-    async def _check_host(self, needed_bytes: int | None) -> None:
+    async def _check_host(self, needed_bytes: int | None, code_archive: Path | None = None) -> dict[str, Any]:
         """The host's first script (:data:`_PREPARE_SCRIPT`), at the start and after every reconnection (the host
-        may have rebooted, lost the bundle or gained a real nni); ``needed_bytes``: free space to insist on."""
+        may have rebooted, lost the bundle or gained a real nni): one session, which also unpacks ``code_archive``
+        (sent on its stdin after the bundle) and answers as ``probe prepare`` does. ``needed_bytes``: free space
+        to insist on."""
+        bundle = support_archive()
+        code = await asyncio.to_thread(code_archive.read_bytes) if code_archive is not None else b""
         argv = [
             "python3",
             "-c",
@@ -155,8 +177,12 @@ class RemoteMachine:
             self.root_spec,
             SupportLayout.relative_directory(),
             SHIM_DIR,
+            str(len(bundle)),
+            str(needed_bytes or 0),
+            PROBE_PATH,
         ]
-        info = json.loads(await self.link.checked(argv, "python3", stdin=support_archive()))
+        timeout = UPLOAD_TIMEOUT if code else COMMAND_TIMEOUT
+        info = json.loads(await self.link.checked(argv, "python3", stdin=bundle + code, timeout=timeout))
         version = tuple(info["version"])
         if version < MIN_PYTHON:
             found = ".".join(map(str, version))
@@ -177,24 +203,18 @@ class RemoteMachine:
                 f"{self.name}: unpacking the support bundle into {self.layout.directory} failed "
                 f"({info['support_error']})"
             )
+        if "prepare_error" in info:
+            raise PlatformError(f"{self.name}: preparing {self.root} failed ({info['prepare_error']})")
         self.real_nni = bool(info["real_nni"])
-
-    async def _refresh(self, code_archive: Path | None) -> dict[str, Any]:
-        """Run ``probe prepare`` (unpacking ``code_archive`` if given) and keep what it tells."""
-        request: dict[str, Any] = {"root": self.root}
-        if code_archive is not None:
-            remote = posixpath.join(self.root, "code.tar.gz")
-            await self.link.call(lambda ssh: ssh.put(code_archive, remote, timeout=UPLOAD_TIMEOUT))
-            request["code_archive"] = remote
-        answer: dict[str, Any] = await self.probe.call("prepare", request, timeout=300)
-        version = answer.get("keeper_version")
-        if version != KEEPER_VERSION:  # the keeper beside the probe must speak this manager's protocol
+        prepared: dict[str, Any] = info["prepared"]
+        keeper_version = prepared.get("keeper_version")
+        if keeper_version != KEEPER_VERSION:  # the keeper beside the probe must speak this manager's protocol
             raise PlatformError(
-                f"{self.name}: trial keeper version mismatch: {self.layout.keeper} says {version!r}, "
+                f"{self.name}: trial keeper version mismatch: {self.layout.keeper} says {keeper_version!r}, "
                 f"this manager speaks {KEEPER_VERSION!r}"
             )
-        self.env = dict(answer["env"])
-        return answer
+        self.env = dict(prepared["env"])
+        return prepared
 
     async def _mount_shared(self) -> None:
         """Mount the shared storage unless it is mounted already (also after a reconnection: a reboot)."""
@@ -224,7 +244,6 @@ class RemoteMachine:
         await link.ssh.connect()
         await self._check_host(None)  # a full disk does not keep running trials from being followed
         await self._mount_shared()
-        await self._refresh(None)
 
     async def close(self) -> None:
         await self.runner.stop()
