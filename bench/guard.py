@@ -18,7 +18,10 @@ Every figure is "lower is better":
 - NNI's whole lists at 200 trials while trials run, the slower median over the time to send its bytes;
 - the wall time of 200 trials at concurrency 8 over what the bare trials need on the machine's cores;
 - the time per metric ingested (2,000 intermediate results) over an empty Python's start;
-- `stop` → every process gone, with 8 running trials, over an empty Python's start.
+- `stop` → every process gone, with 8 running trials, over an empty Python's start;
+- on 3 SSH hosts (network namespaces, as workload 4), the gap between a trial's end and the next start at
+  concurrency 8 over the same gap of an SSH session and a keeper per trial and nothing else, on the same hosts
+  (``bench.remote.bare_ssh_run``). A machine where the hosts cannot be built fails the guard, saying why.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from bench import machine
 from bench.floor_server import floor_server
 from bench.ingest import run_ingest
 from bench.launch import SCRIPTS, LaunchSpec, run_launch
+from bench.remote import BARE_SSH, run_remote
 from bench.rest import NNI_API, PollingClients, measure_latency, wait_for
 from bench.scale import LIST_ROUTES, ScaleSpec, run_scale, send_route
 from bench.scale import TF as TF_API
@@ -48,6 +52,7 @@ from bench.systems import System, free_port, trialfleet
 
 REFERENCE = Path(__file__).resolve().parent / "guard_reference.json"
 ALLOWED = 2.0  # a ratio up to twice its reference passes
+REMOTE_GAP = "remote gap at concurrency 8 / an SSH session and a keeper per trial"
 
 
 def measure(system: System, workdir: Path, log: Callable[[str], None]) -> dict[str, float]:
@@ -114,6 +119,16 @@ def measure(system: System, workdir: Path, log: Callable[[str], None]) -> dict[s
     stop = run_stop(system, workdir)
     ratios["stop → all gone / python start"] = stop["stop_to_all_gone_s"] / python_start
     log(f"  stop: {stop['stop_to_all_gone_s']:.2f} s, python start {python_start * 1000:.1f} ms")
+
+    remote, why = run_remote(system, workdir, LaunchSpec("nni", 40, 8), 1, floor=True)
+    if why is None:
+        gap, floor_gap = remote[""][0]["gap_median_s"], remote[BARE_SSH][0]["gap_median_s"]
+        ratios[REMOTE_GAP] = gap / floor_gap
+        log(
+            f"  remote: gap {gap * 1000:.0f} ms at concurrency 8 (a session and a keeper alone: {floor_gap * 1000:.0f})"
+        )
+    else:
+        log(f"  remote: NOT MEASURED: {why}")
     return ratios
 
 

@@ -183,7 +183,9 @@ async def test_a_host_is_prepared_in_one_ssh_session_with_the_code_on_its_stdin(
         new = log.read_text(errors="replace").splitlines()[before:]
         root = host.local(f"/root/trialfleet/{service.context.experiment_id}")
         assert (root / "code" / "listing.py").read_text() == LISTING
-        assert service.machines[0].env["HOME"] == "/root"  # the session's environment, as probe prepare told it
+        assert (
+            service.machines[0].env["HOME"] == "/root"
+        )  # the session's environment, as probe prepare told it
     finally:
         await service.close()
     sessions = [line for line in new if "Starting session" in line]
