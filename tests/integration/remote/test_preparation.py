@@ -193,6 +193,27 @@ async def test_a_host_is_prepared_in_one_ssh_session_with_the_code_on_its_stdin(
     assert not [line for line in new if "sftp" in line.lower()], new
 
 
+async def test_a_code_archive_over_the_stdin_limit_is_streamed_by_sftp_and_unpacked_in_a_second_session(
+    tmp_path: Path, fleet: Fleet, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote_machine, "STDIN_CODE_LIMIT", 0)
+    host = fleet.hosts[0]
+    log = host.dir / "sshd.log"
+    before = len(log.read_text(errors="replace").splitlines())
+    service = RemoteTrainingService(remote_context(tmp_path / "e", [host], trial_code_directory=code_dir))
+    await service.start()
+    try:
+        new = log.read_text(errors="replace").splitlines()[before:]
+        _, status = await run_to_end(service, spec("large", code_dir))
+    finally:
+        await service.close()
+    assert status is TrialStatus.SUCCEEDED
+    root = host.local(f"/root/trialfleet/{service.context.experiment_id}")
+    assert (root / "code" / "listing.py").read_text() == LISTING
+    sessions = [line for line in new if "Starting session" in line]
+    assert len(sessions) == 3 and sum("sftp" in line for line in sessions) == 1, sessions
+
+
 async def test_a_host_whose_python3_has_a_real_nni_runs_trials_with_it_and_is_asked_again_on_reconnection(
     tmp_path: Path, fleet: Fleet, code_dir: Path
 ) -> None:

@@ -50,6 +50,10 @@ from trialfleet.training_services.trial_files import ProbeTrialFiles
 log = logging.getLogger(__name__)
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
+#: a packed code directory up to this size goes to a host on the stdin of its first script, read whole into the
+#: manager's memory; a larger one is streamed by SFTP and unpacked in a session of its own
+STDIN_CODE_LIMIT = 16 * 1024 * 1024
+UNPACK_TIMEOUT = 300.0
 GPU_READING_MAX_AGE = 5.0
 MOUNT_CALL_TIMEOUT = 180.0  # a mount command has 120 s (shared_storage.MOUNT_TIMEOUT)
 # runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback. One round
@@ -155,9 +159,12 @@ class RemoteMachine:
         self.prepared = False
         await self.link.connect()
         archive = code_archive[1] if code_archive else None
-        needed = MIN_FREE_BYTES + (3 * archive.stat().st_size if archive else 0)
-        answer = await self._check_host(needed, archive)
+        size = archive.stat().st_size if archive else 0
+        inline = archive if archive is not None and size <= STDIN_CODE_LIMIT else None
+        answer = await self._check_host(MIN_FREE_BYTES + 3 * size, inline)
         await self._mount_shared()
+        if archive is not None and inline is None:
+            answer = await self._upload_and_unpack(archive)
         self.launched = set(answer["launched"])
         if code_archive is not None:
             self.code_dirs[code_archive[0]] = posixpath.join(self.root, "code")
@@ -181,7 +188,7 @@ class RemoteMachine:
             str(needed_bytes or 0),
             PROBE_PATH,
         ]
-        timeout = UPLOAD_TIMEOUT if code else COMMAND_TIMEOUT
+        timeout = UNPACK_TIMEOUT if code else COMMAND_TIMEOUT
         info = json.loads(await self.link.checked(argv, "python3", stdin=bundle + code, timeout=timeout))
         version = tuple(info["version"])
         if version < MIN_PYTHON:
@@ -215,6 +222,15 @@ class RemoteMachine:
             )
         self.env = dict(prepared["env"])
         return prepared
+
+    async def _upload_and_unpack(self, archive: Path) -> dict[str, Any]:
+        """A code archive over :data:`STDIN_CODE_LIMIT`: streamed by SFTP, then unpacked by ``probe prepare``."""
+        remote = posixpath.join(self.root, "code.tar.gz")
+        await self.link.call(lambda ssh: ssh.put(archive, remote, timeout=UPLOAD_TIMEOUT))
+        answer: dict[str, Any] = await self.probe.call(
+            "prepare", {"root": self.root, "code_archive": remote}, timeout=UNPACK_TIMEOUT
+        )
+        return answer
 
     async def _mount_shared(self) -> None:
         """Mount the shared storage unless it is mounted already (also after a reconnection: a reboot)."""
