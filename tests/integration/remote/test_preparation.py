@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet import Fleet
+from fleet import Fleet, Host
 from remote_helpers import machines, remote_context
 
 from trialfleet.errors import PlatformError
@@ -170,27 +170,31 @@ async def test_layout_per_host_and_hostile_code_file_names(
     assert (tmp_path / "e" / "trials" / "hostile" / "trial.stdout").read_bytes() == b"listed 11\n"
 
 
+async def started_counting_sessions(
+    tmp_path: Path, host: Host, code_dir: Path
+) -> tuple[RemoteTrainingService, list[str]]:
+    """A service on ``host`` alone, started, and the SSH sessions the host's sshd logged meanwhile."""
+    log = host.dir / "sshd.log"
+    before = len(log.read_text(errors="replace").splitlines())
+    service = RemoteTrainingService(remote_context(tmp_path / "e", [host], trial_code_directory=code_dir))
+    await service.start()
+    logged = log.read_text(errors="replace").splitlines()[before:]
+    return service, [line for line in logged if "Starting session" in line]
+
+
 async def test_a_host_is_prepared_in_one_ssh_session_with_the_code_on_its_stdin(
     tmp_path: Path, fleet: Fleet, code_dir: Path
 ) -> None:
     """Connection, checks, support bundle, code and the keeper's version: one session, no SFTP upload."""
     host = fleet.hosts[0]
-    log = host.dir / "sshd.log"
-    before = len(log.read_text(errors="replace").splitlines())
-    service = RemoteTrainingService(remote_context(tmp_path / "e", [host], trial_code_directory=code_dir))
-    await service.start()
+    service, sessions = await started_counting_sessions(tmp_path, host, code_dir)
     try:
-        new = log.read_text(errors="replace").splitlines()[before:]
         root = host.local(f"/root/trialfleet/{service.context.experiment_id}")
         assert (root / "code" / "listing.py").read_text() == LISTING
-        assert (
-            service.machines[0].env["HOME"] == "/root"
-        )  # the session's environment, as probe prepare told it
+        assert service.machines[0].env["HOME"] == "/root"  # the environment a login there gives
     finally:
         await service.close()
-    sessions = [line for line in new if "Starting session" in line]
     assert len(sessions) == 1 and "command" in sessions[0], sessions
-    assert not [line for line in new if "sftp" in line.lower()], new
 
 
 async def test_a_code_archive_over_the_stdin_limit_is_streamed_by_sftp_and_unpacked_in_a_second_session(
@@ -198,19 +202,14 @@ async def test_a_code_archive_over_the_stdin_limit_is_streamed_by_sftp_and_unpac
 ) -> None:
     monkeypatch.setattr(remote_machine, "STDIN_CODE_LIMIT", 0)
     host = fleet.hosts[0]
-    log = host.dir / "sshd.log"
-    before = len(log.read_text(errors="replace").splitlines())
-    service = RemoteTrainingService(remote_context(tmp_path / "e", [host], trial_code_directory=code_dir))
-    await service.start()
+    service, sessions = await started_counting_sessions(tmp_path, host, code_dir)
     try:
-        new = log.read_text(errors="replace").splitlines()[before:]
         _, status = await run_to_end(service, spec("large", code_dir))
     finally:
         await service.close()
     assert status is TrialStatus.SUCCEEDED
     root = host.local(f"/root/trialfleet/{service.context.experiment_id}")
     assert (root / "code" / "listing.py").read_text() == LISTING
-    sessions = [line for line in new if "Starting session" in line]
     assert len(sessions) == 3 and sum("sftp" in line for line in sessions) == 1, sessions
 
 
