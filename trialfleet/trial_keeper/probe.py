@@ -126,7 +126,7 @@ def launch(request: dict) -> dict:
     except FileExistsError:
         return dict(wait_for_launch(record_path), existing=True)
     code = os.path.join(trial_dir, "code")
-    if os.path.lexists(code):  # left by a launch of this directory that failed before its lock
+    if os.path.lexists(code):  # an earlier copy into this directory (its lock was removed since)
         import shutil
 
         shutil.rmtree(code, ignore_errors=True)
