@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from trialfleet.training_services.support import run_as_module
@@ -68,26 +69,44 @@ def test_copy_tree_copies_as_shutil_copytree_with_symlinks(tmp_path: Path) -> No
                 (directory / "locked").chmod(0o755)
 
 
+def launch_on_host(bundle: Path, request: dict[str, object]) -> dict[str, object]:
+    """``probe.py launch`` as the manager runs it over SSH: its own interpreter, the request on stdin."""
+    argv = run_as_module(str(bundle / "probe.py"), "launch")
+    argv[0] = sys.executable
+    done = subprocess.run(argv, input=json.dumps(request), capture_output=True, text=True, check=True)
+    answer: dict[str, object] = json.loads(done.stdout)
+    return answer
+
+
 def test_launch_copies_the_code_and_its_keeper_runs_the_trial_there(tmp_path: Path) -> None:
+    bundle = tmp_path / "keeper"
+    shutil.copytree(PROBE_DIR, bundle, ignore=shutil.ignore_patterns("__pycache__"))
     code = make_code_dir(tmp_path)
     trial_dir = tmp_path / "trials" / "abc"
     command = command_record(["/bin/sh", "-c", "cat train.py > copied.txt"], str(trial_dir / "code"), {})
     request = {"trial_dir": str(trial_dir), "code_dir": str(code), "files": input_files("{}", command)}
     try:
-        answer = probe.launch(request)
-        _, status = os.waitpid(answer["keeper_pid"], 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        result = json.loads((trial_dir / "result.json").read_text())
+        answer = launch_on_host(bundle, request)
+        result = poll_until_exists(trial_dir / "result.json")
         assert result["exit_code"] == 0, result
         assert (trial_dir / "code" / "copied.txt").read_text() == "print('hello')\n"
         (trial_dir / "code" / "copied.txt").unlink()
         assert tree(trial_dir / "code") == tree(code)
-        again = probe.launch(request)  # a launch asked again answers with the first one's keeper
+        again = launch_on_host(bundle, request)  # a launch asked again answers with the first one's keeper
         assert again["existing"] is True and again["keeper_pid"] == answer["keeper_pid"]
     finally:
         for directory in (code, trial_dir / "code"):
             if (directory / "locked").exists():
                 (directory / "locked").chmod(0o755)
+
+
+def poll_until_exists(path: Path, timeout: float = 30.0) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+    record: dict[str, object] = json.loads(path.read_text())
+    return record
 
 
 def test_the_launch_command_imports_nothing_heavy() -> None:
