@@ -156,7 +156,7 @@ def copy_tree(source: str, dest: str) -> None:
                 copy_tree(entry.path, target)
             elif entry.is_file():
                 copy_file(entry.path, target, entry.stat())
-    copy_times_and_mode(source, dest, os.stat(source))
+    copy_times_and_mode(dest, os.stat(source))
 
 
 def copy_file(source: str, dest: str, info: os.stat_result) -> None:
@@ -167,10 +167,10 @@ def copy_file(source: str, dest: str, info: os.stat_result) -> None:
             if sent == 0:
                 break
             offset += sent
-    copy_times_and_mode(source, dest, info)
+    copy_times_and_mode(dest, info)
 
 
-def copy_times_and_mode(source: str, dest: str, info: os.stat_result) -> None:
+def copy_times_and_mode(dest: str, info: os.stat_result) -> None:
     os.chmod(dest, stat.S_IMODE(info.st_mode))
     os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))
 

@@ -60,9 +60,8 @@ def test_copy_tree_copies_as_shutil_copytree_with_symlinks(tmp_path: Path) -> No
         assert ours == theirs
         assert ours["link-to-pkg"] == ("link", 0, "pkg") and ours["run.sh"][1] == 0o750
         assert ours["locked"][1] == 0o555
-        assert (
-            tmp_path / "ours" / "train.py"
-        ).stat().st_mtime_ns == 1_500_000_000_456  # (reading moved atime)
+        copied = tmp_path / "ours" / "train.py"
+        assert copied.stat().st_mtime_ns == 1_500_000_000_456  # its atime moved: the tree was read
     finally:
         for directory in (code, tmp_path / "ours", tmp_path / "shutil"):
             if (directory / "locked").exists():
@@ -76,6 +75,15 @@ def launch_on_host(bundle: Path, request: dict[str, object]) -> dict[str, object
     done = subprocess.run(argv, input=json.dumps(request), capture_output=True, text=True, check=True)
     answer: dict[str, object] = json.loads(done.stdout)
     return answer
+
+
+def poll_until_exists(path: Path, timeout: float = 30.0) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+    record: dict[str, object] = json.loads(path.read_text())
+    return record
 
 
 def test_launch_copies_the_code_and_its_keeper_runs_the_trial_there(tmp_path: Path) -> None:
@@ -98,15 +106,6 @@ def test_launch_copies_the_code_and_its_keeper_runs_the_trial_there(tmp_path: Pa
         for directory in (code, trial_dir / "code"):
             if (directory / "locked").exists():
                 (directory / "locked").chmod(0o755)
-
-
-def poll_until_exists(path: Path, timeout: float = 30.0) -> dict[str, object]:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-    record: dict[str, object] = json.loads(path.read_text())
-    return record
 
 
 def test_the_launch_command_imports_nothing_heavy() -> None:
