@@ -121,6 +121,7 @@ def _bare_trial_dir(trial_dir: Path) -> Path:
 async def _bare_ssh(machines: list[dict[str, Any]], spec: LaunchSpec, dirs: list[Path]) -> dict[str, float]:
     import asyncssh
 
+    from trialfleet.training_services.ssh import cipher_options
     from trialfleet.training_services.trial_dir import KEEPER_SCRIPT
 
     connections = [
@@ -130,6 +131,7 @@ async def _bare_ssh(machines: list[dict[str, Any]], spec: LaunchSpec, dirs: list
             username=m["user"],
             client_keys=[m["sshKeyFile"]],
             known_hosts=m["knownHosts"],
+            **cipher_options(),  # the transport costs what trialfleet's does
         )
         for m in machines
     ]

@@ -47,6 +47,27 @@ SESSIONS_AT_ONCE = 7
 SESSION_RETRY_DELAY = 0.02
 SESSION_RETRY_MAX_DELAY = 0.5
 SESSION_RETRY_FOR = 10.0
+#: AES-GCM ahead of asyncssh's first choice, ChaCha20-Poly1305: asyncssh builds ChaCha20 from three cipher
+#: contexts and a Poly1305 tag per packet, about 24 µs of the manager's CPU, where AES-GCM is one call on the
+#: CPU's AES instructions, 4-5 µs. Every cipher asyncssh supports is still offered after them
+PREFERRED_CIPHERS = "^aes128-gcm@openssh.com,aes256-gcm@openssh.com"
+#: the SSH config asyncssh reads (OpenSSH's ~/.ssh/config); ``Ciphers`` there, or an ``Include`` that may hold
+#: it, is the user's choice and stays in force
+USER_SSH_CONFIG = Path("~/.ssh/config")
+
+
+def cipher_options(user_config: Path = USER_SSH_CONFIG) -> dict[str, str]:
+    """asyncssh's ``encryption_algs`` with :data:`PREFERRED_CIPHERS` first, unless the user's SSH config
+    names the ciphers itself (or includes a file that might): then nothing, and asyncssh applies that config."""
+    try:
+        text = user_config.expanduser().read_text(errors="replace")
+    except OSError:  # none (or unreadable, which asyncssh skips as well)
+        text = ""
+    for line in text.splitlines():
+        keyword = line.strip().replace("=", " ").split(maxsplit=1)[:1]
+        if keyword and keyword[0].lower() in ("ciphers", "include"):
+            return {}
+    return {"encryption_algs": PREFERRED_CIPHERS}
 
 
 class SshLinkError(PlatformError):
@@ -139,6 +160,12 @@ class SshHost:
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
 
+    @property
+    def cipher(self) -> str | None:
+        """The cipher the connection negotiated (:func:`cipher_options`), None when not connected."""
+        conn = self._conn
+        return None if conn is None or conn.is_closed() else conn.get_extra_info("send_cipher")
+
     async def connect(self) -> None:
         """(Re)connect; raises SshLinkError when unreachable, PlatformError for auth or host-key problems."""
         await self.close()
@@ -182,6 +209,7 @@ class SshHost:
             "keepalive_count_max": KEEPALIVE_COUNT_MAX,
             "login_timeout": self.connect_timeout,
         }
+        options.update(cipher_options())
         if target.password is not None:
             options.update(password=target.password.get_secret_value(), client_keys=None, agent_path=None)
         elif target.key_file is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import asyncssh
@@ -115,3 +116,23 @@ except PlatformError as exc:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().startswith("u@h:22: asyncssh, the SSH client, is not installed ("), done.stderr
     assert done.stdout.strip().endswith("): pip install 'trialfleet[remote]'")
+
+
+@pytest.mark.parametrize(
+    ("config", "chosen_by_user"),
+    [
+        (None, False),
+        ("Host *\n    User me\n# Ciphers aes256-ctr\n", False),
+        ("Host *\n    Ciphers aes256-ctr\n", True),
+        ("ciphers=aes256-ctr\n", True),
+        ("  Include ~/.ssh/config.d/*\n", True),
+    ],
+)
+def test_the_cipher_preference_gives_way_to_the_users_ssh_config(
+    tmp_path: Path, config: str | None, chosen_by_user: bool
+) -> None:
+    path = tmp_path / "config"
+    if config is not None:
+        path.write_text(config)
+    expected = {} if chosen_by_user else {"encryption_algs": ssh.PREFERRED_CIPHERS}
+    assert ssh.cipher_options(path) == expected
