@@ -154,7 +154,9 @@ def trialfleet(home: Path) -> System:
     cli = (
         (str(script),)
         if script.exists()
-        else (sys.executable, "-c", "from trialfleet.cli.main import main; main()")
+        # what the console script runs: its manager's process is started before the CLI's imports, and its exit
+        # status is the command's
+        else (sys.executable, "-c", "import sys; from trialfleet.cli.entry import main; sys.exit(main())")
     )
     env = _clean_env(str(bin_dir))
     env["TRIALFLEET_HOME"] = str(home)
