@@ -7,9 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from trialfleet.testing.harness import wait_for_file
 from trialfleet.training_services.support import run_as_module
 from trialfleet.training_services.trial_dir import command_record, input_files
 from trialfleet.trial_keeper import probe
@@ -77,25 +77,21 @@ def launch_on_host(bundle: Path, request: dict[str, object]) -> dict[str, object
     return answer
 
 
-def poll_until_exists(path: Path, timeout: float = 30.0) -> dict[str, object]:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-    record: dict[str, object] = json.loads(path.read_text())
-    return record
-
-
-def test_launch_copies_the_code_and_its_keeper_runs_the_trial_there(tmp_path: Path) -> None:
+async def test_launch_copies_the_code_and_its_keeper_runs_the_trial_there(tmp_path: Path) -> None:
     bundle = tmp_path / "keeper"
     shutil.copytree(PROBE_DIR, bundle, ignore=shutil.ignore_patterns("__pycache__"))
     code = make_code_dir(tmp_path)
     trial_dir = tmp_path / "trials" / "abc"
     command = command_record(["/bin/sh", "-c", "cat train.py > copied.txt"], str(trial_dir / "code"), {})
-    request = {"trial_dir": str(trial_dir), "code_dir": str(code), "files": input_files("{}", command)}
+    request: dict[str, object] = {
+        "trial_dir": str(trial_dir),
+        "code_dir": str(code),
+        "files": input_files("{}", command),
+    }
     try:
         answer = launch_on_host(bundle, request)
-        result = poll_until_exists(trial_dir / "result.json")
+        await wait_for_file(trial_dir / "result.json")
+        result = json.loads((trial_dir / "result.json").read_text())
         assert result["exit_code"] == 0, result
         assert (trial_dir / "code" / "copied.txt").read_text() == "print('hello')\n"
         (trial_dir / "code" / "copied.txt").unlink()

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from trialfleet.testing import harness
 from trialfleet.training_services.base import TrainingService
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.spec import TrialSpec
@@ -43,11 +44,8 @@ async def poll_until_ended(
 
 
 async def wait_for_file(path: Path) -> str:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + HANG_GUARD
-    while not path.exists():
-        assert loop.time() < deadline, f"stuck: {path} never appeared"
-        await asyncio.sleep(0.02)
+    """The text of ``path`` once it exists."""
+    await harness.wait_for_file(path)
     return path.read_text()
 
 
