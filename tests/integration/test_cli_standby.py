@@ -76,6 +76,17 @@ def test_a_refused_config_leaves_no_standby_behind(tmp_path: Path) -> None:
     assert not (tmp_path / "experiments").exists()
 
 
+def test_a_standby_told_the_config_imports_its_platform_while_it_waits(tmp_path: Path) -> None:
+    # asyncssh's import loads cryptography's native library: seen in the process's memory map, before any order
+    config = tmp_path / "config.yml"
+    config.write_text("trainingService:\n  platform: remote\n  machineList: [{host: h}]\n")
+    with StandbyManager.start(str(config)) as standby:
+        maps = Path(f"/proc/{standby.proc.pid}/maps")
+        wait_until(lambda: "cryptography" in maps.read_text(), "asyncssh imported by the standby")
+        assert not standby.handed and standby.proc.poll() is None
+    assert not _alive(standby.proc.pid)
+
+
 def test_a_standby_whose_caller_dies_exits_by_itself() -> None:
     # the caller is killed before it can hand anything over or kill the standby: the standby sees its end of
     # the socket pair close, and exits without having opened anything

@@ -84,7 +84,7 @@ def create(
         return
     # the manager's process starts now (if main() has not started it), on another core, while the config is
     # read and checked
-    with standby or StandbyManager.start() as standby:
+    with standby or StandbyManager.start(str(config)) as standby:
         loaded = _load(config)
         from trialfleet import startup
 

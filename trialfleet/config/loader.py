@@ -61,6 +61,25 @@ def load_config(path: str | Path, *, on_converted: Callable[[str], None] | None 
     )
 
 
+def declared_platforms(path: str | Path) -> list[str]:
+    """The platforms a config file names (its ``trainingService``, or a legacy file's), read without validating
+    the rest: a hint for work worth starting before the config is checked. Empty if the file does not say."""
+    file = Path(os.path.expanduser(path)).resolve()
+    try:
+        data = _parse(read_text(file, "config file"), file)
+        if isinstance(data, dict) and is_v1_config(data):
+            data, _ = convert_v1_to_v2(data, source=file)
+    except (ConfigError, ValueError):  # load_config says what is wrong
+        return []
+    services = data.get("trainingService") if isinstance(data, dict) else None
+    blocks = services if isinstance(services, list) else [services]
+    return [
+        block["platform"]
+        for block in blocks
+        if isinstance(block, dict) and isinstance(block.get("platform"), str)
+    ]
+
+
 def _parse(text: str, file: Path) -> Any:
     """JSON for ``.json`` files (YAML would refuse their tab indentation), YAML otherwise, as NNI."""
     try:

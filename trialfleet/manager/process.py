@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -221,6 +222,22 @@ def _light_preparation(config: ExperimentConfig) -> bool:
         return True
 
 
+def preload_platforms(config_file: str | None) -> None:
+    """In a standby manager: import the platforms of the config being created (``local``, the one nearly every
+    experiment runs on, when none is known) and what their start imports (``preload_modules``), so that none of
+    it is on the way to the first trial once the orders come. A name that cannot be loaded is left for the start
+    to report."""
+    from trialfleet.config.loader import declared_platforms
+
+    names = declared_platforms(config_file) if config_file is not None else ["local"]
+    for name in dict.fromkeys(names):
+        try:
+            for module in get_training_service_class(name).preload_modules:
+                importlib.import_module(module)
+        except (TrialfleetError, ImportError):
+            continue
+
+
 class _ServerImport:
     """The web server's modules (FastAPI: ~0.2 s of CPU), imported in a thread while the loop goes on: while
     the platforms prepare if that is light work (:func:`_light_preparation`), else once they are prepared.
@@ -283,11 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--orders-fd", type=int, help="a standby manager: wait for the arguments on this socket"
     )
+    parser.add_argument(
+        "--platforms-of", metavar="CONFIG", help="a standby manager: import the platforms this config names"
+    )
     args = parser.parse_args(argv)
     if args.orders_fd is not None:
-        # idle until the orders come: meanwhile the platform nearly every experiment runs on is imported (the
-        # web server waits for them: on another platform it would be in the way of the first trial)
-        import trialfleet.training_services.local.service  # noqa: F401
+        # idle until the orders come: meanwhile the platforms are imported (the web server waits for them: on
+        # a platform other than local it would be in the way of the first trial)
+        preload_platforms(args.platforms_of)
         from trialfleet.manager.standby import await_orders
 
         orders = await_orders(args.orders_fd)

@@ -117,6 +117,9 @@ class TrainingService(ABC):
     #: then imports its web server meanwhile. Otherwise it does so once the platforms are prepared, since their
     #: preparation is on the way to the first trial and the server is not (``create`` waits for both anyway)
     light_preparation: ClassVar[bool] = False
+    #: modules the platform's start imports beyond its own (asyncssh for SSH hosts): a standby manager imports
+    #: them while it waits for the experiment, so they are not on the way to its first trial
+    preload_modules: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def shipped_code_directories(

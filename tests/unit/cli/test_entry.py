@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from trialfleet.cli.main import main
-from trialfleet.manager.standby import standby_wanted
+from trialfleet.manager.standby import config_argument, standby_wanted
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,25 @@ def test_launching_commands_want_a_standby(args: list[str]) -> None:
 )
 def test_other_commands_and_foreground_runs_do_not(args: list[str]) -> None:
     assert not standby_wanted(args)
+
+
+@pytest.mark.parametrize(
+    ("args", "config"),
+    [
+        (["create", "--config", "c.yml"], "c.yml"),
+        (["create", "--port", "8081", "--config=dir/c.yml"], "dir/c.yml"),
+        (["create", "-c", "c.yml", "--debug"], "c.yml"),
+        (["create", "-cc.yml"], "c.yml"),
+        (["create", "--conf", "c.yml"], "c.yml"),  # nnictl's prefixes: --config
+        (["create", "--port", "8081"], None),
+        (["create", "--config"], None),
+        (["create", "--", "--config", "c.yml"], None),  # after "--": not an option
+        (["resume", "abc", "--port", "8081"], None),  # its config is the stored one
+        (["view", "-c", "c.yml"], None),
+    ],
+)
+def test_the_standby_of_a_create_is_told_its_config_file(args: list[str], config: str | None) -> None:
+    assert config_argument(args) == config
 
 
 def test_the_console_script_imports_only_the_standard_library_before_its_standby() -> None:

@@ -1,0 +1,43 @@
+"""``declared_platforms``: the platforms a config file names, read before (and without) validating it, for a
+standby manager to import them while the CLI checks the config. Whatever the file holds, it answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trialfleet.config.loader import declared_platforms
+
+
+@pytest.mark.parametrize(
+    ("text", "platforms"),
+    [
+        ("trainingService:\n  platform: remote\n  machineList: []\n", ["remote"]),
+        ("trainingService:\n  - platform: local\n  - platform: slurm\n", ["local", "slurm"]),  # hybrid
+        ("trialConcurrency: 2\ntrainingService: {platform: local, useActiveGpu: maybe}\n", ["local"]),
+        (
+            "authorName: a\ntrainingServicePlatform: remote\ntrial: {command: x, codeDir: .}\nmachineList: [{ip: h}]\n",
+            ["remote"],
+        ),  # v1
+        ("trainingServicePlatform: pai\ntrial: {command: x, codeDir: .}\n", ["openpai"]),  # v1 name → v2
+        ("trainingService: {machineList: []}\n", []),
+        ("trainingService:\n  - platform: 3\n  - not a block\n", []),
+        ("trialConcurrency: 2\n", []),
+        ("- a list\n", []),
+        ("trainingService: [unclosed\n", []),  # malformed YAML: load_config says so
+        ("", []),
+    ],
+)
+def test_the_platforms_a_config_names(tmp_path: Path, text: str, platforms: list[str]) -> None:
+    config = tmp_path / "config.yml"
+    config.write_text(text)
+    assert declared_platforms(config) == platforms
+
+
+def test_a_json_file_and_a_missing_one(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"trainingService": {"platform": "remote",\t"machineList": []}}')
+    assert declared_platforms(config) == ["remote"]
+    assert declared_platforms(tmp_path / "missing.yml") == []
+    assert declared_platforms(tmp_path) == []  # a directory

@@ -1,0 +1,52 @@
+"""A standby manager, while it waits for its experiment, imports the platforms of the config being created and
+what their start imports (``preload_modules``: asyncssh for a remote fleet), and nothing it was not told of: a
+remote experiment's manager does not import the local platform any more, nor a local one asyncssh. Each case is
+a fresh interpreter, as a standby is."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LOCAL = "trialfleet.training_services.local.service"
+REMOTE = "trialfleet.training_services.remote.service"
+WATCHED = (LOCAL, REMOTE, "asyncssh")
+
+
+def imported_by_preload(config: str | None) -> list[str]:
+    script = (
+        "import json, sys\n"
+        "from trialfleet.manager.process import preload_platforms\n"
+        f"before = {{m for m in {WATCHED!r} if m in sys.modules}}\n"
+        "preload_platforms(sys.argv[1] if len(sys.argv) > 1 else None)\n"
+        f"print(json.dumps(sorted(m for m in {WATCHED!r} if m in sys.modules and m not in before)))\n"
+    )
+    argv = [sys.executable, "-c", script] + ([config] if config is not None else [])
+    done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120)
+    return list(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize(
+    ("service", "imported"),
+    [
+        ("{platform: remote, machineList: [{host: h}]}", ["asyncssh", REMOTE]),
+        ("{platform: local}", [LOCAL]),
+        ("[{platform: local}, {platform: remote, machineList: [{host: h}]}]", ["asyncssh", LOCAL, REMOTE]),
+        ("{platform: no-such-platform}", []),  # left for the start to report
+    ],
+)
+def test_the_platforms_of_the_config_and_what_they_preload(
+    tmp_path: Path, service: str, imported: list[str]
+) -> None:
+    config = tmp_path / "config.yml"
+    config.write_text(f"trialCommand: x\ntrialConcurrency: 1\ntrainingService: {service}\n")
+    assert imported_by_preload(str(config)) == imported
+
+
+def test_without_a_config_the_local_platform(tmp_path: Path) -> None:
+    assert imported_by_preload(None) == [LOCAL]  # resume and view: the platform nearly every experiment uses
+    assert imported_by_preload(str(tmp_path / "missing.yml")) == []
