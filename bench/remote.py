@@ -27,6 +27,31 @@ HOST_PYTHON = "/usr/bin/python3"  # what `python3` is in an SSH session on the h
 
 #: the variant name of the floor runs: the same trials, each in an SSH session of its own under its keeper (:func:`bare_ssh_run`)
 BARE_SSH = "an SSH session and a keeper per trial"
+#: the floor of the first trial's start (:func:`bare_first_start`)
+BARE_START = (
+    "a fresh Python importing pydantic, sqlite3 and asyncssh, connecting to the hosts, starting a keeper"
+)
+
+# run by bare_first_start: the libraries trialfleet's manager is built on (its config models' pydantic, its store's
+# sqlite3, its SSH client), the connections to every host at once, then one session running the keeper in the
+# foreground on the first host
+_FIRST_START = """
+import asyncio, json, shlex, sys
+import sqlite3
+import asyncssh
+from pydantic import BaseModel
+machines, options, keeper, trial_dir = json.loads(sys.argv[1])
+async def main():
+    connections = await asyncio.gather(*(
+        asyncssh.connect(m["host"], port=m["port"], username=m["user"], client_keys=[m["sshKeyFile"]],
+                         known_hosts=m["knownHosts"], **options)
+        for m in machines
+    ))
+    await connections[0].run("python3 -I -S %s %s" % (shlex.quote(keeper), shlex.quote(trial_dir)))
+    for connection in connections:
+        connection.close()
+asyncio.run(main())
+"""
 
 
 def run_remote(
@@ -72,7 +97,7 @@ def run_remote_variants(
                     run = run_launch(system, workdir, spec, bare, training_service=service, python="python3")
                     runs[name].append(run)
                 if floor:
-                    runs[BARE_SSH].append(bare_ssh_run(machines, spec))
+                    runs[BARE_SSH].append({**bare_ssh_run(machines, spec), **bare_first_start(machines)})
         except (OSError, subprocess.SubprocessError, AssertionError, RuntimeError) as exc:
             return {}, f"the remote run failed: {type(exc).__name__}: {exc}"
         finally:
@@ -105,6 +130,27 @@ def bare_ssh_run(machines: list[dict[str, Any]], spec: LaunchSpec) -> dict[str, 
     with tempfile.TemporaryDirectory(prefix="bench-bare-ssh-") as scratch:  # the hosts share this file system
         dirs = [_bare_trial_dir(Path(scratch) / f"t{i}") for i in range(spec.trials)]
         return asyncio.run(_bare_ssh(machines, spec, dirs))
+
+
+def bare_first_start(machines: list[dict[str, Any]]) -> dict[str, float]:
+    """The floor of ``create`` → first trial RUNNING on this fleet: a fresh interpreter (started as the command
+    is) that imports the libraries trialfleet's manager is built on (pydantic, sqlite3, asyncssh and asyncio),
+    connects to every host at once as the manager does, and runs trialfleet's keeper in an SSH session on the
+    first host; the trial's start is the keeper's record of starting its command. Left out: the CLI, the config's
+    models and checks, the store, the manager, and the preparing session each host gets (the keeper is already on
+    the hosts' shared file system here)."""
+    from trialfleet.training_services.ssh import cipher_options
+    from trialfleet.training_services.trial_dir import KEEPER_SCRIPT
+
+    with tempfile.TemporaryDirectory(prefix="bench-bare-start-") as scratch:
+        trial_dir = _bare_trial_dir(Path(scratch) / "t0")
+        args = json.dumps([machines, cipher_options(), str(KEEPER_SCRIPT), str(trial_dir)])
+        began = time.time()
+        subprocess.run(
+            [sys.executable, "-c", _FIRST_START, args], check=True, capture_output=True, timeout=120
+        )
+        started = json.loads((trial_dir / "keeper.json").read_text())["start_time"]
+    return {"first_running_s": started - began}
 
 
 def _bare_trial_dir(trial_dir: Path) -> Path:
