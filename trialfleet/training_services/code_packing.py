@@ -15,11 +15,13 @@ import tarfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from trialfleet.errors import CodeDirectoryError
 from trialfleet.storage.store import DB_RELATIVE_PATH
+
+if TYPE_CHECKING:
+    import pathspec
 
 IGNORE_FILE = ".nniignore"
 MAX_FILES = 2000
@@ -53,6 +55,8 @@ def _walk(code_dir: Path) -> list[Path]:
         rel = "" if rel == "." else rel
         rules = rules_by_dir.pop(rel, [])
         if IGNORE_FILE in names:
+            import pathspec  # here: a code directory without an .nniignore never needs it (~18 ms to import)
+
             lines = (Path(top) / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
             rules = [*rules, _IgnoreRules(rel, pathspec.GitIgnoreSpec.from_lines(lines))]
         kept_dirs = []
