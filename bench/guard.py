@@ -15,7 +15,8 @@ Every figure is "lower is better":
 - the bare server's requests/s without pause over trialfleet's (saturation);
 - keep-alive ``/version`` latency over the bare server's;
 - the web UI's worst route p99 at 200 trials, idle, over the bare server's single-request latency;
-- NNI's whole lists at 200 trials while trials run, the slower median over the time to send its bytes;
+- NNI's whole lists at 200 trials while trials run, the slower median over the time to send its bytes (asked
+  in turns with the list, so that both share the trials' load);
 - the wall time of 200 trials at concurrency 8 over what the bare trials need on the machine's cores;
 - the time per metric ingested (2,000 intermediate results) over an empty Python's start;
 - `stop` → every process gone, with 8 running trials, over an empty Python's start;
@@ -81,7 +82,7 @@ def measure(system: System, workdir: Path, log: Callable[[str], None]) -> dict[s
         f"saturation {ours['saturation_requests_per_s']:,.0f}/s (bare {floor['saturation_requests_per_s']:,.0f})"
     )
 
-    figures, running, idle = run_scale(system, workdir, ScaleSpec(200, requests=30, list_requests=10))
+    figures, running, idle = run_scale(system, workdir, ScaleSpec(200, requests=30, list_requests=20))
     port = free_port()
     with floor_server(port, 2000):
         single = measure_latency(f"http://127.0.0.1:{port}", "/", 50).p99_ms

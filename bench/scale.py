@@ -2,9 +2,10 @@
 
 Measured: the manager's RSS and CPU time per trial, the database size, and REST latency (median, p99) of
 NNI's list routes and of every route the web UI polls, once while the experiment runs (when half of the
-trials have finished) and once idle after the last one. Each probe of NNI's whole lists is followed by the
-time to send as many bytes: a server that only answers with a body of that size (:mod:`bench.floor_server`),
-asked by the same client, beside the same trials.
+trials have finished) and once idle after the last one. Each request for one of NNI's whole lists is
+followed by one for as many bytes from a server that only answers (:mod:`bench.floor_server`): the time to
+send them, taken by the same client, in turns with the list, so that both see the same trials load the
+machine.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from bench import procs
 from bench.floor_server import floor_server
 from bench.rest import Latency, get_json, measure_latency, try_get_json, wait_for
+from bench.stats import percentile
 from bench.systems import Created, System, free_port
 
 TF = "/api/v1/trialfleet"
@@ -76,7 +78,6 @@ def _measure(
         sampler.take()
         cpu_before = sampler.samples[-1].cpu
         running = probe(created, spec)
-        running += send_floors(running, spec)
         sampler.take()
         probe_cpu = sampler.samples[-1].cpu - cpu_before
         wait_for(
@@ -84,7 +85,6 @@ def _measure(
         )
         sampler.take()
     idle = probe(created, spec)
-    idle += send_floors(idle, spec)
     figures = {
         "trials_finished": float(_finished(get_json(created.base, "/job-statistics"))),
         "manager_rss_max_mib": sampler.rss_max_mib,
@@ -101,32 +101,36 @@ def _finished(statistics: list[dict[str, object]]) -> int:
     return sum(int(s["trialJobNumber"]) for s in statistics if s["trialJobStatus"] in final)  # type: ignore[call-overload]
 
 
-def send_floors(probed: list[Latency], spec: ScaleSpec) -> list[Latency]:
-    """The time to send the bytes of each whole list just probed: the same client asking a server that only
-    answers with a body of that size."""
-    floors = []
-    for latency in probed:
-        if latency.route in LIST_ROUTES:
-            port = free_port()
-            with floor_server(port, latency.bytes):
-                floor = measure_latency(f"http://127.0.0.1:{port}", "/", spec.list_requests)
-            floors.append(
-                Latency(send_route(latency.route), floor.median_ms, floor.p99_ms, floor.max_ms, floor.bytes)
-            )
-    return floors
-
-
 def send_route(route: str) -> str:
     return f"send {route}"
 
 
 def probe(created: Created, spec: ScaleSpec) -> list[Latency]:
-    """Latency of each route, its placeholders filled with a live cursor and a finished trial."""
+    """Latency of each route, its placeholders filled with a live cursor and a finished trial, then of each
+    whole list, then the time to send each list's bytes (routes ``send <route>``)."""
     changes = try_get_json(created.root, f"{TF}/changes") or {}
     first = get_json(created.base, "/trial-jobs?offset=0&limit=1&status=SUCCEEDED")
     values = {"cursor": changes.get("cursor", ""), "trial": first[0]["trialJobId"] if first else ""}
     found = [
         measure_latency(created.root, route.format(**values), spec.requests, route) for route in UI_ROUTES
     ]
-    found += [measure_latency(created.root, route, spec.list_requests) for route in LIST_ROUTES]
-    return found
+    lists = [_list_and_send(created, route, spec.list_requests) for route in LIST_ROUTES]
+    return found + [whole for whole, _ in lists] + [send for _, send in lists]
+
+
+def _list_and_send(created: Created, route: str, requests: int) -> tuple[Latency, Latency]:
+    """A whole list's latency and the time to send its bytes, their requests in turns: a trial that starts
+    or a flush of the store slows both alike."""
+    size = measure_latency(created.root, route, 1).bytes
+    whole, send = [], []
+    port = free_port()
+    with floor_server(port, size):
+        for _ in range(requests):
+            whole.append(measure_latency(created.root, route, 1))
+            send.append(measure_latency(f"http://127.0.0.1:{port}", "/", 1))
+    return _joined(route, whole), _joined(send_route(route), send)
+
+
+def _joined(route: str, one_each: list[Latency]) -> Latency:
+    times = [latency.median_ms for latency in one_each]
+    return Latency(route, percentile(times, 50), percentile(times, 99), max(times), one_each[-1].bytes)

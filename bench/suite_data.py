@@ -145,7 +145,7 @@ def scale(ctx: Context) -> list[Section]:
             )
         section.notes.append(
             "Time to send a whole list's bytes: the same client asking a server that only answers with a body of "
-            "that size (`bench/floor_server.py`), right after the list's probe, beside the same trials. The "
+            "that size (`bench/floor_server.py`), its requests in turns with the list's, beside the same trials. The "
             "figure above is the larger of the two ratios (idle: "
             + ", ".join(f"{_send_ratio(idle, r):.2f}" for r in LIST_ROUTES)
             + "; while running: "
