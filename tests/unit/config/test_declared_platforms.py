@@ -1,4 +1,4 @@
-"""``declared_platforms``: the platforms a config file names, read before (and without) validating it, for a
+"""``declared``: the platforms and algorithms a config file names, read before (and without) validating it, for a
 standby manager to import them while the CLI checks the config. Whatever the file holds, it answers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trialfleet.config.loader import declared_platforms
+from trialfleet.config.loader import declared, declared_platforms
 
 
 @pytest.mark.parametrize(
@@ -41,3 +41,27 @@ def test_a_json_file_and_a_missing_one(tmp_path: Path) -> None:
     assert declared_platforms(config) == ["remote"]
     assert declared_platforms(tmp_path / "missing.yml") == []
     assert declared_platforms(tmp_path) == []  # a directory
+
+
+@pytest.mark.parametrize(
+    ("text", "algorithms"),
+    [
+        (
+            "tuner: {name: TPE}\nassessor: {name: Medianstop}\n",
+            [("tuner", "TPE"), ("assessor", "Medianstop")],
+        ),
+        ("advisor: {name: Hyperband}\n", [("advisor", "Hyperband")]),
+        ("tuner: {className: my.Tuner}\n", []),  # custom: no built-in to import
+        ("tuner: TPE\nassessor: {name: 3}\n", []),  # not blocks of a name: load_config says what is wrong
+        (
+            "authorName: a\ntrainingServicePlatform: local\ntrial: {command: x, codeDir: .}\n"
+            "tuner: {builtinTunerName: Anneal}\n",
+            [("tuner", "Anneal")],
+        ),  # v1
+        ("tuner: {name: [unclosed\n", []),
+    ],
+)
+def test_the_algorithms_a_config_names(tmp_path: Path, text: str, algorithms: list[tuple[str, str]]) -> None:
+    config = tmp_path / "config.yml"
+    config.write_text(text)
+    assert declared(config).algorithms == algorithms

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from trialfleet.config import ExperimentConfig
+from trialfleet.errors import AlgorithmError
 from trialfleet.manager.clock import ManualClock
 from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import create_experiment
@@ -143,6 +144,46 @@ async def test_crashing_custom_tuner_puts_experiment_in_error_and_manager_lives(
     assert stored.status is ExperimentStatus.ERROR and stored.error == manager.error
     await drive(manager, lambda: not manager.store.trial_counts().get(TrialStatus.RUNNING))
     assert manager.store.trial_counts() == {TrialStatus.SUCCEEDED: 2}  # the trials it did propose still ran
+
+
+async def test_a_tuner_that_cannot_be_built_closes_the_platform_started_beside_it(tmp_path: Path) -> None:
+    """The platform prepares while the tuner is built: when the tuner's constructor fails, its error is the one
+    raised, and what the platform opened meanwhile (the local keeper spawner's process) is gone."""
+    algo_dir = tmp_path / "algo"
+    algo_dir.mkdir()
+    (algo_dir / "refusing.py").write_text(
+        "from nni.tuner import Tuner\n"
+        "class Refusing(Tuner):\n"
+        "    def __init__(self):\n"
+        "        import time; time.sleep(0.5)  # the spawner has started by then\n"
+        "        raise ValueError('no model for this search space')\n"
+    )
+    manager = make_manager(
+        tmp_path, QUICK_TRIAL, tuner={"class_name": "refusing.Refusing", "code_directory": str(algo_dir)}
+    )
+    trials_dir = str(manager.experiment_dir / "trials")
+    with pytest.raises(AlgorithmError, match="no model for this search space"):
+        await manager.start()
+    assert manager.platforms is None and manager.service is None
+    assert spawners_of(trials_dir) == []
+    assert manager.store.trials() == []
+
+
+def spawners_of(trials_dir: str) -> list[int]:
+    """The live keeper spawners started for this trials directory."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            any(a.endswith(b"spawner.py") for a in argv)
+            and trials_dir.encode() in argv
+            and pid_alive(int(proc.name))
+        ):
+            found.append(int(proc.name))
+    return found
 
 
 async def test_an_error_in_the_loop_ends_the_manager_in_error_and_leaves_the_trials_to_a_resume(

@@ -1,7 +1,8 @@
 """A standby manager, while it waits for its experiment, imports the platforms of the config being created and
-what their start imports (``preload_modules``: asyncssh for a remote fleet), and nothing it was not told of: a
-remote experiment's manager does not import the local platform any more, nor a local one asyncssh. Each case is
-a fresh interpreter, as a standby is."""
+what their start imports (``preload_modules``: asyncssh for a remote fleet), and the built-in algorithms it names
+with their libraries (Optuna for TPE), and nothing it was not told of: a remote experiment's manager does not
+import the local platform any more, nor a local one asyncssh, nor a Random search Optuna. Each case is a fresh
+interpreter, as a standby is."""
 
 from __future__ import annotations
 
@@ -14,15 +15,18 @@ import pytest
 
 LOCAL = "trialfleet.training_services.local.service"
 REMOTE = "trialfleet.training_services.remote.service"
-WATCHED = (LOCAL, REMOTE, "asyncssh")
+TPE = "trialfleet.tuning.optuna_algorithms"
+RANDOM = "trialfleet.tuning.random_tuner"
+MEDIANSTOP = "trialfleet.tuning.medianstop"
+WATCHED = (LOCAL, REMOTE, "asyncssh", TPE, RANDOM, MEDIANSTOP, "optuna", "custom_tuner")
 
 
 def imported_by_preload(config: str | None) -> list[str]:
     script = (
         "import json, sys\n"
-        "from trialfleet.manager.process import preload_platforms\n"
+        "from trialfleet.manager.process import preload\n"
         f"before = {{m for m in {WATCHED!r} if m in sys.modules}}\n"
-        "preload_platforms(sys.argv[1] if len(sys.argv) > 1 else None)\n"
+        "preload(sys.argv[1] if len(sys.argv) > 1 else None)\n"
         f"print(json.dumps(sorted(m for m in {WATCHED!r} if m in sys.modules and m not in before)))\n"
     )
     argv = [sys.executable, "-c", script] + ([config] if config is not None else [])
@@ -50,3 +54,25 @@ def test_the_platforms_of_the_config_and_what_they_preload(
 def test_without_a_config_the_local_platform(tmp_path: Path) -> None:
     assert imported_by_preload(None) == [LOCAL]  # resume and view: the platform nearly every experiment uses
     assert imported_by_preload(str(tmp_path / "missing.yml")) == []
+
+
+@pytest.mark.parametrize(
+    ("algorithms", "imported"),
+    [
+        ("tuner: {name: TPE}", ["optuna", LOCAL, TPE]),
+        ("tuner: {name: random}", [LOCAL, RANDOM]),  # names match as NNI's do, whatever their case
+        ("tuner: {name: Random}\nassessor: {name: Medianstop}", [LOCAL, MEDIANSTOP, RANDOM]),
+        ("advisor: {name: BOHB}", ["optuna", LOCAL]),  # BOHB's own module is bohb_tuner
+        ("tuner: {name: NoSuchTuner}", [LOCAL]),  # left for the start to report
+        ("tuner: {className: custom_tuner.Mine, codeDirectory: .}", [LOCAL]),  # the user's code: the start's
+    ],
+)
+def test_the_algorithms_of_the_config_and_their_libraries(
+    tmp_path: Path, algorithms: str, imported: list[str]
+) -> None:
+    (tmp_path / "custom_tuner.py").write_text("raise SystemExit('imported by the standby')\n")
+    config = tmp_path / "config.yml"
+    config.write_text(
+        f"trialCommand: x\ntrialConcurrency: 1\n{algorithms}\ntrainingService: {{platform: local}}\n"
+    )
+    assert imported_by_preload(str(config)) == imported

@@ -91,8 +91,10 @@ class LocalTrainingService(TrainingService):
     # ---- hooks -----------------------------------------------------------------------------------
 
     async def _prepare(self) -> None:
-        self._shim_env = await asyncio.to_thread(self._shim_pythonpath)
-        await self._open_spawner()
+        # the trial's interpreter is asked whether it has the real NNI while the spawner's interpreter starts
+        self._shim_env, _ = await asyncio.gather(
+            asyncio.to_thread(self._shim_pythonpath), self._open_spawner()
+        )
         if self.shared is not None:
             await self.shared.prepare_here()
             await self.shared.code_dir(Path(self.config.trial_code_directory))
