@@ -88,8 +88,9 @@ class ExperimentManager:
 
     # ---- life cycle --------------------------------------------------------------------------------
 
-    async def start(self, *, resume: bool = False) -> None:
-        """Build tuner, assessor and training service; re-adopt or re-queue unfinished trials on resume."""
+    async def start(self, *, resume: bool = False, on_tuner_built: Callable[[], None] | None = None) -> None:
+        """Build tuner, assessor and training service; re-adopt or re-queue unfinished trials on resume.
+        ``on_tuner_built`` is called once the tuner is, while the platforms may still be preparing."""
         if self.readonly:
             return
         from trialfleet.config.pipeline import unacted_warnings
@@ -116,6 +117,8 @@ class ExperimentManager:
                 log.exception("closing the platforms after the tuner failed to start")
             self.platforms = None
             raise
+        if on_tuner_built is not None:
+            on_tuner_built()
         await starting
         log.info("%s experiment: %s", "Resuming" if resume else "Starting", self.experiment_id)
         if resume:

@@ -13,12 +13,13 @@ import contextlib
 import importlib
 import logging
 import os
+import select
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,12 +131,15 @@ async def serve(
         loop.add_signal_handler(sig, manager.request_stop)
     for sig in FATAL_SIGNALS:  # their default would end the process without a word
         loop.add_signal_handler(sig, manager.abort, f"the manager received {sig.name}")
-    if action == "view" or _light_preparation(config):
+    # light preparation: the server is imported while the platforms prepare, once the tuner is built (Optuna's
+    # import beside it took twice as long)
+    on_tuner_built = _SERVER_IMPORT.start if action != "view" and _light_preparation(config) else None
+    if action == "view":
         _SERVER_IMPORT.start()
     try:
         if action != "view":
             reserve_space(experiment_dir)  # room to say why, should the disk fill up
-        await manager.start(resume=action == "resume")
+        await manager.start(resume=action == "resume", on_tuner_built=on_tuner_built)
     except TrialfleetError as exc:
         log.error("cannot start the experiment: %s", exc)
         manager.fail(str(exc))  # the server stays up so the error can be read until `stop`
@@ -222,18 +226,20 @@ def _light_preparation(config: ExperimentConfig) -> bool:
         return True
 
 
-def preload(config_file: str | None) -> None:
+def preload(config_file: str | None, orders_fd: int | None = None) -> None:
     """In a standby manager: import what the experiment being created starts with, so that none of it is on the way
-    to the first trial once the orders come: the config's platforms (``local``, the one nearly every experiment
-    runs on, when no config is known) with what their start imports (``preload_modules``), and the tuning package
-    with each built-in algorithm the config names and the library it is built on (``requires``: Optuna for TPE,
-    ~0.35 s). A name that cannot be loaded is left for the start to report; a custom algorithm (``className``) is
-    the user's code, imported by the start."""
+    to the first trial once the orders come.
+
+    First the config's platforms (``local``, the one nearly every experiment runs on, when no config is known) with
+    what their start imports (``preload_modules``): the first thing the start does. Then, while the orders have not
+    come (``orders_fd`` not yet readable), the tuning package and each built-in algorithm the config names with the
+    library it is built on (``requires``: Optuna for TPE, ~0.35 s). Once the orders are there, the driver's thread
+    imports those while the platforms prepare. A name that cannot be loaded is left for the start to report; a
+    custom algorithm (``className``) is the user's code, imported by the start."""
     from trialfleet.config.loader import declared
 
     hints = declared(config_file) if config_file is not None else None
-    names = hints.platforms if hints is not None else ["local"]
-    for name in dict.fromkeys(names):
+    for name in dict.fromkeys(hints.platforms if hints is not None else ["local"]):
         try:
             for module in get_training_service_class(name).preload_modules:
                 importlib.import_module(module)
@@ -241,23 +247,31 @@ def preload(config_file: str | None) -> None:
             continue
     if hints is None:
         return
-    from trialfleet.tuning.catalog import find_builtin
-
-    importlib.import_module("trialfleet.tuning")
-    for kind, name in hints.algorithms:
-        entry = find_builtin(name, "tuner" if kind == "advisor" else kind)
-        if entry is None or entry.missing_requirements():
-            continue
+    for modules in _algorithm_modules(hints.algorithms):
+        if orders_fd is not None and select.select([orders_fd], [], [], 0)[0]:
+            return
         try:
-            for module in (entry.target.partition(":")[0], *entry.requires):
+            for module in modules:
                 importlib.import_module(module)
         except ImportError:  # the start says what is missing
             continue
 
 
+def _algorithm_modules(algorithms: list[tuple[str, str]]) -> Iterator[tuple[str, ...]]:
+    """The modules to import for the tuning package, then for each built-in algorithm named (with its library)."""
+    yield ("trialfleet.tuning",)
+    from trialfleet.tuning.catalog import find_builtin
+
+    for kind, name in algorithms:
+        entry = find_builtin(name, "tuner" if kind == "advisor" else kind)
+        if entry is not None and not entry.missing_requirements():
+            yield (entry.target.partition(":")[0], *entry.requires)
+
+
 class _ServerImport:
     """The web server's modules (FastAPI: ~0.2 s of CPU), imported in a thread while the loop goes on: while
-    the platforms prepare if that is light work (:func:`_light_preparation`), else once they are prepared.
+    the platforms prepare if that is light work (:func:`_light_preparation`), from when the tuner is built, else
+    once they are prepared.
 
     An import holds the GIL between its file reads, so the loop's thread, each time it gives the GIL up for
     a system call, waits for the switch interval (5 ms) to have it back: the first trials started 70-100 ms
@@ -324,9 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.orders_fd is not None:
-        # idle until the orders come: meanwhile the platforms and algorithms are imported (the web server waits
-        # for them: on a platform other than local it would be in the way of the first trial)
-        preload(args.preload_for)
+        # idle until the orders come: meanwhile the platforms, and the algorithms until the orders are there, are
+        # imported (the web server waits for them: on a platform other than local it would be in the way of the
+        # first trial)
+        preload(args.preload_for, args.orders_fd)
         from trialfleet.manager.standby import await_orders
 
         orders = await_orders(args.orders_fd)

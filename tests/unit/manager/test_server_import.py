@@ -1,12 +1,14 @@
 """The manager imports its web server (FastAPI, ~0.2 s of CPU) in a thread beside a light platform preparation
-(``local``), and only once a heavy one is done: a remote fleet's preparation imports asyncssh and makes SSH
-handshakes in the manager's process, and it is on the way to the first trial while the server is not."""
+(``local``), once the tuner is built, and only once a heavy preparation is done: a remote fleet's imports
+asyncssh and makes SSH handshakes in the manager's process, and it is on the way to the first trial while the
+server is not; so is the tuner (Optuna's import, for TPE)."""
 
 from __future__ import annotations
 
 import asyncio
 import http.client
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from tests.unit.server.conftest import API, make_config
 from tests.unit.server.test_keep_alive import free_port, stop
 from trialfleet.config import ExperimentConfig
 from trialfleet.manager import process
+from trialfleet.manager.driver import AlgorithmDriver
 from trialfleet.manager.launcher import bind_socket, create_experiment
 from trialfleet.training_services.local.service import LocalTrainingService
 from trialfleet.training_services.remote.service import RemoteTrainingService
@@ -29,7 +32,7 @@ def check_status(port: int) -> None:
 
 
 @pytest.mark.parametrize("light", [True, False])
-async def test_the_web_server_is_imported_beside_a_light_preparation_and_after_a_heavy_one(
+async def test_the_web_server_is_imported_beside_a_light_preparation_once_the_tuner_is_built_and_after_a_heavy_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, light: bool
 ) -> None:
     seen: list[str] = []
@@ -47,9 +50,18 @@ async def test_the_web_server_is_imported_beside_a_light_preparation_and_after_a
 
     async def prepare(self: LocalTrainingService) -> None:
         seen.append("prepare")
+        await asyncio.sleep(0.5)  # a preparation that outlasts the tuner's
         await prepare_local(self)
+        seen.append("prepared")
 
     monkeypatch.setattr(LocalTrainingService, "_prepare", prepare)
+    start_driver = AlgorithmDriver.start
+
+    async def start_tuner(self: AlgorithmDriver, *args: Any) -> None:
+        await start_driver(self, *args)
+        seen.append("tuner built")
+
+    monkeypatch.setattr(AlgorithmDriver, "start", start_tuner)
     _, experiment_dir = create_experiment(make_config(tmp_path, max_trial_number=1))
     sock = bind_socket(free_port(), "127.0.0.1")
     port = sock.getsockname()[1]
@@ -59,7 +71,10 @@ async def test_the_web_server_is_imported_beside_a_light_preparation_and_after_a
     finally:
         await asyncio.to_thread(stop, port)
         assert await asyncio.wait_for(manager, 60) == 0
-    assert seen[:2] == (["server import", "prepare"] if light else ["prepare", "server import"])
+    if light:
+        assert seen[:4] == ["prepare", "tuner built", "server import", "prepared"]
+    else:
+        assert seen[:4] == ["prepare", "tuner built", "prepared", "server import"]
 
 
 def test_an_experiment_with_any_heavy_platform_imports_its_server_after_preparing(tmp_path: Path) -> None:

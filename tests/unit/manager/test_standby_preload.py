@@ -21,12 +21,15 @@ MEDIANSTOP = "trialfleet.tuning.medianstop"
 WATCHED = (LOCAL, REMOTE, "asyncssh", TPE, RANDOM, MEDIANSTOP, "optuna", "custom_tuner")
 
 
-def imported_by_preload(config: str | None) -> list[str]:
+def imported_by_preload(config: str | None, *, orders_came: bool = False) -> list[str]:
+    """What ``preload`` imports in a fresh interpreter; ``orders_came``: its orders socket is readable already."""
     script = (
-        "import json, sys\n"
+        "import json, socket, sys\n"
         "from trialfleet.manager.process import preload\n"
         f"before = {{m for m in {WATCHED!r} if m in sys.modules}}\n"
-        "preload(sys.argv[1] if len(sys.argv) > 1 else None)\n"
+        "cli, standby = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+        f"if {orders_came!r}: cli.send(b'{{}}')\n"
+        "preload(sys.argv[1] if len(sys.argv) > 1 else None, standby.fileno())\n"
         f"print(json.dumps(sorted(m for m in {WATCHED!r} if m in sys.modules and m not in before)))\n"
     )
     argv = [sys.executable, "-c", script] + ([config] if config is not None else [])
@@ -76,3 +79,13 @@ def test_the_algorithms_of_the_config_and_their_libraries(
         f"trialCommand: x\ntrialConcurrency: 1\n{algorithms}\ntrainingService: {{platform: local}}\n"
     )
     assert imported_by_preload(str(config)) == imported
+
+
+def test_once_the_orders_came_the_algorithms_are_left_to_the_start(tmp_path: Path) -> None:
+    """The start imports them in the driver's thread while the platforms prepare (SSH handshakes, a spawner)."""
+    config = tmp_path / "config.yml"
+    config.write_text(
+        "trialCommand: x\ntrialConcurrency: 1\ntuner: {name: TPE}\ntrainingService: {platform: local}\n"
+    )
+    assert imported_by_preload(str(config), orders_came=True) == [LOCAL]
+    assert imported_by_preload(str(config)) == ["optuna", LOCAL, TPE]
