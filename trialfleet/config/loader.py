@@ -97,11 +97,6 @@ def declared(path: str | Path) -> Declared:
     return Declared(platforms, algorithms)
 
 
-def declared_platforms(path: str | Path) -> list[str]:
-    """The platforms a config file names (its ``trainingService``, or a legacy file's); empty if it does not say."""
-    return declared(path).platforms
-
-
 def _parse(text: str, file: Path) -> Any:
     """JSON for ``.json`` files (YAML would refuse their tab indentation), YAML otherwise, as NNI."""
     try:

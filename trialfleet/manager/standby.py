@@ -4,9 +4,10 @@ Starting the manager's interpreter and importing what it runs takes about 0.3 s 
 spends as long reading and checking the config and writing the experiment. A standby manager does the first
 on another core while the CLI does the second. Told the config file of a ``create``, it imports that config's
 platforms meanwhile, with what their start imports (asyncssh for a remote fleet: ~0.2 s), and its built-in
-algorithms (Optuna for TPE); otherwise the local platform. ``spawn_manager`` then hands it its command line and the listening socket over a Unix socket pair,
-and from there it is the manager ``spawn_manager`` would have started: the same command line (``ps`` shows
-it), the same logs, the same detached session.
+algorithms (Optuna for TPE) until its orders come; otherwise the local platform. ``spawn_manager`` then hands it
+its command line and the listening socket over a Unix socket pair, and from there it is the manager
+``spawn_manager`` would have started: the same command line (``ps`` shows it), the same logs, the same detached
+session.
 
 A standby that is not handed an experiment (the config was refused) is killed when its block ends: it has
 opened nothing and written nothing. This module is stdlib-only, and at import it loads only what starting a

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trialfleet.config.loader import declared, declared_platforms
+from trialfleet.config.loader import declared
 
 
 @pytest.mark.parametrize(
@@ -32,15 +32,15 @@ from trialfleet.config.loader import declared, declared_platforms
 def test_the_platforms_a_config_names(tmp_path: Path, text: str, platforms: list[str]) -> None:
     config = tmp_path / "config.yml"
     config.write_text(text)
-    assert declared_platforms(config) == platforms
+    assert declared(config).platforms == platforms
 
 
 def test_a_json_file_and_a_missing_one(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text('{"trainingService": {"platform": "remote",\t"machineList": []}}')
-    assert declared_platforms(config) == ["remote"]
-    assert declared_platforms(tmp_path / "missing.yml") == []
-    assert declared_platforms(tmp_path) == []  # a directory
+    assert declared(config).platforms == ["remote"]
+    assert declared(tmp_path / "missing.yml").platforms == []
+    assert declared(tmp_path).platforms == []  # a directory
 
 
 @pytest.mark.parametrize(
