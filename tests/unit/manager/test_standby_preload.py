@@ -22,7 +22,8 @@ WATCHED = (LOCAL, REMOTE, "asyncssh", TPE, RANDOM, MEDIANSTOP, "optuna", "custom
 
 
 def imported_by_preload(config: str | None, *, orders_came: bool = False) -> list[str]:
-    """What ``preload`` imports in a fresh interpreter; ``orders_came``: its orders socket is readable already."""
+    """What ``preload`` imports in a fresh interpreter started in the config's directory (a module there is
+    importable); ``orders_came``: its orders socket is readable already."""
     script = (
         "import json, socket, sys\n"
         "from trialfleet.manager.process import preload\n"
@@ -33,7 +34,8 @@ def imported_by_preload(config: str | None, *, orders_came: bool = False) -> lis
         f"print(json.dumps(sorted(m for m in {WATCHED!r} if m in sys.modules and m not in before)))\n"
     )
     argv = [sys.executable, "-c", script] + ([config] if config is not None else [])
-    done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120)
+    cwd = Path(config).parent if config is not None else None
+    done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120, cwd=cwd)
     return list(json.loads(done.stdout))
 
 
