@@ -123,11 +123,12 @@ def _print_best(store: ExperimentStore, maximize: bool) -> None:
     ]
     console().print(f"experiment {experiment.id}: {experiment.status.value}")
     if experiment.error:
-        console().print(f"[red]{experiment.error}[/red]", markup=True)
+        console().print(experiment.error, style="red", markup=False)  # an install hint: trialfleet[remote]
     if rows:
         title = f"best trials ({'max' if maximize else 'min'}imize)"
         print_table(title, ["trial", "#", "default metric", "parameters"], rows)
     elif store.trial_counts().get(TrialStatus.FAILED):
-        console().print(
-            f"[red]no trial succeeded.[/red]{_first_failure(store)}", markup=True, highlight=False
-        )
+        from rich.markup import escape
+
+        # the trial's own stderr follows: printed as it is, brackets and all
+        console().print(f"[red]no trial succeeded.[/red]{escape(_first_failure(store))}", highlight=False)

@@ -46,21 +46,27 @@ def fmt_duration(seconds: float | None) -> str:
 
 def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if cell is None else str(cell) for cell in row))
+        # plain text: a trial's parameters, command or error may hold brackets rich would take for markup
+        table.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
     console().print(table)
 
 
 def success(message: str) -> None:
-    console().print(f"[green]{message}[/green]")
+    console().print(message, style="green", markup=False)
 
 
 def warning(message: str) -> None:
-    console().print(f"[yellow]WARNING:[/yellow] {message}")
+    """``WARNING:`` and the message as written: its key paths (``machineList[0]``) and install hints
+    (``trialfleet[remote]``) are not markup."""
+    from rich.markup import escape
+
+    console().print(f"[yellow]WARNING:[/yellow] {escape(message)}")
 
 
 def error_block(message: str) -> None:

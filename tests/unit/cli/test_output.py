@@ -1,0 +1,72 @@
+"""What the CLI prints of users' text (config keys, errors, a trial's stderr) comes out as written: rich would take
+``[remote]`` or ``[/tmp]`` for markup, dropping the one and refusing the other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from trialfleet.cli import foreground, output
+from trialfleet.status import ExperimentStatus, TrialStatus
+
+BRACKETED = "pip install 'trialfleet[remote]'; key trainingService[0].machineList[1]; [/tmp] [bold]x"
+
+
+@pytest.fixture(autouse=True)
+def fresh_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output, "_console", None)
+
+
+def test_warnings_and_successes_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    output.warning(BRACKETED)
+    output.success(BRACKETED)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"WARNING: {BRACKETED}", BRACKETED]
+
+
+def test_table_cells_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    output.print_table(None, ["parameters"], [['{"layer": "[conv]"}'], ["[/x]"]])
+    out = capsys.readouterr().out
+    assert '{"layer": "[conv]"}' in out and "[/x]" in out
+
+
+@dataclass
+class _Experiment:
+    error: str
+    id: str = "abc12345"
+    status: ExperimentStatus = ExperimentStatus.ERROR
+
+
+@dataclass
+class _Store:
+    error: str
+    stderr_tail: str
+    events_data: list[Any] = field(default_factory=list)
+
+    def experiment(self) -> _Experiment:
+        return _Experiment(self.error)
+
+    def trials(self, **_: Any) -> list[Any]:
+        return []
+
+    def trial_counts(self) -> dict[TrialStatus, int]:
+        return {TrialStatus.FAILED: 1}
+
+    def events(self, **_: Any) -> list[Any]:
+        @dataclass
+        class Event:
+            data: dict[str, str]
+
+        return [Event({"trialId": "t1", "message": "exit code 1", "stderrTail": self.stderr_tail})]
+
+
+def test_the_experiments_error_and_the_first_failures_stderr_are_printed_as_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stderr = "Traceback: [/usr/lib/python3] IndexError: [red] list index out of range"
+    foreground._print_best(_Store(BRACKETED, stderr), maximize=True)  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert BRACKETED in out
+    assert "no trial succeeded." in out and stderr in out
