@@ -123,12 +123,11 @@ def _print_best(store: ExperimentStore, maximize: bool) -> None:
     ]
     console().print(f"experiment {experiment.id}: {experiment.status.value}")
     if experiment.error:
-        console().print(experiment.error, style="red", markup=False)  # an install hint: trialfleet[remote]
+        console().print(experiment.error, style="red")
     if rows:
         title = f"best trials ({'max' if maximize else 'min'}imize)"
         print_table(title, ["trial", "#", "default metric", "parameters"], rows)
     elif store.trial_counts().get(TrialStatus.FAILED):
-        from rich.markup import escape
+        from rich.text import Text
 
-        # the trial's own stderr follows: printed as it is, brackets and all
-        console().print(f"[red]no trial succeeded.[/red]{escape(_first_failure(store))}", highlight=False)
+        console().print(Text.assemble(("no trial succeeded.", "red"), _first_failure(store)))

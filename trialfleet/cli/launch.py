@@ -206,9 +206,11 @@ def _run_foreground(
 def _print_started(
     experiment_id: str, url: str, url_prefix: str | None, token: Token | None, *, foreground: bool = False
 ) -> None:
+    from rich.text import Text
+
     base = f"{url}/{url_prefix.strip('/')}" if url_prefix and url_prefix.strip("/") else url
     out = console()
-    out.print(f"Experiment ID: [bold]{experiment_id}[/bold]")
+    out.print(Text.assemble("Experiment ID: ", (experiment_id, "bold")))
     out.print(f"Web portal URLs: {base}")
     out.print(f"REST API: {base}/api/v1/nni")
     if token is not None:
@@ -220,9 +222,11 @@ def _print_started(
 
 
 def _print_token(token: Token, base: str) -> None:
+    from rich.text import Text
+
     out = console()
     if token.new:
-        out.print(f"Access token (shown once; kept in {token.path}): [bold]{token.value}[/bold]")
+        out.print(Text.assemble(f"Access token (shown once; kept in {token.path}): ", (token.value, "bold")))
         out.print(f"Open the web UI with it once: {base}/?token={token.value}")
     else:
         out.print(

@@ -43,7 +43,7 @@ def _print_logs(
         if path.is_file() and paths_only:
             sys.stdout.write(f"{path}\n")
         elif path.is_file():
-            console().print(f"==> {path} <==", style="bold", markup=False)
+            console().print(f"==> {path} <==", style="bold")
             sys.stdout.write(_lines(path.read_text(errors="replace"), head, tail))
             sys.stdout.flush()
 
@@ -84,7 +84,7 @@ def trial(
     try:
         jobs = [client.trial_job(trial_id)] if trial_id else client.trial_jobs()
         for job in jobs:
-            console().print(f"id:{job['trialJobId']} path:{job.get('logPath', '')}", markup=False)
+            console().print(f"id:{job['trialJobId']} path:{job.get('logPath', '')}")
             for wanted, name in ((show_stdout, "stdout"), (show_stderr, "stderr")):
                 if wanted:
                     text = client.trial_file(job["trialJobId"], name).decode("utf-8", errors="replace")

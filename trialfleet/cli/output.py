@@ -19,8 +19,10 @@ def console() -> Console:
     if _console is None:
         from rich.console import Console
 
-        # piped output (logs, scripts) is not folded to 80 columns
-        _console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        # piped output (logs, scripts) is not folded to 80 columns. No markup: what is printed is mostly the
+        # user's text (errors with install hints like trialfleet[remote], key paths like machineList[0], a
+        # trial's stderr), and styles are given as styles
+        _console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 200)
     return _console
 
 
@@ -46,27 +48,23 @@ def fmt_duration(seconds: float | None) -> str:
 
 def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     from rich.table import Table
-    from rich.text import Text
 
     table = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        # plain text: a trial's parameters, command or error may hold brackets rich would take for markup
-        table.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
+        table.add_row(*("" if cell is None else str(cell) for cell in row))
     console().print(table)
 
 
 def success(message: str) -> None:
-    console().print(message, style="green", markup=False)
+    console().print(message, style="green")
 
 
 def warning(message: str) -> None:
-    """``WARNING:`` and the message as written: its key paths (``machineList[0]``) and install hints
-    (``trialfleet[remote]``) are not markup."""
-    from rich.markup import escape
+    from rich.text import Text
 
-    console().print(f"[yellow]WARNING:[/yellow] {escape(message)}")
+    console().print(Text.assemble(("WARNING:", "yellow"), " ", message))
 
 
 def error_block(message: str) -> None:
@@ -77,9 +75,9 @@ def error_block(message: str) -> None:
 def yellow_ruled(text: str) -> None:
     """Text between two yellow rulers, as nnictl shows a converted legacy config."""
     rule = "=" * 80
-    console().print(f"[yellow]{rule}[/yellow]")
-    console().print(text.rstrip(), markup=False)
-    console().print(f"[yellow]{rule}[/yellow]")
+    console().print(rule, style="yellow")
+    console().print(text.rstrip())
+    console().print(rule, style="yellow")
 
 
 def metric_value(job: dict[str, Any]) -> Any:

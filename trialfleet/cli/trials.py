@@ -134,6 +134,6 @@ def _show_running() -> None:
         try:
             print_table(None, TRIAL_COLUMNS, trial_rows(client.trial_jobs()))
         except TrialfleetError as exc:
-            out.print(str(exc), style="red", markup=False)
+            out.print(str(exc), style="red")
         finally:
             client.close()

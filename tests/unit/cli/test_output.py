@@ -32,11 +32,19 @@ def test_table_cells_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> 
     assert '{"layer": "[conv]"}' in out and "[/x]" in out
 
 
+def test_styles_are_still_applied(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    output.warning(BRACKETED)
+    out = capsys.readouterr().out
+    assert "\x1b[33mWARNING:\x1b[0m" in out and BRACKETED in out
+
+
 @dataclass
 class _Experiment:
     error: str
     id: str = "abc12345"
     status: ExperimentStatus = ExperimentStatus.ERROR
+    exec_duration: float = 3.0
 
 
 @dataclass
@@ -70,3 +78,9 @@ def test_the_experiments_error_and_the_first_failures_stderr_are_printed_as_writ
     out = capsys.readouterr().out
     assert BRACKETED in out
     assert "no trial succeeded." in out and stderr in out
+
+
+def test_the_live_panel_shows_the_first_failures_stderr_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    stderr = "KeyError: [remote] in [/etc/hosts]"
+    output.console().print(foreground._panel(_Store("", stderr), maximize=True))  # type: ignore[arg-type]
+    assert stderr in capsys.readouterr().out
