@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """trialfleet worker probe: the manager's hands on an SSH host, one batched request per round trip.
 
-Usage: ``python3 probe.py <prepare|launch|poll|kill|write|mount|read>`` with a JSON request on stdin; prints one JSON
+Usage: ``python3 probe.py <prepare|launch|launch_all|poll|kill|write|mount|read>`` with a JSON request on stdin; prints one JSON
 answer. The manager runs it as an imported module (``support.RUN_AS_MODULE``), which caches its compiled form.
 
 Standalone like ``keeper.py`` (stdlib only, Linux, Python >= 3.8) and uploaded next to it, whose helpers it
@@ -14,6 +14,7 @@ them with the same code as every other platform.
   keeper's protocol version.
 * ``launch``: copy ``<root>/code`` into the trial directory, write the files the manager prepared, start the
   keeper detached. Idempotent: a trial directory that was launched before answers with that launch.
+* ``launch_all``: ``launch`` for each of several trials at once, each answered with its record or its error.
 * ``poll``: for every trial, keeper liveness (pid + start ticks + boot id), keeper.json, result.json, new bytes.
 * ``kill``: SIGTERM the keeper (it ends the tree); if the keeper is gone, end the tree in a detached process.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
@@ -139,6 +140,20 @@ def launch(request: dict) -> dict:
     # not fsynced: a host crash ends the keeper it describes; a reader must only never see half of it
     keeper.write_json_atomically(record_path, record, durable=False)
     return dict(record, existing=False)
+
+
+def launch_all(request: dict) -> dict:
+    """``launch`` for each of ``request["launches"]``, in order, in this one interpreter: the launches the manager
+    asked of this host at once (the first trials of an experiment, trials that ended together) pay one SSH session
+    and one interpreter's start between them instead of one each. Each keeper is still a process of its own, as
+    with ``launch``; a launch that fails is answered with its error and does not keep the others from starting."""
+    answers: list = []
+    for one in request["launches"]:
+        try:
+            answers.append({"answer": launch(one)})
+        except Exception as exc:
+            answers.append({"error": f"{type(exc).__name__}: {exc}"})
+    return {"launched": answers}
 
 
 def copy_tree(source: str, dest: str) -> None:
@@ -390,6 +405,7 @@ def unescape_mount_path(text: str) -> str:
 COMMANDS = {
     "prepare": prepare,
     "launch": launch,
+    "launch_all": launch_all,
     "poll": poll,
     "kill": kill,
     "write": write,
@@ -435,6 +451,8 @@ def serve_one(message: dict, watched: set) -> dict:
         return {"id": message["id"], "error": f"{type(exc).__name__}: {exc}"}
     if command == "launch":
         watched.add(request["trial_dir"])
+    elif command == "launch_all":
+        watched.update(one["trial_dir"] for one in request["launches"])
     elif command == "poll":  # adopted trials are watched from their first poll on
         for trial in request["trials"]:
             if (

@@ -361,16 +361,44 @@ async def test_launches_under_way_at_once_spread_over_the_hosts_and_upload_the_c
         await service.close(kill_trials=True)
 
 
+async def test_launches_asked_at_once_of_a_host_share_one_session(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    """The trials a round submits at once: one SSH session for all of them on the host (``probe launch_all``),
+    then the runner's; each trial still under a keeper of its own."""
+    host = fleet.hosts[0]
+    service, _ = await started_counting_sessions(tmp_path, host, code_dir)
+    log = host.dir / "sshd.log"
+    before = len(log.read_text(errors="replace").splitlines())
+    try:
+        placed = await asyncio.gather(*(service.submit(spec(f"a{i}", code_dir)) for i in range(4)))
+        assert all(isinstance(p, Submitted) for p in placed), placed
+        keepers = {p.handle["keeper_pid"] for p in placed if isinstance(p, Submitted)}
+        assert len(keepers) == 4
+        seen = await poll_until(service, lambda s: len(s.ended) == 4)
+        assert {ended.status for ended in seen.ended.values()} == {TrialStatus.SUCCEEDED}
+    finally:
+        await service.close(kill_trials=True)
+    logged = log.read_text(errors="replace").splitlines()[before:]
+    sessions = [line for line in logged if "Starting session" in line]
+    assert len(sessions) == 2, sessions  # the launches' and the runner's
+
+
 async def test_more_launches_at_once_than_sshd_allows_sessions_all_start(
     tmp_path: Path, fleet: Fleet, code_dir: Path
 ) -> None:
-    """The fleet's sshd has OpenSSH's default MaxSessions (10): twelve launches at once on one host, each a session
-    of its own, wait for their turn instead of having a channel refused (which would drop the link)."""
+    """The fleet's sshd has OpenSSH's default MaxSessions (10): twelve launches under way at once on one host, each
+    asked in a turn of its own (so each a session of its own), wait for their turn instead of having a channel
+    refused (which would drop the link)."""
     service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts[:1]))
     await service.start()
     try:
         trials = [spec(f"m{i}", code_dir, "sleep 0.5") for i in range(12)]
-        placed = await asyncio.gather(*(service.submit(trial) for trial in trials))
+        submits = []
+        for trial in trials:
+            submits.append(asyncio.ensure_future(service.submit(trial)))
+            await asyncio.sleep(0.002)  # a session takes ~45 ms: the twelve overlap
+        placed = await asyncio.gather(*submits)
         assert all(isinstance(p, Submitted) for p in placed), placed
         assert service.machines[0].link.up
         seen = await poll_until(service, lambda s: len(s.ended) == 12)

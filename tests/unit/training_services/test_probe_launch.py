@@ -68,9 +68,9 @@ def test_copy_tree_copies_as_shutil_copytree_with_symlinks(tmp_path: Path) -> No
                 (directory / "locked").chmod(0o755)
 
 
-def launch_on_host(bundle: Path, request: dict[str, object]) -> dict[str, object]:
+def launch_on_host(bundle: Path, request: dict[str, object], command: str = "launch") -> dict[str, object]:
     """``probe.py launch`` as the manager runs it over SSH: its own interpreter, the request on stdin."""
-    argv = run_as_module(str(bundle / "probe.py"), "launch")
+    argv = run_as_module(str(bundle / "probe.py"), command)
     argv[0] = sys.executable
     done = subprocess.run(argv, input=json.dumps(request), capture_output=True, text=True, check=True)
     answer: dict[str, object] = json.loads(done.stdout)
@@ -102,6 +102,40 @@ async def test_launch_copies_the_code_and_its_keeper_runs_the_trial_there(tmp_pa
         for directory in (code, trial_dir / "code"):
             if (directory / "locked").exists():
                 (directory / "locked").chmod(0o755)
+
+
+async def test_launch_all_starts_each_trial_under_a_keeper_of_its_own_and_answers_a_failure_alone(
+    tmp_path: Path,
+) -> None:
+    """The launches asked of a host at once, in one interpreter: each trial its own keeper and code copy; one that
+    cannot be launched (its code directory is gone) is answered with its error, the others start all the same."""
+    bundle = tmp_path / "keeper"
+    shutil.copytree(PROBE_DIR, bundle, ignore=shutil.ignore_patterns("__pycache__"))
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('hello')\n")
+
+    def request(name: str, code_dir: Path = code) -> dict[str, object]:
+        trial_dir = tmp_path / "trials" / name
+        argv = ["/bin/sh", "-c", "echo $$ > pid.txt; cat train.py"]
+        command = command_record(argv, str(trial_dir / "code"), {})
+        return {"trial_dir": str(trial_dir), "code_dir": str(code_dir), "files": input_files("{}", command)}
+
+    launches = [request("a"), request("b", tmp_path / "gone"), request("c")]
+    answers = launch_on_host(bundle, {"launches": launches}, "launch_all")["launched"]
+    assert isinstance(answers, list) and len(answers) == 3
+    assert "FileNotFoundError" in answers[1]["error"] and "gone" in answers[1]["error"]
+    first, third = answers[0]["answer"], answers[2]["answer"]
+    assert first["keeper_pid"] != third["keeper_pid"] and first["existing"] is third["existing"] is False
+    for name in ("a", "c"):
+        trial_dir = tmp_path / "trials" / name
+        await wait_for_file(trial_dir / "result.json")
+        assert json.loads((trial_dir / "result.json").read_text())["exit_code"] == 0
+        assert (trial_dir / "trial.stdout").read_text() == "print('hello')\n"  # its own copy of the code
+    pids = {(tmp_path / "trials" / name / "code" / "pid.txt").read_text() for name in ("a", "c")}
+    assert len(pids) == 2
+    again = launch_on_host(bundle, {"launches": launches[:1]}, "launch_all")["launched"]
+    assert again == [{"answer": dict(first, existing=True)}]  # asked again: the first launch's keeper
 
 
 def test_the_launch_command_imports_nothing_heavy() -> None:

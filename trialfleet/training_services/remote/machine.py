@@ -54,6 +54,7 @@ MIN_FREE_BYTES = 100 * 1024 * 1024
 #: manager's memory; a larger one is streamed by SFTP and unpacked in a session of its own
 STDIN_CODE_LIMIT = 16 * 1024 * 1024
 UNPACK_TIMEOUT = 300.0
+LAUNCH_TIMEOUT = 120.0  # per trial of a launch session: each copies the code directory
 GPU_READING_MAX_AGE = 5.0
 MOUNT_CALL_TIMEOUT = 180.0  # a mount command has 120 s (shared_storage.MOUNT_TIMEOUT)
 # runs on whatever python the host has (even Python 2), so that an old one is reported, not a traceback. One round
@@ -101,6 +102,60 @@ _PREPARE_SCRIPT = (
 _SMI_SEPARATOR = "--trialfleet-gpu-apps--"
 
 
+class Launches:
+    """The launches asked of one host in a session of their own (without reuse), gathered per turn of the event
+    loop: those asked in the same turn (the first trials of an experiment, the trials a round submits at once)
+    share one session and one interpreter's start on the host (``probe launch_all``), which came to 45 ms for one
+    launch alone, but ~185 ms for the first of 8 started at once on 3 hosts, each in a session of its own. A
+    launch alone is a ``probe launch``, as before; none waits for another round to gather."""
+
+    def __init__(self, probe: Probe, name: str) -> None:
+        self.probe = probe
+        self.name = name
+        self._asked: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def launch(self, request: dict[str, Any]) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[dict[str, Any]] = loop.create_future()
+        if not self._asked:
+            loop.call_soon(self._send)  # once the launches that are ready to ask in this turn have asked
+        self._asked.append((request, answered))
+        return await answered
+
+    def _send(self) -> None:
+        asked, self._asked = self._asked, []
+        task = asyncio.ensure_future(self._session(asked))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _session(self, asked: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]) -> None:
+        requests = [request for request, _ in asked]
+        try:
+            if len(requests) == 1:
+                answers = [{"answer": await self.probe.call("launch", requests[0], timeout=LAUNCH_TIMEOUT)}]
+            else:
+                request = {"launches": requests}
+                timeout = LAUNCH_TIMEOUT * len(requests)
+                answers = (await self.probe.call("launch_all", request, timeout=timeout))["launched"]
+        except asyncio.CancelledError:
+            for _, answered in asked:
+                answered.cancel()
+            raise
+        except Exception as exc:  # the link or the probe failed: any launch of the session may have started
+            for _, answered in asked:
+                if not answered.done():
+                    answered.set_exception(exc)
+            return
+        for (_, answered), one in zip(asked, answers, strict=True):
+            if answered.done():  # its caller gave up waiting
+                continue
+            if "error" in one:
+                answered.set_exception(PlatformError(f"{self.name}: probe launch failed ({one['error']})"))
+            else:
+                answered.set_result(one["answer"])
+
+
 class RemoteMachine:
     """A host of ``machineList``: connection, remote root, probe calls, GPU readings, up/down state."""
 
@@ -135,6 +190,7 @@ class RemoteMachine:
         # their script is known once the root is
         self.runner = ProbeRunner(self.link, "", on_ended)
         self.probe: Probe = self.runner if reuse else Probe(self.link, "")
+        self._launches = Launches(self.probe, self.name)
         self.files = ProbeTrialFiles(self.runner)
         self._gpus: tuple[float, list[GpuInfo]] | None = None
         self._code_archive: tuple[Path, Path] | None = None  # what prepare() was given
@@ -264,6 +320,14 @@ class RemoteMachine:
     async def close(self) -> None:
         await self.runner.stop()
         await self.link.close()
+
+    async def launch(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Start one trial's keeper (``probe launch``); its launch record. Through the runner with reuse; else in a
+        session shared with the launches asked of this host in the same turn of the loop (:class:`Launches`)."""
+        if self.probe is self.runner:
+            answer: dict[str, Any] = await self.runner.call("launch", request, timeout=LAUNCH_TIMEOUT)
+            return answer
+        return await self._launches.launch(request)
 
     # ---- ends as they happen -----------------------------------------------------------------------------
 

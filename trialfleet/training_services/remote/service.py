@@ -240,15 +240,23 @@ class RemoteTrainingService(TrainingService):
         )
         command = command_record(["/bin/bash", "-c", spec.command], cwd, env, env_unset=unset)
         files = input_files(spec.parameter_record, command)
-        # a copy here too: readable while the host is unreachable
-        await asyncio.to_thread(write_trial_inputs, self.context.trials_dir / name, files)
         request = {
             "trial_dir": trial_dir,
             "code_dir": code,
             "files": files,
             "record": {"gpus": gpus},
         }
-        answer = await machine.probe.call("launch", request, timeout=120)
+        # a copy here too, readable while the host is unreachable: written while the host launches, so that the
+        # launches of one round reach the host together and share a session (RemoteMachine.launch)
+        copy = asyncio.ensure_future(
+            asyncio.to_thread(write_trial_inputs, self.context.trials_dir / name, files)
+        )
+        try:
+            answer = await machine.launch(request)
+        finally:
+            (copied,) = await asyncio.gather(copy, return_exceptions=True)
+        if isinstance(copied, BaseException):
+            raise copied
         machine.launched.add(name)
         self._spawn(machine.watch(trial_dir))
         gpus = answer.get("gpus", gpus)
