@@ -3,15 +3,19 @@ trial kill, export, import, logs, list, stop (no process left), resume, update, 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import re
+import shutil
+import sqlite3
 from pathlib import Path
 
 import httpx
 
 from tests.integration.cli_harness import Cli, free_port, processes_mentioning, wait_until, write_experiment
+from trialfleet.storage.store import DB_RELATIVE_PATH
 
 
 def _statuses(cli: Cli, experiment_id: str) -> list[str]:
@@ -74,6 +78,13 @@ def test_experiment_lifecycle_through_the_cli(tmp_path: Path) -> None:
     assert experiment_id in cli.ok("experiment", "list")
     assert "Stop experiment success." in cli.ok("stop", experiment_id[:4])  # an id prefix is enough
     _assert_nothing_left(experiment_id, experiment_dir)
+    # its manager closed the store: the database file holds everything on its own (a copy of it alone loses nothing)
+    database = experiment_dir / DB_RELATIVE_PATH
+    assert not database.with_name(f"{database.name}-wal").exists()
+    shutil.copy(database, tmp_path / "copy.sqlite")
+    with contextlib.closing(sqlite3.connect(tmp_path / "copy.sqlite")) as copy:
+        assert copy.execute("SELECT count(*) FROM trials").fetchone() == (6,)
+        assert copy.execute("SELECT count(*) FROM metrics WHERE type = 'FINAL'").fetchone() == (5,)
     assert cli.json("experiment", "list", "--all", "--json")[0]["status"] == "STOPPED"
     assert len(cli.json("trial", "ls", experiment_id, "--json")) == 6  # read from the database
 

@@ -17,4 +17,9 @@ def main() -> int:
     standby = StandbyManager.start(config_argument(args)) if standby_wanted(args) else None
     from trialfleet.cli.main import main as run
 
-    return run(standby=standby)
+    try:
+        return run(standby=standby)
+    finally:
+        from trialfleet.process_end import leave
+
+        leave()

@@ -102,4 +102,10 @@ def main(argv: list[str] | None = None, standby: StandbyManager | None = None) -
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from trialfleet.process_end import leave
+
+    try:
+        code = main()
+    finally:
+        leave()
+    sys.exit(code)

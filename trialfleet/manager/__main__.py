@@ -1,5 +1,10 @@
 import sys
 
 from trialfleet.manager.process import main
+from trialfleet.process_end import leave
 
-sys.exit(main())
+try:
+    code = main()
+finally:
+    leave()
+sys.exit(code)

@@ -163,6 +163,9 @@ async def serve(
         watcher.cancel()
     release_space(experiment_dir)
     manifest.upsert(manager.experiment_id, pid=None, port=None)
+    # closed, not left to the process's end: the last connection to close folds the write-ahead log into the
+    # database file, which then holds everything on its own
+    manager.store.close()
     return 1 if manager.error else 0
 
 
