@@ -9,7 +9,6 @@ silently dropped.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -132,8 +131,12 @@ class Reconciler:
             final_value = None
             if m.type == "FINAL":
                 final_value = decisions.scalar_of(decisions.decode_metric(m.data))
-            row = NewMetric(m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, final_value)
-            rows.append(dataclasses.replace(row, attempt=attempts[m.trial_id]))
+            attempt = attempts[m.trial_id]
+            rows.append(
+                NewMetric(
+                    m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, final_value, attempt
+                )
+            )
         cursors: dict[str, dict[str, Any]] = {}
         items: list[TrialMetric | TrialProblem] = [*batch.metrics, *batch.problems]
         for item in items:

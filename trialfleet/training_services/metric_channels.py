@@ -124,10 +124,11 @@ def scan_stdout_metrics(
 def decode_metric(
     trial_id: str, payload: bytes, cursor: Mapping[str, Any], timestamp: float
 ) -> TrialMetric | TrialProblem | None:
-    """One metric record → a metric, a problem (never stored), or None for NNI's REQUEST_PARAMETER."""
+    """One metric record → a metric, a problem (never stored), or None for NNI's REQUEST_PARAMETER. The metric or
+    problem keeps ``cursor``: a mapping of its own."""
 
     def problem(message: str) -> TrialProblem:
-        return TrialProblem(trial_id, message, timestamp, dict(cursor))
+        return TrialProblem(trial_id, message, timestamp, cursor)
 
     if len(payload) > MAX_METRIC_BYTES:
         return problem(f"metric record of {len(payload)} bytes is over the {MAX_METRIC_BYTES} byte limit")
@@ -154,7 +155,7 @@ def decode_metric(
     why = _metric_value_problem(value)
     if why is not None:
         return problem(why)
-    return TrialMetric(trial_id, parameter_id, kind, sequence, value, timestamp, dict(cursor))
+    return TrialMetric(trial_id, parameter_id, kind, sequence, value, timestamp, cursor)
 
 
 def _is_int(value: object) -> bool:
