@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """trialfleet worker probe: the manager's hands on an SSH host, one batched request per round trip.
 
-Usage: ``python3 probe.py <prepare|launch|launch_all|poll|kill|write|mount|read>`` with a JSON request on stdin; prints one JSON
-answer. The manager runs it as an imported module (``support.RUN_AS_MODULE``), which caches its compiled form.
+Usage: ``python3 probe.py <prepare|launch|launch_all|poll|kill|write|mount|read>`` with a JSON request on stdin;
+prints one JSON answer. The manager runs it as an imported module (``support.RUN_AS_MODULE``), which caches its compiled form.
 
 Standalone like ``keeper.py`` (stdlib only, Linux, Python >= 3.8) and uploaded next to it, whose helpers it
 imports. It never parses metrics: ``poll`` returns the raw bytes of ``.nni/metrics`` and ``trial.stdout`` after
@@ -14,7 +14,8 @@ them with the same code as every other platform.
   keeper's protocol version.
 * ``launch``: copy ``<root>/code`` into the trial directory, write the files the manager prepared, start the
   keeper detached. Idempotent: a trial directory that was launched before answers with that launch.
-* ``launch_all``: ``launch`` for each of several trials at once, each answered with its record or its error.
+* ``launch_all``: ``launch`` for each of several trials at once, each answered with its record or its error (not
+  through ``serve``: with reuse, launches go one by one over the runner).
 * ``poll``: for every trial, keeper liveness (pid + start ticks + boot id), keeper.json, result.json, new bytes.
 * ``kill``: SIGTERM the keeper (it ends the tree); if the keeper is gone, end the tree in a detached process.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
@@ -451,8 +452,6 @@ def serve_one(message: dict, watched: set) -> dict:
         return {"id": message["id"], "error": f"{type(exc).__name__}: {exc}"}
     if command == "launch":
         watched.add(request["trial_dir"])
-    elif command == "launch_all":
-        watched.update(one["trial_dir"] for one in request["launches"])
     elif command == "poll":  # adopted trials are watched from their first poll on
         for trial in request["trials"]:
             if (

@@ -69,7 +69,8 @@ def test_copy_tree_copies_as_shutil_copytree_with_symlinks(tmp_path: Path) -> No
 
 
 def launch_on_host(bundle: Path, request: dict[str, object], command: str = "launch") -> dict[str, object]:
-    """``probe.py launch`` as the manager runs it over SSH: its own interpreter, the request on stdin."""
+    """``probe.py <command>`` (``launch``, ``launch_all``) as the manager runs it over SSH: its own interpreter, the
+    request on stdin."""
     argv = run_as_module(str(bundle / "probe.py"), command)
     argv[0] = sys.executable
     done = subprocess.run(argv, input=json.dumps(request), capture_output=True, text=True, check=True)
