@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from trialfleet.client import ExperimentRef
     from trialfleet.config import ExperimentConfig
+    from trialfleet.config.convert_v1 import V1Conversion
     from trialfleet.manager.launcher import Launched
     from trialfleet.manager.standby import StandbyManager
 
@@ -118,9 +119,16 @@ def _load(config: Path) -> ExperimentConfig:
     """The config, its warnings printed (a legacy v1 file: with its v2 form)."""
     from trialfleet.config import load_config
 
-    def show_converted(converted: str) -> None:
-        warning("You are using a legacy (v1) config file; this is its v2 form, please update the file:")
-        yellow_ruled(converted)
+    def show_converted(conversion: V1Conversion) -> None:
+        if conversion.nni_has_v2_form:
+            warning("You are using a legacy (v1) config file; this is its v2 form, please update the file:")
+        else:
+            platforms = ", ".join(conversion.platforms)
+            warning(
+                f"You are using a legacy (v1) config file; NNI ran {platforms} only from v1 files, and there is no "
+                "NNI v2 form to update to. trialfleet reads it as this v2 form (which runs on trialfleet only):"
+            )
+        yellow_ruled(conversion.shown())
 
     loaded = load_config(config, on_converted=show_converted)
     for message in loaded.warnings:

@@ -76,7 +76,8 @@ def yellow_ruled(text: str) -> None:
     """Text between two yellow rulers, as nnictl shows a converted legacy config."""
     rule = "=" * 80
     console().print(rule, style="yellow")
-    console().print(text.rstrip())
+    # never folded: the text is YAML to copy into a file, and a line broken mid-value no longer parses
+    console().print(text.rstrip(), soft_wrap=True)
     console().print(rule, style="yellow")
 
 

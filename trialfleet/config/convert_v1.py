@@ -9,9 +9,13 @@ and ran ``dlts`` only from v1 configs), and ``hybrid`` converts to a list of blo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from trialfleet.config.base import SECRET_MASK
 from trialfleet.config.units import show_value
 from trialfleet.errors import ConfigError, ConfigProblem
 
@@ -65,6 +69,49 @@ _ORDER += (
 )
 
 
+#: the v2 keys of a converted config that hold a secret (a machine's password and passphrase, OpenPAI's token,
+#: DLTS's password): masked wherever the converted form is shown, as the stored config masks them
+SECRET_KEYS = frozenset({"password", "sshPassphrase", "token"})
+#: platforms NNI only ever ran from v1 configs: their converted form is trialfleet's, not one NNI would read
+_NO_NNI_V2 = frozenset({"adl", "dlts"})
+
+
+@dataclass(frozen=True)
+class V1Conversion:
+    """A legacy v1 config converted: the v2 dict, a warning per dropped key, and the key paths the conversion
+    wrote without the user having written them (so that no warning about them is given)."""
+
+    v2: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    added: frozenset[str] = frozenset()
+
+    @property
+    def platforms(self) -> list[str]:
+        services = self.v2.get("trainingService")
+        blocks = services if isinstance(services, list) else [services]
+        return [str(block.get("platform")) for block in blocks if isinstance(block, Mapping)]
+
+    @property
+    def nni_has_v2_form(self) -> bool:
+        """False for a platform NNI ran only from v1 configs (adl, dlts): there is no NNI v2 file to update to."""
+        return not _NO_NNI_V2.intersection(self.platforms)
+
+    def shown(self) -> str:
+        """The v2 form as YAML to show the user: secrets masked, no line folded (it must parse back)."""
+        return yaml.safe_dump(_masked(self.v2), sort_keys=False, allow_unicode=True, width=float("inf"))
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            key: SECRET_MASK if key in SECRET_KEYS and item is not None else _masked(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    return value
+
+
 def is_v1_config(data: Mapping[str, Any]) -> bool:
     """NNI's own test (``trainingServicePlatform``), plus the v1-only ``authorName`` and ``trial:`` block."""
     return "trainingServicePlatform" in data or "authorName" in data or isinstance(data.get("trial"), Mapping)
@@ -74,11 +121,17 @@ def convert_v1_to_v2(
     v1: Mapping[str, Any], *, source: str | Path | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """The v2 dict for a legacy v1 config, and a warning per key that had to be dropped."""
+    conversion = convert_v1(v1, source=source)
+    return conversion.v2, conversion.warnings
+
+
+def convert_v1(v1: Mapping[str, Any], *, source: str | Path | None = None) -> V1Conversion:
+    """A legacy v1 config converted (:class:`V1Conversion`); a :class:`ConfigError` naming what cannot be."""
     converter = _Converter(v1)
     v2 = converter.run()
     if converter.problems:
         raise ConfigError("cannot convert the legacy v1 config", file=source, problems=converter.problems)
-    return v2, converter.warnings
+    return V1Conversion(v2, converter.warnings, frozenset(converter.added))
 
 
 def _where(parent: str, key: str) -> str:
@@ -91,6 +144,7 @@ class _Converter:
         self.v2: dict[str, Any] = {}
         self.warnings: list[str] = []
         self.problems: list[ConfigProblem] = []
+        self.added: set[str] = set()  # key paths written by the conversion, not by the user
 
     def problem(self, where: str, message: str) -> None:
         self.problems.append(ConfigProblem(where, message))
@@ -274,7 +328,9 @@ class _Converter:
             role = self.section(trial, role_name, "trial")
             if role:
                 service[role_name] = self._role(role, f"trial.{role_name}")
+                # as NNI's converter: its v2 schema wants one per role; trialfleet runs trialCodeDirectory
                 service[role_name]["codeDirectory"] = self.v2.get("trialCodeDirectory", ".")
+                self.added.add(f"trainingService.{role_name}.codeDirectory")
 
     def _frameworkcontroller(self, trial: dict[str, Any], service: dict[str, Any]) -> None:
         config = self.section(self.rest, "frameworkcontrollerConfig", "")
@@ -310,6 +366,11 @@ class _Converter:
                 "storage: {storageType: pvc, claimName, localMountPoint}"
             )
             self.problem(f"{where}.storage", message)
+        if storage:
+            # trialfleet's: where this machine mounts the export or share (NNI's v1 had no key for it and
+            # mounted it at its own path), in the storage's block or beside it
+            for block in (nfs, azure, config):
+                self.move(block, storage, {"localMountPoint": "localMountPoint"})
         service["storage"] = storage
         for block, name in ((nfs, "nfs"), (vault, "keyVault"), (azure, "azureStorage")):
             self.leftover(block, f"{where}.{name}")

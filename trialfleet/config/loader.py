@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from trialfleet.config.base import BuildSettings
-from trialfleet.config.convert_v1 import convert_v1_to_v2, is_v1_config
+from trialfleet.config.convert_v1 import V1Conversion, convert_v1, convert_v1_to_v2, is_v1_config
 from trialfleet.config.experiment import ExperimentConfig, build_experiment_config
 from trialfleet.config.files import parse_yaml, read_text, yaml_error_message
 from trialfleet.config.units import show_value
@@ -24,15 +24,19 @@ class LoadedConfig:
     config: ExperimentConfig
     path: Path
     converted_from_v1: bool = False
-    converted_yaml: str | None = None  # the v2 form of a legacy v1 file, shown to the user as nnictl does
+    converted_yaml: str | None = (
+        None  # the v2 form of a legacy v1 file (secrets masked), shown as nnictl does
+    )
     warnings: list[str] = field(default_factory=list)
 
 
-def load_config(path: str | Path, *, on_converted: Callable[[str], None] | None = None) -> LoadedConfig:
+def load_config(
+    path: str | Path, *, on_converted: Callable[[V1Conversion], None] | None = None
+) -> LoadedConfig:
     """Read, convert (v1) and validate one config file. Relative paths inside are taken from its directory.
 
-    ``on_converted`` receives the converted YAML of a v1 file before it is validated, so a CLI can show
-    it even when validation then fails (the key paths of such errors are those of the converted config).
+    ``on_converted`` receives the conversion of a v1 file before it is validated, so a CLI can show its v2 form
+    even when validation then fails (the key paths of such errors are those of the converted config).
     Every failure is a :class:`~trialfleet.errors.ConfigError` naming the file.
     """
     file = Path(os.path.expanduser(path)).resolve()
@@ -47,18 +51,19 @@ def load_config(path: str | Path, *, on_converted: Callable[[str], None] | None 
         raise ConfigError(
             f"the config must be a mapping of keys to values, got {show_value(data)}", file=file
         )
-    warnings: list[str] = []
-    converted_yaml = None
+    conversion = None
     if is_v1_config(data):
-        data, warnings = convert_v1_to_v2(data, source=file)
-        converted_yaml = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        conversion = convert_v1(data, source=file)
+        data = conversion.v2
         if on_converted is not None:
-            on_converted(converted_yaml)
+            on_converted(conversion)
     settings = BuildSettings(base_dir=file.parent)
     config = build_experiment_config(data, settings, source=file)
-    return LoadedConfig(
-        config, file, converted_yaml is not None, converted_yaml, warnings + settings.warnings
-    )
+    if conversion is None:
+        return LoadedConfig(config, file, warnings=settings.warnings)
+    # a key the conversion wrote (NNI's per-role codeDirectory) is not the user's to be warned about
+    own = [w for w in settings.warnings if w.split(":", 1)[0] not in conversion.added]
+    return LoadedConfig(config, file, True, conversion.shown(), conversion.warnings + own)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,9 @@ def test_table_cells_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> 
     assert '{"layer": "[conv]"}' in out and "[/x]" in out
 
 
-def test_styles_are_still_applied(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_styles_are_still_applied(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FORCE_COLOR", "1")
     output.warning(BRACKETED)
     out = capsys.readouterr().out
@@ -80,7 +82,18 @@ def test_the_experiments_error_and_the_first_failures_stderr_are_printed_as_writ
     assert "no trial succeeded." in out and stderr in out
 
 
-def test_the_live_panel_shows_the_first_failures_stderr_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_live_panel_shows_the_first_failures_stderr_as_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     stderr = "KeyError: [remote] in [/etc/hosts]"
     output.console().print(foreground._panel(_Store("", stderr), maximize=True))  # type: ignore[arg-type]
     assert stderr in capsys.readouterr().out
+
+
+def test_a_ruled_config_is_never_folded(capsys: pytest.CaptureFixture[str]) -> None:
+    """The converted form of a v1 config is YAML to copy into a file: a value folded at the console's width
+    (200 columns when piped) would no longer parse."""
+    line = "trialCommand: python3 train.py" + " --x=1" * 80
+    output.yellow_ruled(f"{line}\nfoo: bar\n")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == line and lines[2] == "foo: bar"

@@ -19,6 +19,7 @@ from trialfleet.config import (
     convert_v1_to_v2,
     load_config,
 )
+from trialfleet.config.convert_v1 import V1Conversion, convert_v1
 from trialfleet.errors import ConfigError
 
 
@@ -61,10 +62,10 @@ def test_local(data_dir: Path) -> None:
 
 
 def test_local_loads(data_dir: Path) -> None:
-    shown: list[str] = []
+    shown: list[V1Conversion] = []
     loaded = load_config(data_dir / "v1_local.yml", on_converted=shown.append)
     assert loaded.converted_from_v1
-    assert loaded.converted_yaml is not None and shown == [loaded.converted_yaml]
+    assert loaded.converted_yaml is not None and [c.shown() for c in shown] == [loaded.converted_yaml]
     assert yaml.safe_load(loaded.converted_yaml) == _convert(data_dir, "v1_local.yml")[0]
     assert loaded.converted_yaml.startswith("experimentName: example_mnist_pytorch\n")
     assert any("authorName" in w for w in loaded.warnings)
@@ -292,10 +293,10 @@ def test_v2_errors_of_a_converted_config_name_the_file(write_config: Callable[..
     path = write_config(
         V1_BASE.replace("trialConcurrency: 1", "trialConcurrency: many") + "trainingServicePlatform: local\n"
     )
-    shown: list[str] = []
+    shown: list[V1Conversion] = []
     with pytest.raises(ConfigError) as caught:
         load_config(path, on_converted=shown.append)
-    assert "trialConcurrency: many" in shown[0]  # the CLI can still show what was validated
+    assert "trialConcurrency: many" in shown[0].shown()  # the CLI can still show what was validated
     assert str(caught.value).startswith(f"{path}: 1 problem(s)")
     assert "trialConcurrency: expected an integer, got 'many'" in str(caught.value)
 
@@ -323,3 +324,91 @@ def test_hybrid_becomes_a_list_of_blocks_each_from_its_own_section(data_dir: Pat
     config = load_config(data_dir / "v1_hybrid.yml").config
     assert [block.platform for block in config.training_services] == ["local", "remote", "aml"]
     assert {block.trial_command for block in config.training_services} == {"python3 mnist.py"}
+
+
+@pytest.mark.parametrize(
+    ("file", "block"),
+    [
+        ("v1_kubeflow.yml", "kubeflowConfig"),
+        ("v1_frameworkcontroller.yml", "frameworkcontrollerConfig"),
+    ],
+)
+@pytest.mark.parametrize("inside", ["storage block", "platform block"])
+def test_kubernetes_local_mount_point_is_kept(
+    data_dir: Path, tmp_path: Path, file: str, block: str, inside: str
+) -> None:
+    """NNI's v1 had no key for where this machine mounts the export; trialfleet takes ``localMountPoint`` in the
+    storage's block (``nfs``, ``azureStorage``) or beside it, so such a config runs where the export is mounted
+    elsewhere than at NNI's own path."""
+    v1 = yaml.safe_load((data_dir / file).read_text())
+    storage_block = "nfs" if "nfs" in v1[block] else "azureStorage"
+    target = v1[block][storage_block] if inside == "storage block" else v1[block]
+    target["localMountPoint"] = str(tmp_path)
+    v2, warnings = convert_v1_to_v2(v1)
+    assert v2["trainingService"]["storage"]["localMountPoint"] == str(tmp_path)
+    assert not any("localMountPoint" in w for w in warnings)
+
+
+@pytest.mark.parametrize("file", ["v1_remote.yml", "v1_pai.yml", "v1_dlts.yml"])
+def test_the_shown_v2_form_masks_what_the_stored_config_masks(data_dir: Path, file: str) -> None:
+    loaded = load_config(data_dir / file)
+    assert loaded.converted_yaml is not None
+    shown = yaml.safe_load(loaded.converted_yaml)
+    stored = loaded.config.to_json()
+    secrets = _leaves(loaded.config.to_json(include_secrets=True)) - _leaves(stored)
+    assert secrets and not [secret for secret in secrets if secret in loaded.converted_yaml]
+    assert _masked_paths(shown) == _masked_paths(stored) != []
+
+
+def _leaves(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return {leaf for item in value.values() for leaf in _leaves(item)}
+    if isinstance(value, list):
+        return {leaf for item in value for leaf in _leaves(item)}
+    return {value} if isinstance(value, str) else set()
+
+
+def _masked_paths(value: Any, path: str = "") -> list[str]:
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in _masked_paths(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [p for index, item in enumerate(value) for p in _masked_paths(item, f"{path}[{index}]")]
+    return [path.rsplit(".", 1)[-1]] if value == "******" else []
+
+
+def test_the_shown_v2_form_is_never_folded(write_config: Callable[..., Path]) -> None:
+    long_command = "python3 train.py " + " ".join(f"--option-{i}=value-{i}" for i in range(40))
+    v1 = V1_BASE.replace("command: python3 trial.py", f"command: {long_command}")
+    path = write_config(v1 + "trainingServicePlatform: local\n")
+    loaded = load_config(path)
+    assert loaded.converted_yaml is not None
+    assert f"trialCommand: {long_command}\n" in loaded.converted_yaml
+    assert yaml.safe_load(loaded.converted_yaml)["trialCommand"] == long_command
+
+
+def test_no_warning_about_a_key_the_conversion_wrote(data_dir: Path) -> None:
+    """NNI's converter gives each Kubeflow role a codeDirectory the user never wrote (its v2 schema wants
+    one); trialfleet keeps it in the v2 form but does not warn about it."""
+    loaded = load_config(data_dir / "v1_kubeflow.yml")
+    assert not [w for w in loaded.warnings if "codeDirectory" in w]
+    shown = yaml.safe_load(loaded.converted_yaml or "")
+    assert shown["trainingService"]["worker"]["codeDirectory"] == "trial_code"
+
+
+def test_a_written_code_directory_is_still_warned_about(data_dir: Path, tmp_path: Path) -> None:
+    v2 = yaml.safe_load(load_config(data_dir / "v1_kubeflow.yml").converted_yaml or "")
+    v2["searchSpaceFile"] = str(data_dir / "search_space.json")
+    v2["trialCodeDirectory"] = str(data_dir / "trial_code")
+    v2["trainingService"]["worker"]["codeDirectory"] = str(data_dir / "trial_code")
+    del v2["trainingService"]["ps"]
+    (tmp_path / "v2.yml").write_text(yaml.safe_dump(v2))
+    warnings = load_config(tmp_path / "v2.yml").warnings
+    assert [w for w in warnings if w.startswith("trainingService.worker.codeDirectory:")]
+
+
+@pytest.mark.parametrize(
+    ("file", "has_v2"), [("v1_adl.yml", False), ("v1_dlts.yml", False), ("v1_pai.yml", True)]
+)
+def test_nni_has_a_v2_form_only_for_its_v2_platforms(data_dir: Path, file: str, has_v2: bool) -> None:
+    conversion = convert_v1(yaml.safe_load((data_dir / file).read_text()))
+    assert conversion.nni_has_v2_form is has_v2
