@@ -32,9 +32,7 @@ def test_table_cells_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> 
     assert '{"layer": "[conv]"}' in out and "[/x]" in out
 
 
-def test_styles_are_still_applied(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_styles_are_still_applied(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FORCE_COLOR", "1")
     output.warning(BRACKETED)
     out = capsys.readouterr().out
@@ -82,9 +80,7 @@ def test_the_experiments_error_and_the_first_failures_stderr_are_printed_as_writ
     assert "no trial succeeded." in out and stderr in out
 
 
-def test_the_live_panel_shows_the_first_failures_stderr_as_written(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_the_live_panel_shows_the_first_failures_stderr_as_written(capsys: pytest.CaptureFixture[str]) -> None:
     stderr = "KeyError: [remote] in [/etc/hosts]"
     output.console().print(foreground._panel(_Store("", stderr), maximize=True))  # type: ignore[arg-type]
     assert stderr in capsys.readouterr().out
