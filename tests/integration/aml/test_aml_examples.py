@@ -56,7 +56,11 @@ def test_nnis_example_runs_to_the_end(tmp_path: Path, aml: AmlEmulator, config_n
     (code / config_name).write_text(yaml.safe_dump(data))
     cli = Cli.in_dir(tmp_path)
     cli.env["PYTHONPATH"] = os.environ.get("PYTHONPATH", WORKTREE)
-    out = cli.ok("create", "--config", str(code / config_name), "--foreground", "--port", str(free_port()))
+    run = cli.run("create", "--config", str(code / config_name), "--foreground", "--port", str(free_port()))
+    assert run.returncode == 0, run.stderr
+    # nothing of the SDK's own chatter: its "experimental class" lines and the upload's bare colour reset
+    assert "experimental class" not in run.stderr and "\x1b[" not in run.stderr, run.stderr
+    out = run.stdout
     experiment_id = re.search(r"Experiment ID: (\w+)", out).group(1)  # type: ignore[union-attr]
     trials = cli.json("trial", "ls", experiment_id, "--json")
     assert [t["status"] for t in trials] == ["SUCCEEDED"] * 10, trials

@@ -603,6 +603,12 @@ def test_cluster_platform_block_keeps_every_key(workdir: Path, variant: str) -> 
     _check_availability(loaded.config, block["platform"])
 
 
+def test_aml_accepts_reuse_mode_and_says_it_is_not_acted_on(workdir: Path) -> None:
+    """NNI's AML ran only in reuse mode, and NNI configs for it say so: the key loads, with a warning."""
+    loaded = _load(workdir, _top(_set(trainingService=UNAVAILABLE["aml"] | {"reuseMode": True})))
+    _unacted("trainingService.reuseMode")(loaded, workdir)
+
+
 def test_hybrid_list_loads_every_member_and_passes_the_start_checks(workdir: Path) -> None:
     from trialfleet.startup import preflight
 

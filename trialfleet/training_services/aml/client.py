@@ -9,9 +9,12 @@ workspace and Azure's own message; :class:`AmlUnavailable` is one worth retrying
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trialfleet.errors import PlatformError
@@ -27,6 +30,25 @@ AML_RESOURCE_IDS = {
     "AzureChinaCloud": "https://ml.azure.cn/",
     "AzureUSGovernment": "https://ml.azure.us/",
 }
+
+
+#: azure-ai-ml logs "Class …Schema: This is an experimental class" for schema classes it builds at import time
+#: (six lines on every start, about the SDK's insides, not anything a config asked for)
+SDK_EXPERIMENTAL_LOGGER = "azure.ai.ml._utils._experimental"
+_stderr_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _sdk_prints_logged(what: str) -> Iterator[None]:
+    """What the SDK prints to stderr meanwhile goes to the log: its blob upload ends with a bare colour reset
+    (``print(Fore.RESET + "\\n", file=sys.stderr)``) whatever ``show_progress`` says."""
+    printed = io.StringIO()
+    with _stderr_lock, contextlib.redirect_stderr(printed):
+        try:
+            yield
+        finally:
+            if text := printed.getvalue().strip():
+                log.debug("the Azure ML SDK printed while asked to %s: %r", what, text)
 
 
 class AmlUnavailable(PlatformError):
@@ -52,6 +74,7 @@ class AmlClient:
     """One workspace: ``MLClient`` with azure-identity's default chain, plus MLflow and run history reads."""
 
     def __init__(self, config: AmlConfig) -> None:
+        logging.getLogger(SDK_EXPERIMENTAL_LOGGER).setLevel(logging.ERROR)
         try:
             from azure.ai.ml import MLClient
             from azure.identity import DefaultAzureCredential
@@ -60,6 +83,7 @@ class AmlClient:
                 f"aml: the Azure ML SDK is not installed ({exc}): pip install 'trialfleet[aml]'"
             ) from exc
         self.config = config
+        self.snapshot_uploaded = False
         self.where = f"workspace {config.workspace_name} (subscription {config.subscription_id}, "
         self.where += f"resource group {config.resource_group})"
         metadata = dict(config.cloud_metadata or {})
@@ -140,7 +164,13 @@ class AmlClient:
         return AmlJob(name, str(getattr(status, "value", status)))
 
     def submit(self, job: Any) -> None:
-        self.call(f"submit job {job.name}", self.ml.jobs.create_or_update, job)
+        what = f"submit job {job.name}"
+        if self.snapshot_uploaded:  # the SDK finds the snapshot by its hash and uploads nothing more
+            self.call(what, self.ml.jobs.create_or_update, job)
+            return
+        with _sdk_prints_logged(what):
+            self.call(what, self.ml.jobs.create_or_update, job)
+        self.snapshot_uploaded = True
 
     def cancel(self, name: str) -> None:
         """Ask Azure ML to cancel the job (a long-running operation its poller follows in the background)."""

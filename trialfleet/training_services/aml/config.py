@@ -31,9 +31,12 @@ class AmlConfig(TrainingServiceConfig):
     cloud: str | None = None
     cloud_metadata: JsonMapping | None = None
     disable_instance_discovery: bool = False
+    # NNI's AML ran trials only in long-lived jobs; here each trial attempt is a job of its own, so true is warned
+    reuse_mode: bool = False
 
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED + "; they report through the job's MLflow run",
         "max_trial_number_per_gpu": "every trial is a job of its own on the compute target",
+        "reuse_mode": "every trial attempt is an Azure ML job of its own; no job is kept to run several trials",
     }
