@@ -201,6 +201,21 @@ def _small_int(value: object) -> int | None:
     return None
 
 
+def cut_short(trial_id: str, result: Mapping[str, Any], job: str) -> TrialEnded:
+    """The trial keeper was signalled (not by trialfleet) and yet its job succeeded: another task of the job (a
+    parameter server, a second task role, another replica) finished first, and the platform's completion policy
+    ended the job, stopping this trial's command. A trial whose command did not finish is never SUCCEEDED; the
+    policy is the user's to change, so no retry."""
+    ended = ended_from_result(trial_id, result)
+    message = (
+        f"the trial's command did not finish ({ended.message}), yet its job succeeded ({job}): another task of the "
+        "job finished first and the job's completion policy ended it; make the task that reports decide the job"
+    )
+    return TrialEnded(
+        trial_id, TrialStatus.FAILED, ended.timestamp, ended.exit_code, message, FailureKind.USER_CODE
+    )
+
+
 def lost(
     trial_id: str, message: str = "lost: the trial keeper disappeared without a final record"
 ) -> TrialEnded:

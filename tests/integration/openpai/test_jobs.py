@@ -337,3 +337,25 @@ async def test_an_application_token_is_sent_as_openpai_asks(pai: OpenPAIEmulator
         r["headers"]["Authorization"].split()[0] for r in pai.requests if "Authorization" in r["headers"]
     }
     assert schemes == {"Basic"}
+
+
+async def test_a_reporting_role_stopped_by_another_role_s_success_is_not_succeeded(
+    pai: OpenPAIEmulator, started: Started
+) -> None:
+    """Two task roles: ``ps`` finishes at once and, by its completion policy, OpenPAI ends the job as SUCCEEDED,
+    stopping the reporting ``worker`` before its command ran to its end."""
+    protocol = {
+        "protocolVersion": 2,
+        "name": "two_roles",
+        "type": "job",
+        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "python:3.11"}],
+        "taskRoles": {
+            "worker": {"dockerImage": "img", "commands": [f"{PYTHON} -c 'import time; time.sleep(60)'"]},
+            "ps": {"dockerImage": "img", "commands": ["sleep 1"], "completion": {"minSucceededInstances": 1}},
+        },
+    }
+    service = await started.start(openpaiConfig=protocol)
+    await submitted(service, trial_spec("cut", "unused", started.code))
+    ended = (await poll_until(service, lambda s: "cut" in s.ended)).ended["cut"]
+    assert (ended.status, ended.failure_kind) == (TrialStatus.FAILED, FailureKind.USER_CODE), ended
+    assert ended.message is not None and "yet its job succeeded" in ended.message

@@ -94,6 +94,8 @@ CANCELED_RESULT = {"canceled": True, "reason": "canceled"}
             (TrialStatus.FAILED, INFRA, "the job's node stopped responding"),
         ),
         (CANCELED_RESULT, "Canceled", {}, (TrialStatus.USER_CANCELED, CANCELED, "canceled")),
+        # another node ended the job first: the trial's command did not finish, so it is not SUCCEEDED
+        (CANCELED_RESULT, "Completed", {}, (TrialStatus.FAILED, USER, "the trial's command did not finish")),
         (None, "Queued", {}, None),
         (None, "Completed", {"settled": False}, None),
         (

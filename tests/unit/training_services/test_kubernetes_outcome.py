@@ -53,6 +53,12 @@ CASES: list[tuple[str, dict[str, Any], tuple[Any, ...] | None]] = [
         (S.FAILED, K.USER_CODE, None, "1 Worker replica(s) failed"),
     ),
     (
+        # the chief or ps finished first and the completion policy ended the job: the reporting replica was stopped
+        "signalled, job succeeded",
+        {"result": SIGNALLED, "job": SUCCEEDED},
+        (S.FAILED, K.USER_CODE, None, "did not finish (canceled), yet its job succeeded"),
+    ),
+    (
         "signalled, stopped outside",
         {"result": SIGNALLED, "job": STOPPED},
         (S.USER_CANCELED, K.CANCELED, None, "-210"),

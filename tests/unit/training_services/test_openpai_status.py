@@ -237,3 +237,12 @@ def test_the_waiting_reason_shows_the_virtual_cluster_s_usage() -> None:
     assert waiting_reason(waiting, usage) == (
         "waiting for resources in virtual cluster vc1 (cpu 4 of 4, memory 8192 of 8192 MB, gpu 0 of 0 in use)"
     )
+
+
+def test_a_reporting_task_stopped_because_another_role_finished_is_never_succeeded() -> None:
+    """Two task roles: ``ps`` finished first, OpenPAI ended the job (SUCCEEDED) and stopped the reporting worker."""
+    stopped = result(canceled=True, signal=15, reason="canceled by signal 15")
+    for single_task in (True, False):
+        ended = outcome(stopped, job("SUCCEEDED", 0), single_task=single_task)
+        assert ended is not None and ended[:2] == (TrialStatus.FAILED, USER), ended
+        assert "did not finish (canceled by signal 15)" in ended[3] and "completion policy" in ended[3]

@@ -17,7 +17,7 @@ from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.job_states import INFRA, USER, StateMeaning, state_meaning
 from trialfleet.training_services.job_states import running as _running
 from trialfleet.training_services.job_states import waiting as _waiting
-from trialfleet.training_services.trial_dir import ended_from_result, lost
+from trialfleet.training_services.trial_dir import cut_short, ended_from_result, lost
 
 #: how long a job may be ended before the mirror must hold result.json (the forwarder ships it before exiting)
 RESULT_GRACE = 3.0
@@ -85,6 +85,8 @@ def trial_outcome(
         if result.get("canceled") and cancel_status is None and job is not None and job.status != "Canceled":
             if not job.ended:
                 return None  # Azure ML will say why soon
+            if job.meaning.status is TrialStatus.SUCCEEDED:  # another node of the job ended it first
+                return cut_short(trial_id, result, job.describe())
             return _aml_ended(trial_id, job)  # the node went away, or the job was paused
         return ended_from_result(trial_id, result, cancel_status)
     if job is None or not job.ended:

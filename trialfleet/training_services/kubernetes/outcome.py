@@ -15,7 +15,7 @@ from typing import Any
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.kubernetes.states import JobState
-from trialfleet.training_services.trial_dir import ended_from_result, lost
+from trialfleet.training_services.trial_dir import cut_short, ended_from_result, lost
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,8 @@ def _from_result(trial_id: str, result: Mapping[str, Any], view: TrialView) -> T
             return None  # the job's status says why soon (or, restartable, its replicas start again)
         return ended_from_result(trial_id, result) if view.primary_overdue else None
     if signalled:
+        if job.status is TrialStatus.SUCCEEDED:  # another replica or role ended the job first
+            return cut_short(trial_id, result, job.reason)
         return _ended(trial_id, job, job.reason, result.get("exit_code"))
     ended = ended_from_result(trial_id, result)
     if ended.status is TrialStatus.SUCCEEDED and job.status is not TrialStatus.SUCCEEDED:

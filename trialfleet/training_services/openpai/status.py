@@ -21,7 +21,7 @@ from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.job_states import INFRA, USER, StateMeaning
 from trialfleet.training_services.openpai.protocol import STORAGE_MISSING, STORAGE_MISSING_EXIT
-from trialfleet.training_services.trial_dir import ended_from_result, lost
+from trialfleet.training_services.trial_dir import cut_short, ended_from_result, lost
 
 #: how long an ended job may go without result.json showing up on the storage (NFS caches) …
 RESULT_GRACE = 3.0
@@ -210,8 +210,13 @@ def _outcome_from_result(
     if cancel_status is not None:
         return ours
     if result.get("canceled"):
-        # the keeper was signalled, not by us: the job was stopped in OpenPAI, or its pod evicted or deleted
-        return _job_ended(trial_id, job, job.meaning, True, result) if job is not None and job.ended else None
+        # the keeper was signalled, not by us: the job was stopped in OpenPAI, or its pod evicted or deleted, or
+        # another task role finished first and OpenPAI ended the job
+        if job is None or not job.ended:
+            return None
+        if job.state == "SUCCEEDED":
+            return cut_short(trial_id, result, job.describe())
+        return _job_ended(trial_id, job, job.meaning, True, result)
     if single_task:
         return ours
     if job is None or not job.ended:
