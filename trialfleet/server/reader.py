@@ -122,6 +122,10 @@ class ExperimentReader:
 
     def trial_dir(self, row: TrialRow) -> Path:
         handle = row.handle or {}
+        # a platform whose trials see their directory elsewhere (a container's mount of the storage) says where
+        # this machine sees it
+        if isinstance(handle.get("trial_dir_here"), str):
+            return Path(handle["trial_dir_here"])
         if isinstance(handle.get("trial_dir"), str):
             return Path(handle["trial_dir"])
         if row.location and row.location.startswith("local:"):

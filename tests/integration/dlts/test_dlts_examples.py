@@ -109,5 +109,13 @@ def test_the_v2_example_runs_with_the_storage_mounted_here(tmp_path: Path, dlts:
     cli.env["PYTHONPATH"] = os.environ.get("PYTHONPATH", WORKTREE)
     out = cli.ok("create", "--config", str(code / "config.yml"), "--foreground", "--port", str(free_port()))
     experiment_id = re.search(r"Experiment ID: (\w+)", out).group(1)  # type: ignore[union-attr]
-    check_trials(cli.json("trial", "ls", experiment_id, "--json"), 4)
+    trials = cli.json("trial", "ls", experiment_id, "--json")
+    check_trials(trials, 4)
     assert (dlts.work_dir() / experiment_id / "code").is_dir()
+    # the experiment has ended: its trials' files are read where this machine sees the storage, not at the
+    # path the job's container had
+    trial_id = trials[0]["trialJobId"]
+    trial_dir = next((dlts.work_dir() / experiment_id / "trials").glob(f"{trial_id}*"))
+    (trial_dir / "trial.stdout").write_text("epoch 1\nepoch 2\n")  # the example's trial prints nothing
+    shown = cli.ok("log", "trial", experiment_id, "-T", trial_id, "--stdout")
+    assert shown.endswith("\nepoch 1\nepoch 2\n"), shown

@@ -72,7 +72,7 @@ def cluster(tmp_path: Path, storage: Path) -> Iterator[KubernetesEmulator]:
 def mounted_cli(tmp_path: Path, source: str, storage: Path) -> list[str]:
     """The CLI in a mount namespace where ``source`` is mounted, showing ``storage``'s files."""
     mount_point = tmp_path / "mnt"
-    mount_point.mkdir()
+    mount_point.mkdir(exist_ok=True)
     script = (
         f"mount -t tmpfs {shlex.quote(source)} {shlex.quote(str(mount_point))} && "
         f'mount --bind {shlex.quote(str(storage))} {shlex.quote(str(mount_point))} && exec "$@"'
@@ -123,3 +123,12 @@ def test_nni_example_config_runs_unchanged(
         assert replicas == (
             ["worker-0", "worker-1"] if name == "kubeflow_v2" else []
         )  # the master is the trial's
+    # the experiment has ended: a trial's log is read where this machine mounts the storage, not at the path
+    # the trial had in its container
+    trial_id = trials[0]["trialJobId"]
+    argv = [*mounted_cli(tmp_path, EXPORTS[name], storage), "log", "trial", experiment_id, "-T", trial_id]
+    done = subprocess.run(
+        [*argv, "--stdout"], cwd=tmp_path, env=cli.env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"trial {trial_id} replica " in done.stdout

@@ -181,6 +181,8 @@ class DltsTrainingService(TrainingService):
     def _submitted(self, job: TrialJob) -> Submitted:
         self._watcher.watch(job.job_id)
         handle = {"job_id": job.job_id, "job_name": job.name, "trial_dir": job.trial_dir}
+        # where this machine sees it: `log` and `view` read a finished experiment's files there
+        handle["trial_dir_here"] = str(self.storage.to_local(job.trial_dir))
         return Submitted(handle, f"dlts:{self.config.cluster}:{job.job_id}:{job.trial_dir}", started=False)
 
     # ---- polling ---------------------------------------------------------------------------------------

@@ -273,6 +273,8 @@ class KubernetesTrainingService(TrainingService):
             "namespace": self.cluster.namespace,
             "attempt": spec.attempt,
             "trial_dir": trial_dir,
+            # where this machine sees it: `log` and `view` read a finished experiment's files there
+            "trial_dir_here": str(self.storage.to_local(trial_dir)),
         }
         location = f"{self.platform}:{self.cluster.namespace}/{name}:{self.storage.to_local(trial_dir)}"
         self.wakeup.set()
