@@ -423,7 +423,8 @@ class ExperimentStore:
     def mark_running(self, trial_id: str, now: float) -> None:
         with self._transaction() as conn:
             conn.execute(
-                "UPDATE trials SET status = 'RUNNING', start_time = COALESCE(start_time, ?) "
+                # why it waited (a platform's queue) no longer holds
+                "UPDATE trials SET status = 'RUNNING', start_time = COALESCE(start_time, ?), message = NULL "
                 "WHERE id = ? AND status = 'WAITING'",
                 (now, trial_id),
             )

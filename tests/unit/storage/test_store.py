@@ -271,3 +271,13 @@ def test_a_drawn_trial_id_that_is_taken_is_drawn_again(tmp_path: Path) -> None:
     assert [t.id for t in store.trials()] == ["taken", "fresh"]
     with pytest.raises(sqlite3.IntegrityError):  # an id given as it is stays the caller's to choose
         store.add_trial("taken", {"parameters": {}}, 3.0)
+
+
+def test_a_trial_that_starts_running_drops_its_waiting_reason(store: ExperimentStore) -> None:
+    """DLTS and Ray say why a submitted job waits in their queue; once it runs, that reason no longer holds."""
+    store.add_trial("aaaaa", record({"x": 1}), now=1.0)
+    store.mark_submitted("aaaaa", {"job": 1}, "dlts:c:1", now=2.0, running=False)
+    store.set_waiting_reason("aaaaa", "waiting in DLTS's queue", now=3.0)
+    assert store.trial("aaaaa").message == "waiting in DLTS's queue"
+    store.mark_running("aaaaa", now=4.0)
+    assert store.trial("aaaaa").message is None
