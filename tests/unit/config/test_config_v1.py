@@ -412,3 +412,18 @@ def test_a_written_code_directory_is_still_warned_about(data_dir: Path, tmp_path
 def test_nni_has_a_v2_form_only_for_its_v2_platforms(data_dir: Path, file: str, has_v2: bool) -> None:
     conversion = convert_v1(yaml.safe_load((data_dir / file).read_text()))
     assert conversion.nni_has_v2_form is has_v2
+
+
+def test_an_api_version_operators_no_longer_serve_is_said_when_the_config_loads(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """NNI's examples name v1alpha2; the manager falls back to v1, and the user hears of it at create, not only
+    in manager.log."""
+    loaded = load_config(data_dir / "v1_kubeflow.yml")
+    assert [w for w in loaded.warnings if w.startswith("kubeflow apiVersion v1alpha2: ")]
+    v2 = yaml.safe_load(loaded.converted_yaml or "")
+    v2["searchSpaceFile"] = str(data_dir / "search_space.json")
+    v2["trialCodeDirectory"] = str(data_dir / "trial_code")
+    v2["trainingService"]["apiVersion"] = "v1"
+    (tmp_path / "v2.yml").write_text(yaml.safe_dump(v2))
+    assert not [w for w in load_config(tmp_path / "v2.yml").warnings if "apiVersion" in w]

@@ -11,9 +11,9 @@ import re
 from collections.abc import Sequence
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
-from trialfleet.config.base import ConfigModel, ConfigPath, KeyPath, SizeMB, raise_problems
+from trialfleet.config.base import ConfigModel, ConfigPath, KeyPath, SizeMB, build_settings, raise_problems
 from trialfleet.config.service import DEFAULT_IMAGE, MANAGER_IP_UNUSED, TrainingServiceConfig
 
 #: FrameworkController's CRD: task role names (and Framework names) match this
@@ -112,6 +112,16 @@ class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig):
             problems.append((("worker",), "tf-operator needs a worker (or a master) role"))
         problems += _commands(self.trial_command, [((name,), getattr(self, name)) for name in ROLE_NAMES])
         raise_problems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _warn_of_a_version_operators_no_longer_serve(self, info: ValidationInfo) -> KubeflowConfig:
+        # said when the config is loaded, not only in manager.log when the cluster is asked
+        if self.api_version != "v1":
+            build_settings(info).warnings.append(
+                f"kubeflow apiVersion {self.api_version}: current Kubeflow operators serve only v1; trialfleet "
+                f"uses v1 when the cluster does not serve {self.api_version} (set apiVersion: v1 to say so)"
+            )
         return self
 
 
