@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,9 +100,21 @@ def _panel(store: ExperimentStore, maximize: bool) -> RenderableType:
     )
     body = f"{experiment.status.value}  {fmt_duration(experiment.exec_duration)}  trials: {', '.join(parts) or '-'}"
     text = f"{body}\n{best_text}".rstrip()
+    text += _waiting(store, counts.get(TrialStatus.WAITING, 0))
     if counts.get(TrialStatus.FAILED) and not counts.get(TrialStatus.SUCCEEDED):
         text += _first_failure(store)
     return Panel(text, title=f"experiment {experiment.id}", title_align="left")
+
+
+def _waiting(store: ExperimentStore, waiting: int) -> str:
+    """Why trials wait (a full virtual cluster, a quota, a platform's queue): the reason most of them give."""
+    if not waiting:
+        return ""
+    reasons = Counter(t.message for t in store.trials(status=TrialStatus.WAITING, limit=1000) if t.message)
+    if not reasons:
+        return ""
+    reason, count = reasons.most_common(1)[0]
+    return f"\nwaiting ({count} of {waiting}): {reason}"
 
 
 def _first_failure(store: ExperimentStore) -> str:

@@ -93,3 +93,20 @@ def test_a_ruled_config_is_never_folded(capsys: pytest.CaptureFixture[str]) -> N
     output.yellow_ruled(f"{line}\nfoo: bar\n")
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == line and lines[2] == "foo: bar"
+
+
+def test_the_live_panel_says_why_trials_wait(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from trialfleet.storage import ExperimentStore
+
+    store = ExperimentStore.for_experiment_dir(tmp_path)
+    store.init_experiment("exp1", {"trialConcurrency": 2}, now=100.0)
+    record = {"parameter_id": None, "parameter_source": "algorithm", "parameters": {}, "parameter_index": 0}
+    reason = "waiting for resources in virtual cluster vc_a (gpu 4 of 4 in use)"
+    for trial_id in ("aaaaa", "bbbbb", "ccccc"):
+        store.add_trial(trial_id, record, now=101.0)
+        store.mark_submitted(trial_id, {"job": trial_id}, f"openpai:{trial_id}", now=102.0, running=False)
+    for trial_id in ("aaaaa", "bbbbb"):
+        store.set_waiting_reason(trial_id, reason, now=103.0)
+    output.console().print(foreground._panel(store, maximize=True))
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"waiting (2 of 3): {reason}" in out
