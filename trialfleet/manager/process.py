@@ -89,6 +89,8 @@ def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO,
         format="[%(asctime)s] %(levelname)s (%(name)s) %(message)s",
+        # NNI's layout: NNI's timestamps too (to the second), for the scripts that read nnimanager.log
+        datefmt=None if files.dispatcher is None else "%Y-%m-%d %H:%M:%S",
         handlers=handlers,
         force=True,
     )
