@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import importlib
 import re
-import tomllib
 from importlib import metadata
 from pathlib import Path
+
+import tomllib
 
 from trialfleet.tuning.catalog import BUILTIN_ASSESSORS, BUILTIN_TUNERS
 
