@@ -108,9 +108,9 @@ def test_create_runs_gp_and_curvefitting_to_done_in_nnis_layout(done: tuple[Nnic
     root = Path(nnictl.env["HOME"]) / "nni-experiments" / experiment_id
     manager_log = (root / "log" / "nnimanager.log").read_text()
     assert re.search(
-        rf"^\[[\d\- :]{{19}}\] INFO \(\S+\) Starting experiment: {experiment_id}$", manager_log, re.M
+        rf"^\[[\d\- :]{{19}}\] INFO \(NNIManager\) Starting experiment: {experiment_id}$", manager_log, re.M
     )
-    assert re.search(r"^\[[\d\- :]{19}\] INFO \(\S+\) Experiment done\.$", manager_log, re.M)
+    assert re.search(r"^\[[\d\- :]{19}\] INFO \(NNIManager\) Experiment done\.$", manager_log, re.M)
     assert "Traceback" not in manager_log and "Traceback" not in (root / "log" / "dispatcher.log").read_text()
     jobs = json.loads(nnictl.ok("trial", "ls", experiment_id))
     assert len(jobs) == 5 and {j["status"] for j in jobs} <= {"SUCCEEDED", "EARLY_STOPPED"}

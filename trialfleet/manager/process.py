@@ -26,7 +26,7 @@ from typing import Any
 from trialfleet.access import AccessPolicy
 from trialfleet.config import ExperimentConfig
 from trialfleet.errors import TrialfleetError
-from trialfleet.layout import log_files
+from trialfleet.layout import NniLogFormat, log_files
 from trialfleet.manager.experiment_manager import ExperimentManager, why_stopped
 from trialfleet.manager.launcher import bind_socket, connect_url
 from trialfleet.status import ExperimentStatus
@@ -89,12 +89,11 @@ def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO,
         format="[%(asctime)s] %(levelname)s (%(name)s) %(message)s",
-        # NNI's layout: NNI's timestamps too (to the second), for the scripts that read nnimanager.log
-        datefmt=None if files.dispatcher is None else "%Y-%m-%d %H:%M:%S",
         handlers=handlers,
         force=True,
     )
     if files.dispatcher is not None:
+        handlers[0].setFormatter(NniLogFormat())
         dispatcher = _LogFile(files.dispatcher)
         dispatcher.setFormatter(handlers[0].formatter)
         for name in DISPATCHER_LOGGERS:
