@@ -1,10 +1,11 @@
 """Where an experiment's files go: trialfleet's names, or NNI's for users whose scripts read them.
 
-With ``TRIALFLEET_LAYOUT=nni`` in the environment of ``create`` (and of the Python API), experiments go to
-NNI's ``~/nni-experiments/<id>/`` unless the config sets ``experimentWorkingDirectory``, the manager logs to
-``log/nnimanager.log`` (with NNI's lines: ``Trial job <id> status changed from RUNNING to SUCCEEDED``,
-``Experiment done.``, stamped and named as NNI's manager stamped and named them) and the tuner and assessor to ``log/dispatcher.log``, as NNI's did. An experiment keeps
-the layout it was created with when it is resumed or viewed.
+With ``TRIALFLEET_LAYOUT=nni`` in the environment of ``create`` (and of the Python API), and by default under
+``nnictl``, experiments go to NNI's ``~/nni-experiments/<id>/`` unless the config sets
+``experimentWorkingDirectory``, the manager logs to ``log/nnimanager.log`` (with NNI's lines: ``Trial job <id>
+status changed from RUNNING to SUCCEEDED``, ``Experiment done.``, stamped and named as NNI's manager wrote them)
+and the tuner and assessor to ``log/dispatcher.log``, as NNI's did. An experiment keeps the layout it was created
+with when it is resumed or viewed.
 """
 
 from __future__ import annotations
