@@ -94,7 +94,7 @@ def test_with_nni_installed_nnictl_is_nnis_and_says_so() -> None:
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "3.0"
     assert "NNI 3.0 is installed in this environment, so this is NNI's own nnictl" in run.stderr
-    assert "TRIALFLEET_NNICTL=trialfleet nnictl" in run.stderr
+    assert "trialfleet's is 'python -m trialfleet.cli.nnictl ...'" in run.stderr
 
 
 def test_without_nni_nnictl_is_trialfleets() -> None:

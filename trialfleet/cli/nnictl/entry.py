@@ -3,7 +3,8 @@
 Both trialfleet and NNI install a ``bin/nnictl``, and pip lets the one installed last overwrite the other's. So
 whichever file is there, this entry point gives NNI's users what they installed NNI for: when the ``nni``
 distribution is installed in this environment, ``nnictl`` runs NNI's own nnictl, saying so on stderr; trialfleet's
-is then ``TRIALFLEET_NNICTL=trialfleet nnictl ...`` (or ``python -m trialfleet.cli.nnictl``). Without NNI, it is
+is then ``python -m trialfleet.cli.nnictl ...`` (or ``TRIALFLEET_NNICTL=trialfleet nnictl ...`` while this file is
+the one in ``bin/``). Without NNI, it is
 trialfleet's, with NNI's layout unless ``TRIALFLEET_LAYOUT`` says otherwise. Imports only the standard library
 before it knows which, and starts a launching command's manager process first (as ``trialfleet`` does).
 """
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_nni(version: str, args: list[str]) -> int:
     sys.stderr.write(
         f"nnictl: NNI {version} is installed in this environment, so this is NNI's own nnictl; trialfleet's is "
-        f"'{CHOICE_ENV}=trialfleet nnictl ...'\n"
+        "'python -m trialfleet.cli.nnictl ...'\n"
     )
     from nni.tools.nnictl.nnictl import parse_args
 
