@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import atexit
 import logging
+import sys
 import threading
 import time
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from trialfleet.experiment_data import TrialJob, TrialMetricData, TrialResult
 from trialfleet.layout import log_files
@@ -41,6 +42,19 @@ __all__ = ["Experiment", "RunMode"]
 
 _logger = logging.getLogger("trialfleet.experiment")
 _POLL_SECONDS = 1.0
+#: what a busy or bad port tells the user to change
+_PORT_PARAMETER = "the port parameter of Experiment.run(port=...) or .start(port=...)"
+
+
+def _say_on_stdout() -> None:
+    """Print the experiment's life cycle on stdout as NNI's ``Experiment`` does (``[date] message``), unless the
+    application has configured logging itself (then its handlers get the records)."""
+    if _logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
+    _logger.addHandler(handler)
+    _logger.setLevel(logging.INFO)
 
 
 class RunMode(str, Enum):
@@ -84,14 +98,17 @@ class Experiment:
         from trialfleet.client import resolve_experiment
 
         self.mode = RunMode(run_mode)
+        _say_on_stdout()
         if self._action == "create":
-            with startup.created(self._validated_config(), port, self.id, host=self.host) as new:
+            config = self._validated_config()
+            with startup.created(config, port, self.id, host=self.host, port_option=_PORT_PARAMETER) as new:
+                self._starting(new.experiment_id)
                 launched = self._launch(new.experiment_dir, port, debug, new.sock)
         else:
             ref = resolve_experiment(self.id)
-            startup.check_relaunch(
-                ref, "resume" if self._action == "resume" else "view", port, host=self.host
-            )
+            action: Literal["resume", "view"] = "resume" if self._action == "resume" else "view"
+            startup.check_relaunch(ref, action, port, host=self.host, port_option=_PORT_PARAMETER)
+            self._starting(ref.id)
             launched = self._launch(ref.experiment_dir, port, debug)
         experiment_dir = launched.experiment_dir
         if launched.status == "ERROR":
@@ -101,11 +118,17 @@ class Experiment:
         self.id, self.port, self._pid = launched.experiment_id, port, launched.pid
         self._experiment_dir = experiment_dir
         self._url = launched.url
-        _logger.info("experiment %s: web UI and REST API at %s", self.id, launched.url)
+        _logger.info("Setting up...")
+        _logger.info("Web portal URLs: %s", launched.url)
         if self.mode is not RunMode.Detach:
             atexit.register(self.stop)
         if self.mode is RunMode.Foreground:
             self._log_follower = _LogFollower(log_files(experiment_dir).manager)
+
+    @staticmethod
+    def _starting(experiment_id: str) -> None:
+        _logger.info("Creating experiment, Experiment ID: %s", experiment_id)
+        _logger.info("Starting web server...")
 
     def _launch(
         self, experiment_dir: Path, port: int, debug: bool, sock: socket.socket | None = None
@@ -146,6 +169,8 @@ class Experiment:
         from trialfleet.manager.launcher import stop_manager
 
         atexit.unregister(self.stop)
+        if self._pid is not None:
+            _logger.info("Stopping experiment, please wait...")
         stopped_in_time = (
             self._pid is None or self._experiment_dir is None or stop_manager(self._pid, self._experiment_dir)
         )
@@ -154,6 +179,8 @@ class Experiment:
             self._log_follower = None
         if not stopped_in_time:
             _logger.warning("the manager of experiment %s (pid %d) did not stop in time", self.id, self._pid)
+        elif self._pid is not None:
+            _logger.info("Experiment stopped.")
         self._pid = None
         self.port = None
 

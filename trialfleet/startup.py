@@ -57,7 +57,11 @@ class NewExperiment:
 
 @contextmanager
 def created(
-    config: ExperimentConfig, port: int, experiment_id: str | None = None, host: str = DEFAULT_HOST
+    config: ExperimentConfig,
+    port: int,
+    experiment_id: str | None = None,
+    host: str = DEFAULT_HOST,
+    port_option: str = "--port",
 ) -> Iterator[NewExperiment]:
     """Preflight, the port bound, then the experiment's directory and database: nothing is created on refusal.
 
@@ -68,7 +72,7 @@ def created(
     from trialfleet.manager.launcher import bind_socket, create_experiment, discard_unstarted
 
     preflight(config)
-    sock = bind_socket(port, host)
+    sock = bind_socket(port, host, port_option)
     try:
         experiment_id, experiment_dir = create_experiment(config, experiment_id)
         try:
@@ -106,7 +110,11 @@ def spawn(
 
 
 def check_relaunch(
-    ref: ExperimentRef, action: Literal["resume", "view"], port: int, host: str = DEFAULT_HOST
+    ref: ExperimentRef,
+    action: Literal["resume", "view"],
+    port: int,
+    host: str = DEFAULT_HOST,
+    port_option: str = "--port",
 ) -> None:
     """nnictl's rule: only a stopped experiment is resumed or viewed; a resumed one must still be runnable."""
     from trialfleet.manager.launcher import check_port_free
@@ -122,7 +130,7 @@ def check_relaunch(
                 f"{ref.status} (`trialfleet view {ref.id}` shows it read-only)"
             )
         preflight(stored_config(ref))
-    check_port_free(port, host)
+    check_port_free(port, host, port_option)
 
 
 def stored_config(ref: ExperimentRef) -> ExperimentConfig:

@@ -1380,7 +1380,8 @@ def test_run_modes_background_and_detach(shared: Shared, tmp_path: Path) -> None
         timeout=180,
     )
     assert run.returncode == 0, run.stderr
-    started = json.loads(run.stdout.strip().splitlines()[-1])
+    # the script's own line, among NNI's "[date] ..." life-cycle lines (the Background one's stop comes last)
+    started = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("{")))
     try:
         listed = {e["id"]: e for e in cli.json("experiment", "list", "--all", "--json")}
         assert not listed[started["Background"]].get("port")

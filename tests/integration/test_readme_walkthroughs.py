@@ -101,4 +101,8 @@ def test_the_python_api_example_as_written(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("TrialResult(parameter={'lr': ")
+    # NNI's Experiment prints its life cycle as "[date] message" lines around what the script prints
+    logged = [line for line in done.stdout.splitlines() if re.match(r"\[\d{4}-\d\d-\d\d ", line)]
+    printed = [line for line in done.stdout.splitlines() if line not in logged]
+    assert printed[0].startswith("TrialResult(parameter={'lr': ") and len(printed) == 1
+    assert any("Web portal URLs: http://127.0.0.1:" in line for line in logged)

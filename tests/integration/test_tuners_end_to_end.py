@@ -155,10 +155,10 @@ def parameters_of(manager: ExperimentManager) -> list[dict[str, Any]]:
 async def test_tuner_runs_an_experiment_to_done(tmp_path: Path, case: str) -> None:
     tuner, fields = TUNERS[case]
     if case == "SMAC" and importlib.util.find_spec("smac") is None:
-        with pytest.raises(AlgorithmError, match=r"needs the Python package\(s\) smac .*pip install smac"):
+        with pytest.raises(AlgorithmError, match=r"needs the Python package\(s\) smac .*trialfleet\[tuners\]"):
             preflight(load_config(write_config(tmp_path, tuner=tuner)).config)
         pytest.fail(
-            "SMAC3 is not installed (pip install smac): its refusal is checked, the experiment did not run"
+            "SMAC3 is not installed (the tuners extra): its refusal is checked, the experiment did not run"
         )
     manager = await run_to_done(load_config(write_config(tmp_path, tuner=tuner, **fields)).config)
     trials = manager.store.trials()

@@ -74,14 +74,28 @@ def create(
     public_read: bool = PublicReadOption,
 ) -> None:
     """Create an experiment from a config file and start it."""
+    start_created(config, port, debug, foreground, url_prefix, Listening(host, public_read), _standby(ctx))
+
+
+def start_created(
+    config: Path,
+    port: int,
+    debug: bool,
+    foreground: bool,
+    url_prefix: str | None,
+    listening: Listening,
+    standby: StandbyManager | None,
+    announce: Announce | None = None,
+) -> None:
+    """``create``'s work, for any door: ``announce`` prints what the experiment is and where it is served
+    (trialfleet's lines by default; ``nnictl`` prints NNI's)."""
     from trialfleet.manager.standby import StandbyManager
 
-    standby = _standby(ctx)
-    listening = Listening(host, public_read)
+    announce = announce or Announce()
     if foreground:
         if standby is not None:
             standby.close()
-        _create_in_foreground(_load(config), port, debug, url_prefix, listening)
+        _create_in_foreground(_load(config), port, debug, url_prefix, listening, announce)
         return
     # the manager's process starts now (if main() has not started it), on another core, while the config is
     # read and checked
@@ -89,21 +103,21 @@ def create(
         loaded = _load(config)
         from trialfleet import startup
 
-        with startup.created(loaded, port, host=host) as new:
+        with startup.created(loaded, port, host=listening.host) as new:
             token = listening.token_for(new.experiment_dir)
-            print("Starting the manager...", flush=True)  # rich is imported once the manager has its orders
+            announce.starting(new.experiment_id, "create")
             launched = startup.spawn(
                 new.experiment_dir,
                 "create",
                 port,
                 debug=debug,
                 url_prefix=url_prefix,
-                host=host,
-                public_read=public_read,
+                host=listening.host,
+                public_read=listening.public_read,
                 sock=new.sock,
                 standby=standby,
             )
-    _print_started(launched.experiment_id, launched.url, url_prefix, token)
+    announce.started(launched.experiment_id, launched.url, url_prefix, token, False)
     _refuse_failed_start(launched)
 
 
@@ -177,8 +191,27 @@ class Token:
     new: bool  # printed once, when it is made; afterwards only its file is named
 
 
+class Announce:
+    """What a door prints while an experiment starts: trialfleet's lines here, NNI's in ``nnictl``."""
+
+    def starting(self, experiment_id: str, action: str) -> None:
+        """Before a detached manager is started for ``action`` (create, resume, view)."""
+        if action == "create":
+            print("Starting the manager...", flush=True)  # rich is imported once the manager has its orders
+
+    def started(
+        self, experiment_id: str, url: str, url_prefix: str | None, token: Token | None, foreground: bool
+    ) -> None:
+        _print_started(experiment_id, url, url_prefix, token, foreground)
+
+
 def _create_in_foreground(
-    config: ExperimentConfig, port: int, debug: bool, url_prefix: str | None, listening: Listening
+    config: ExperimentConfig,
+    port: int,
+    debug: bool,
+    url_prefix: str | None,
+    listening: Listening,
+    announce: Announce,
 ) -> None:
     from trialfleet import startup
     from trialfleet.manager.launcher import link_latest
@@ -186,7 +219,7 @@ def _create_in_foreground(
     with startup.created(config, port, host=listening.host) as new:
         link_latest(new.experiment_dir)
         _run_foreground(
-            new.experiment_id, new.experiment_dir, "create", new.sock, debug, url_prefix, listening
+            new.experiment_id, new.experiment_dir, "create", new.sock, debug, url_prefix, listening, announce
         )
 
 
@@ -198,13 +231,14 @@ def _run_foreground(
     debug: bool,
     url_prefix: str | None,
     listening: Listening,
+    announce: Announce,
 ) -> None:
     from trialfleet.cli import foreground
     from trialfleet.manager.launcher import connect_url
 
     token = listening.token_for(experiment_dir)
     url = connect_url(listening.host, sock.getsockname()[1])
-    _print_started(experiment_id, url, url_prefix, token, foreground=True)
+    announce.started(experiment_id, url, url_prefix, token, True)
     code = foreground.run(
         experiment_dir, action, sock, debug, public_read=listening.public_read, url_prefix=url_prefix or ""
     )
@@ -212,7 +246,7 @@ def _run_foreground(
 
 
 def _print_started(
-    experiment_id: str, url: str, url_prefix: str | None, token: Token | None, *, foreground: bool = False
+    experiment_id: str, url: str, url_prefix: str | None, token: Token | None, foreground: bool
 ) -> None:
     from rich.text import Text
 
@@ -245,7 +279,7 @@ def _print_token(token: Token, base: str) -> None:
     )
 
 
-def _ref(experiment_id: str, experiment_dir: Path | None) -> ExperimentRef:
+def experiment_ref(experiment_id: str, experiment_dir: Path | None) -> ExperimentRef:
     """The manifest entry; with ``--experiment_dir`` an experiment from elsewhere is added to the manifest."""
     from trialfleet.client import resolve_experiment
     from trialfleet.storage import ExperimentStore, manifest
@@ -279,27 +313,47 @@ def resume(
     public_read: bool = PublicReadOption,
 ) -> None:
     """Resume a stopped experiment: unfinished trials are re-run and the tuner continues from its history."""
+    ref = experiment_ref(experiment_id, experiment_dir)
+    if start_resumed(ref, port, debug, foreground, Listening(host, public_read), _standby(ctx)):
+        _print_resumed(ref.experiment_dir)
+
+
+def start_resumed(
+    ref: ExperimentRef,
+    port: int,
+    debug: bool,
+    foreground: bool,
+    listening: Listening,
+    standby: StandbyManager | None,
+    announce: Announce | None = None,
+) -> bool:
+    """``resume``'s work, for any door; False when it ran in the foreground (and has ended)."""
     from trialfleet import startup
 
-    ref = _ref(experiment_id, experiment_dir)
-    startup.check_relaunch(ref, "resume", port, host=host)
-    listening = Listening(host, public_read)
-    standby = _standby(ctx)
+    announce = announce or Announce()
+    startup.check_relaunch(ref, "resume", port, host=listening.host)
     if foreground:
         if standby is not None:
             standby.close()
         from trialfleet.manager.launcher import bind_socket
 
-        sock = bind_socket(port, host)
-        _run_foreground(ref.id, ref.experiment_dir, "resume", sock, debug, None, listening)
-        return
+        sock = bind_socket(port, listening.host)
+        _run_foreground(ref.id, ref.experiment_dir, "resume", sock, debug, None, listening, announce)
+        return False
     token = listening.token_for(ref.experiment_dir)
+    announce.starting(ref.id, "resume")
     launched = startup.spawn(
-        ref.experiment_dir, "resume", port, debug=debug, host=host, public_read=public_read, standby=standby
+        ref.experiment_dir,
+        "resume",
+        port,
+        debug=debug,
+        host=listening.host,
+        public_read=listening.public_read,
+        standby=standby,
     )
-    _print_started(launched.experiment_id, launched.url, None, token)
+    announce.started(launched.experiment_id, launched.url, None, token, False)
     _refuse_failed_start(launched)
-    _print_resumed(ref.experiment_dir)
+    return True
 
 
 def _print_resumed(experiment_dir: Path) -> None:
@@ -328,15 +382,34 @@ def view(
     public_read: bool = PublicReadOption,
 ) -> None:
     """Serve a stopped experiment read-only (web UI and REST API)."""
+    start_viewer(
+        experiment_ref(experiment_id, experiment_dir), port, Listening(host, public_read), _standby(ctx)
+    )
+
+
+def start_viewer(
+    ref: ExperimentRef,
+    port: int,
+    listening: Listening,
+    standby: StandbyManager | None,
+    announce: Announce | None = None,
+) -> None:
+    """``view``'s work, for any door."""
     from trialfleet import startup
 
-    ref = _ref(experiment_id, experiment_dir)
-    startup.check_relaunch(ref, "view", port, host=host)
-    token = Listening(host, public_read).token_for(ref.experiment_dir)
+    startup.check_relaunch(ref, "view", port, host=listening.host)
+    token = listening.token_for(ref.experiment_dir)
+    announce = announce or Announce()
+    announce.starting(ref.id, "view")
     launched = startup.spawn(
-        ref.experiment_dir, "view", port, host=host, public_read=public_read, standby=_standby(ctx)
+        ref.experiment_dir,
+        "view",
+        port,
+        host=listening.host,
+        public_read=listening.public_read,
+        standby=standby,
     )
-    _print_started(launched.experiment_id, launched.url, None, token)
+    announce.started(launched.experiment_id, launched.url, None, token, False)
 
 
 def stop(

@@ -23,7 +23,7 @@ _LOG_FILES = {
 }
 
 
-def _lines(text: str, head: int | None, tail: int | None) -> str:
+def select_lines(text: str, head: int | None, tail: int | None) -> str:
     lines = text.splitlines(keepends=True)
     if head is not None:
         lines = lines[:head]
@@ -44,7 +44,7 @@ def _print_logs(
             sys.stdout.write(f"{path}\n")
         elif path.is_file():
             console().print(f"==> {path} <==", style="bold")
-            sys.stdout.write(_lines(path.read_text(errors="replace"), head, tail))
+            sys.stdout.write(select_lines(path.read_text(errors="replace"), head, tail))
             sys.stdout.flush()
 
 

@@ -54,18 +54,22 @@ class Launched:
     errors: tuple[str, ...] = ()
 
 
-def check_port_free(port: int, host: str = "127.0.0.1") -> None:
-    bind_socket(port, host).close()
+#: how a command line user chooses the port; the Python API names its own parameter
+PORT_OPTION = "--port"
 
 
-def bind_socket(port: int, host: str) -> socket.socket:
+def check_port_free(port: int, host: str = "127.0.0.1", port_option: str = PORT_OPTION) -> None:
+    bind_socket(port, host, port_option).close()
+
+
+def bind_socket(port: int, host: str, port_option: str = PORT_OPTION) -> socket.socket:
     """Bind the manager's listening socket up front so a bad or busy port, or a host that is not this
     machine's, is reported before anything starts. ``host`` may be an IPv4 or IPv6 address or a name;
-    ``0.0.0.0``/``::`` listen on every interface."""
+    ``0.0.0.0``/``::`` listen on every interface. ``port_option``: what the error tells the user to change."""
     low, high = PORT_RANGE
     if isinstance(port, bool) or not isinstance(port, int) or not low <= port <= high:
         # getaddrinfo would take 70000 for 70000 % 65536 and listen there
-        raise ListenError(f"port {port!r} is not a TCP port: expected {low} to {high}; check --port")
+        raise ListenError(f"port {port!r} is not a TCP port: expected {low} to {high}; check {port_option}")
     family, kind, proto, address = _listen_target(host, port)
     # With proto 0 asyncio would not set TCP_NODELAY on the connections it accepts (it checks the socket's
     # proto), and a keep-alive request would wait ~40 ms for the client's delayed ACK (Nagle). The listening
@@ -77,16 +81,16 @@ def bind_socket(port: int, host: str) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise _bind_error(exc, host, port, str(address[0])) from exc
+        raise _bind_error(exc, host, port, str(address[0]), port_option) from exc
     sock.listen(128)
     return sock
 
 
-def _bind_error(exc: OSError, host: str, port: int, address: str) -> ListenError:
+def _bind_error(exc: OSError, host: str, port: int, address: str, port_option: str) -> ListenError:
     """What stopped the bind, in words: the port is taken, the host is not this machine's, or privileges."""
     if exc.errno == errno.EADDRINUSE:
         return PortInUseError(
-            f"port {port} on {host} is already in use ({exc.strerror}); choose another with --port"
+            f"port {port} on {host} is already in use ({exc.strerror}); choose another with {port_option}"
         )
     if exc.errno == errno.EADDRNOTAVAIL:
         named = (
@@ -98,7 +102,7 @@ def _bind_error(exc: OSError, host: str, port: int, address: str) -> ListenError
     if exc.errno == errno.EACCES:
         return ListenError(
             f"cannot listen on port {port} of {host}: {exc.strerror} (ports below 1024 need privileges); "
-            "choose another with --port"
+            f"choose another with {port_option}"
         )
     return ListenError(f"cannot listen on port {port} of {host}: {exc.strerror or exc}")
 

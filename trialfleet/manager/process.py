@@ -26,7 +26,7 @@ from typing import Any
 from trialfleet.access import AccessPolicy
 from trialfleet.config import ExperimentConfig
 from trialfleet.errors import TrialfleetError
-from trialfleet.layout import log_files
+from trialfleet.layout import NniLogFormat, log_files
 from trialfleet.manager.experiment_manager import ExperimentManager, why_stopped
 from trialfleet.manager.launcher import bind_socket, connect_url
 from trialfleet.status import ExperimentStatus
@@ -93,6 +93,7 @@ def setup_logging(experiment_dir: Path, debug: bool, console: bool) -> None:
         force=True,
     )
     if files.dispatcher is not None:
+        handlers[0].setFormatter(NniLogFormat())
         dispatcher = _LogFile(files.dispatcher)
         dispatcher.setFormatter(handlers[0].formatter)
         for name in DISPATCHER_LOGGERS:

@@ -79,7 +79,7 @@ BUILTIN_TUNERS: tuple[BuiltinAlgorithm, ...] = (
         "smac_tuner:SmacTuner",
         "SMAC3 (smac)",
         requires=("smac",),
-        install="pip install smac, or use TPE, GP or Metis",
+        install="pip install 'trialfleet[tuners]', or use TPE, GP or Metis",
     ),
     _tuner("PBT", "pbt_tuner:PbtTuner", "trialfleet", "PBTTuner"),
     _tuner(

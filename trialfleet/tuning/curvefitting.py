@@ -121,6 +121,8 @@ def _fit(
             params, _ = curve_fit(curve, steps, np.array(history, dtype=float), p0=list(start), maxfev=2000)
     except (RuntimeError, ValueError, FloatingPointError, OverflowError, ZeroDivisionError):
         return None
+    except TypeError:  # more parameters than points (start_step below 4): NNI skips that family too
+        return None
     if not all(math.isfinite(p) for p in params):
         return None
 

@@ -1,4 +1,4 @@
-"""``SMAC``: NNI's ``smac_tuner`` on SMAC3 2.x (``pip install smac``), through SMAC's ask/tell interface.
+"""``SMAC``: NNI's ``smac_tuner`` on SMAC3 2.x (the ``tuners`` and ``nni`` extras), through SMAC's ask/tell interface.
 
 SMAC's hyper-parameter optimisation facade (random forest surrogate and local search) proposes; results are told back as costs (negated when ``optimize_mode`` is maximize). ``config_dedup``
 (NNI's, default false): when SMAC proposes a configuration already proposed, ask again, and after 20 repeats

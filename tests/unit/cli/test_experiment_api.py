@@ -22,6 +22,10 @@ nni.report_final_result({"default": params["x"], "half": params["x"] / 2})
 """
 
 
+#: the API's own parameter, named where the command line would name --port
+PORT_PARAMETER = "the port parameter of Experiment.run(port=...) or .start(port=...)"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -116,8 +120,8 @@ def test_invalid_draft_names_every_problem_and_creates_nothing(code_dir: Path) -
 @pytest.mark.parametrize(
     ("port", "host", "message"),
     [
-        (70000, "127.0.0.1", "port 70000 is not a TCP port: expected 1 to 65535; check --port"),
-        (-1, "127.0.0.1", "port -1 is not a TCP port: expected 1 to 65535; check --port"),
+        (70000, "127.0.0.1", f"port 70000 is not a TCP port: expected 1 to 65535; check {PORT_PARAMETER}"),
+        (-1, "127.0.0.1", f"port -1 is not a TCP port: expected 1 to 65535; check {PORT_PARAMETER}"),
         (None, "192.0.2.1", "cannot listen on '192.0.2.1': 192.0.2.1 is not an address of this machine ("),
         (
             None,
@@ -146,8 +150,9 @@ def test_busy_port_creates_nothing(code_dir: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        with pytest.raises(PortInUseError):
+        with pytest.raises(PortInUseError) as caught:
             experiment.start(taken.getsockname()[1])
+    assert f"choose another with {PORT_PARAMETER}" in str(caught.value) and "--port" not in str(caught.value)
     assert manifest.entries() == {}
 
 
@@ -192,15 +197,26 @@ def test_foreground_mode_copies_the_whole_manager_log_and_stops_at_exit(code_dir
     script = code_dir.parent / "foreground.py"
     script.write_text(FOREGROUND_SCRIPT)
     workdir = code_dir.parent / "experiments"
+    port = free_port()
     run = subprocess.run(
-        [sys.executable, str(script), str(code_dir), str(workdir), str(free_port())],
+        [sys.executable, str(script), str(code_dir), str(workdir), str(port)],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    experiment_id = run.stdout.strip()
+    experiment_id = run.stdout.splitlines()[-3]
+    # NNI's Experiment prints its life cycle on stdout: "[date] message"
+    said = [line.partition("] ")[2] for line in run.stdout.splitlines() if line.startswith("[")]
+    assert said == [
+        f"Creating experiment, Experiment ID: {experiment_id}",
+        "Starting web server...",
+        "Setting up...",
+        f"Web portal URLs: http://127.0.0.1:{port}",
+        "Stopping experiment, please wait...",
+        "Experiment stopped.",
+    ]
     log = (workdir / experiment_id / "log" / "manager.log").read_text()
     assert run.stderr.endswith(log) and log.rstrip().endswith("Experiment stopped.")  # up to the last line
     assert manifest.entries()[experiment_id].get("port") is None  # stopped when the interpreter exited

@@ -89,3 +89,9 @@ def test_restore_rebuilds_the_best_performance():
     )
     assert curvefitting.assess_trial("low", saturating(0.5, 0.3, 8)) is AssessResult.Bad
     assert curvefitting.assess_trial("good", saturating(0.97, 0.3, 8)) is AssessResult.Good
+
+
+def test_three_points_fit_the_three_parameter_families_only():
+    # start_step 2 judges a curve of 3 points: the 4-parameter families cannot be fitted to it (scipy raises
+    # TypeError), and are skipped as NNI skips them, instead of failing the assessment
+    predict(saturating(0.9, 0.3, 3), 20)

@@ -165,7 +165,7 @@ def test_missing_library_is_refused_with_how_to_install(monkeypatch):
     with pytest.raises(
         AlgorithmError,
         match=r"tuner SMAC is built on SMAC3 \(smac\) and needs the Python package\(s\) smac, which are not "
-        r"installed \(pip install smac, or use TPE, GP or Metis\)",
+        r"installed \(pip install 'trialfleet\[tuners\]', or use TPE, GP or Metis\)",
     ):
         check_algorithm(algo("SMAC"), "tuner", SPACE)
 
