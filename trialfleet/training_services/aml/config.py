@@ -22,16 +22,30 @@ class AmlConfig(TrainingServiceConfig):
     """
 
     platform: Literal["aml"] = "aml"
+    """`aml`."""
     subscription_id: str
+    """The Azure subscription of the workspace."""
     resource_group: str
+    """The workspace's resource group."""
     workspace_name: str
+    """The Azure ML workspace."""
     compute_target: str
+    """The compute cluster jobs run on (checked at start)."""
     docker_image: str = DEFAULT_IMAGE
+    """The jobs' image."""
     max_trial_number_per_gpu: int | None = Field(default=None, gt=0)  # NNI's default: 1
+    """NNI's trials per GPU."""
     cloud: str | None = None
+    """The Azure cloud: `AzureCloud` when unset, `AzureChinaCloud`, `AzureUSGovernment`, or a name of your own
+    described by `cloudMetadata`."""
     cloud_metadata: JsonMapping | None = None
+    """A sovereign or private cloud's endpoints, as `MLClient`'s `cloud_metadata`."""
     disable_instance_discovery: bool = False
+    """Let azure-identity use an Entra ID authority it does not know (Azure Stack, a private cloud)."""
 
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset(
+        {"cloud", "cloud_metadata", "disable_instance_discovery"}
+    )
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED + "; they report through the job's MLflow run",
