@@ -114,3 +114,17 @@ def test_the_reference_marks_trialfleet_only_keys_and_unacted_ones() -> None:
     row = next(line for line in page.splitlines() if line.startswith("| `trialConcurrency`"))
     assert "| NNI |" in row and "required" in row
     assert "*Accepted, not acted on: the tuner runs in the manager's process" in page
+
+
+def _python_example(page: Path) -> str:
+    return (
+        page.read_text(encoding="utf-8")
+        .split("## Python API", 1)[1]
+        .split("```python\n", 1)[1]
+        .split("```")[0]
+    )
+
+
+def test_the_getting_started_python_example_is_the_one_the_readme_walkthrough_runs() -> None:
+    # tests/integration/test_readme_walkthroughs.py runs the README's; the docs site shows the same code
+    assert _python_example(ROOT / "docs" / "index.md") == _python_example(ROOT / "README.md")
