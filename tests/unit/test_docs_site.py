@@ -1,5 +1,6 @@
-"""The docs site (mkdocs.yml) builds with warnings as errors, from nothing but this checkout (no asset fetched
-from the network), and its generated references hold every config key and every command."""
+"""The docs site (mkdocs.yml) builds with warnings as errors, from nothing but this checkout (in a network
+namespace of its own, so nothing can be fetched; nor does a page load anything from elsewhere), and its generated
+references hold every config key and every command."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     mkdocs = Path(sys.executable).parent / "mkdocs"
     done = subprocess.run(
-        [str(mkdocs), "build", "--strict", "--site-dir", str(out)],
+        ["unshare", "--net", str(mkdocs), "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
         env={**env, "NO_MKDOCS_2_WARNING": "1"},
         capture_output=True,
@@ -43,6 +44,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.netns
 def test_the_site_builds_strictly_and_loads_nothing_from_the_network(site: Path) -> None:
     pages = sorted(site.rglob("*.html"))
     assert (site / "index.html").exists() and (site / "reference" / "config" / "index.html").exists()
@@ -53,6 +55,7 @@ def test_the_site_builds_strictly_and_loads_nothing_from_the_network(site: Path)
 
 
 @pytest.mark.slow
+@pytest.mark.netns
 def test_every_command_is_in_the_cli_reference(site: Path) -> None:
     from trialfleet.cli.main import app
 
@@ -74,6 +77,7 @@ def _keys(model: type[BaseModel]) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.netns
 def test_every_config_key_of_every_platform_is_in_the_config_reference(site: Path) -> None:
     page = (site / "reference" / "config" / "index.html").read_text(encoding="utf-8")
     builtin = {name: p.config_class() for name, p in platforms().items() if p.source == "built-in"}
