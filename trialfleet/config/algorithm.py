@@ -21,9 +21,14 @@ class AlgorithmConfig(ConfigModel):
     """
 
     name: str | None = None
+    """A built-in algorithm, case-insensitive: TPE, Random, GridSearch, Anneal, Evolution, GP, …
+    ([tuners](../tuners.md))."""
     class_name: str | None = None  # "module.Class", e.g. "my_tuner.MyTuner"
+    """A custom algorithm: `module.Class`, subclassing NNI's `Tuner` or `Assessor`."""
     code_directory: ConfigPath | None = None  # added to sys.path; default: the config's directory
+    """Where the custom algorithm's module is (added to `sys.path`); default: the config file's directory."""
     class_args: JsonMapping = Field(default_factory=dict)
+    """Keyword arguments of the algorithm (`optimize_mode`, `seed`, …)."""
 
     @model_validator(mode="after")
     def _check_name_or_class(self, info: ValidationInfo) -> AlgorithmConfig:

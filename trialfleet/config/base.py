@@ -95,11 +95,16 @@ class ConfigModel(BaseModel):
         populate_by_name=True,
         extra="forbid",
         coerce_numbers_to_str=True,  # ``experimentName: 2024`` is a name, not a type error
+        use_attribute_docstrings=True,  # a field's docstring is its description in the config reference
     )
 
     #: fields a user may set that this version accepts but does not act on (field name → why), each
     #: warned about by name when a config sets it (see :func:`trialfleet.config.pipeline.unacted_fields`)
     not_acted_on: ClassVar[dict[str, str]] = {}
+    #: fields NNI's config does not have (the config reference marks them; subclasses add their own)
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset()
+    #: False for a model NNI has no counterpart of (a platform NNI never had): all of its keys are trialfleet's
+    nni_model: ClassVar[bool] = True
 
     @field_validator("*", mode="after")
     @classmethod

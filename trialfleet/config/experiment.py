@@ -131,33 +131,65 @@ LogLevel = Literal["fatal", "error", "warning", "info", "debug", "trace"]
 
 class ExperimentConfig(ConfigModel):
     experiment_name: str | None = None
+    """A name shown by `experiment list`, the web UI and the manifest; need not be unique."""
     experiment_type: Literal["hpo"] = "hpo"
+    """Only hyper-parameter optimisation (`hpo`); NNI's `nas` is not offered."""
     search_space_file: ConfigPath | None = None
+    """A JSON (or YAML) file holding the search space, relative to the config file. Give this or
+    `searchSpace`."""
     search_space: JsonMapping | None = None  # loaded from search_space_file when that is given
+    """The search space inline: parameter name → `{_type, _value}`, NNI's format ([tuners](../tuners.md))."""
     trial_command: str | None = None
+    """The command that runs one trial, in `trialCodeDirectory` (by `bash -c` on Linux); copied into the
+    platform block when unset there."""
     trial_code_directory: ConfigPath = Field(default=Path("."), validate_default=True)
+    """The trial's code, relative to the config file; uploaded or shared by the platform (`.nniignore`
+    honoured)."""
     trial_concurrency: int = Field(gt=0, le=MAX_TRIAL_CONCURRENCY)
+    """How many trials run at once."""
     trial_gpu_number: int | None = Field(default=None, ge=0, le=MAX_TRIAL_GPUS)
+    """GPUs each trial gets, chosen by the platform (`CUDA_VISIBLE_DEVICES`). Unset: no GPU scheduling."""
     max_experiment_duration: Duration | None = Field(default=None, gt=0)  # seconds, at most ten years
+    """The experiment stops submitting trials after this long and is DONE once they end."""
     max_trial_number: int | None = Field(default=None, gt=0, le=MAX_TRIAL_NUMBER)
+    """Trials to run in all; unset: until the duration or the search space runs out."""
     max_trial_duration: Duration | None = Field(default=None, gt=0)  # seconds, at most ten years
+    """A trial running longer is stopped (EARLY_STOPPED, as NNI does)."""
     # trialfleet: re-run a trial lost to infrastructure
     max_trial_retries: int = Field(default=0, ge=0, le=MAX_TRIAL_RETRIES)
+    """Re-runs (same parameters) of a trial that failed for an infrastructure reason (lost host, preempted
+    job, evicted pod); 0: none."""
     nni_manager_ip: str | None = None
+    """The address trials use to reach the manager, on platforms whose trials connect back to it."""
     use_annotation: bool = False
+    """NNI's annotation mode, dropped in NNI 3.0: `true` is refused."""
     debug: bool = False
+    """The manager logs at debug level (and `logLevel` defaults to `debug`)."""
     log_level: LogLevel = "info"  # "debug" when debug is true and logLevel is unset
+    """The manager's log level (`log/manager.log`)."""
     # ~/trialfleet-experiments, or NNI's ~/nni-experiments with TRIALFLEET_LAYOUT=nni (trialfleet/layout.py)
     experiment_working_directory: ConfigPath = Field(
         default_factory=default_working_directory, validate_default=True
     )
+    """Where each experiment gets its directory (`<this>/<experiment id>/`); `~/nni-experiments` when
+    `TRIALFLEET_LAYOUT=nni` is set."""
     tuner_gpu_indices: GpuIndices = None
+    """GPUs the tuner may use (NNI's dispatcher setting)."""
     tuner: AlgorithmConfig
+    """The algorithm that proposes parameters: a built-in `name` or a custom `className`."""
     assessor: AlgorithmConfig | None = None
+    """An algorithm that stops unpromising trials early from their intermediate results (Medianstop,
+    Curvefitting or custom)."""
     advisor: AlgorithmConfig | None = None  # deprecated: always moved into tuner, so None once built
+    """NNI's older name for a tuner that also assesses; moved into `tuner` with a warning."""
     training_service: _TrainingServiceField
+    """Where trials run: one platform block, or a list of them (a hybrid experiment,
+    [hybrid](../hybrid.md))."""
     shared_storage: SharedStorageConfig | None = None
+    """An NFS export or Azure Blob container mounted on the manager and every worker; trials read the code
+    from it ([shared storage](../shared-storage.md))."""
 
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"max_trial_retries"})
     not_acted_on: ClassVar[dict[str, str]] = {
         "tuner_gpu_indices": "the tuner runs in the manager's process, which does not restrict its GPUs",
     }

@@ -24,17 +24,28 @@ class TrainingServiceConfig(ConfigModel):
     """Fields every platform has (NNI's ``TrainingServiceConfig``)."""
 
     platform: str
+    """The platform's name: `local`, `remote`, `slurm`, `ray`, … or a plugin's."""
     trial_command: str
+    """The command of one trial; taken from the top level when unset here."""
     trial_code_directory: ConfigPath = Field(default=Path("."), validate_default=True)
+    """The trial's code directory; taken from the top level when unset here."""
     # None: no GPU scheduling, GPUs left visible
     trial_gpu_number: int | None = Field(default=None, ge=0, le=MAX_TRIAL_GPUS)
+    """GPUs each trial gets on this platform; taken from the top level when unset here."""
     nni_manager_ip: str | None = None
+    """The address this platform's trials use to reach the manager; taken from the top level when unset
+    here."""
     debug: bool = False  # as the top-level debug: the manager logs at debug level
+    """The manager logs at debug level; taken from the top level when unset here."""
     # trialfleet, for hybrid experiments (docs/hybrid.md): this platform's share of the running trials (1 when
     # unset; 0: only when every other platform deferred a trial) and the most it runs at once
     placement_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """In a hybrid experiment, this platform's share of the running trials (1 when unset; 0: only when every
+    other platform deferred a trial)."""
     trial_concurrency: int | None = Field(default=None, gt=0)
+    """In a hybrid experiment, the most trials this platform runs at once (unset: no limit of its own)."""
 
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"placement_weight", "trial_concurrency"})
     #: whether this platform's trials take their code from the experiment's ``sharedStorage``
     uses_shared_storage: ClassVar[bool] = False
 

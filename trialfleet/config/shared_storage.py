@@ -16,9 +16,14 @@ _NOMOUNT = "{} storage must be mounted on the manager's machine too: use usermou
 
 class _SharedStorageBase(ConfigModel):
     storage_type: str
+    """`NFS` or `AzureBlob`."""
     local_mount_point: ConfigPath
+    """Where the storage is mounted on the manager's machine."""
     remote_mount_point: str
+    """Where it is mounted on each worker (relative paths are below the worker's home)."""
     local_mounted: Literal["usermount", "nnimount", "nomount"]
+    """`usermount`: you mounted it here; `nnimount`: trialfleet mounts it with NNI's commands; `nomount` is
+    refused."""
 
     def _mount_problems(self) -> list[tuple[KeyPath, str]]:
         # the manager puts the code directory on the storage through its own mount (NNI refused nomount too)
@@ -29,8 +34,11 @@ class _SharedStorageBase(ConfigModel):
 
 class NfsConfig(_SharedStorageBase):
     storage_type: Literal["NFS"] = "NFS"
+    """`NFS`."""
     nfs_server: str
+    """The NFS server's address."""
     exported_directory: str
+    """The exported directory on the server."""
 
     @model_validator(mode="after")
     def _must_be_mounted(self) -> NfsConfig:
@@ -43,11 +51,17 @@ class AzureBlobConfig(_SharedStorageBase):
     (``keyVaultName`` + ``keyVaultKey``, the names of NNI's Kubernetes Azure storage)."""
 
     storage_type: Literal["AzureBlob"] = "AzureBlob"
+    """`AzureBlob`."""
     storage_account_name: str
+    """The storage account."""
     storage_account_key: Secret | None = None
+    """The account key; or give `keyVaultName` and `keyVaultKey` to read it from a Key Vault at start."""
     key_vault_name: str | None = None
+    """A Key Vault holding the account key."""
     key_vault_key: str | None = None
+    """The name of the Key Vault secret holding the account key."""
     container_name: str
+    """The blob container mounted with `blobfuse2`."""
 
     @model_validator(mode="after")
     def _one_key_source(self) -> AzureBlobConfig:

@@ -27,17 +27,31 @@ class DltsConfig(TrainingServiceConfig):
     """
 
     platform: Literal["dlts"] = "dlts"
+    """`dlts`."""
     dashboard: str
+    """The dashboard URL (a missing scheme means `http://`, a missing trailing slash is added)."""
     image: str = DEFAULT_IMAGE
+    """The jobs' image."""
     cluster: str = ".default"  # DLTS's name for the dashboard's first cluster
+    """The cluster's id on the dashboard; `.default` is its first cluster."""
     team: str | None = None
+    """The team (virtual cluster) jobs run in; default `$DLWS_VC_NAME`."""
     email: str | None = None
+    """The DLTS user; default `$DLWS_USER_EMAIL`."""
     password: Secret | None = None
+    """The user's DLTS token; default `$DLTS_JOB_TOKEN`."""
     gpu_type: str | None = None
+    """The `gpuType` sent with each job; unset: the team's first GPU model."""
     preemption_allowed: bool = False
+    """Let DLTS preempt trial jobs (each preemption ends the attempt as an infrastructure failure)."""
     local_storage_mount_point: ConfigPath | None = None
+    """Where this machine mounts the user's work path."""
     container_storage_mount_point: str | None = Field(default=None, pattern=r"^/")
+    """Where jobs see it (`/work` when `localStorageMountPoint` is set)."""
 
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset(
+        {"gpu_type", "preemption_allowed", "local_storage_mount_point", "container_storage_mount_point"}
+    )
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED + " on the cluster's storage",

@@ -25,26 +25,45 @@ _ROLE_CODE_DIR = "trials run trialCodeDirectory, copied to the storage once"
 
 class K8sNfsConfig(ConfigModel):
     storage_type: Literal["nfs"] = "nfs"
+    """`nfs`."""
     server: str
+    """The NFS server."""
     path: str
+    """The exported directory."""
     local_mount_point: ConfigPath | None = None  # trialfleet: the export's mount point on this machine
+    """Where this machine mounts the export; found in the mount table when unset."""
+
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"local_mount_point"})
 
 
 class K8sAzureStorageConfig(ConfigModel):
     storage_type: Literal["azureStorage"] = "azureStorage"
+    """`azureStorage`."""
     azure_account: str
+    """The storage account."""
     azure_share: str
+    """The Azure file share."""
     key_vault_name: str
+    """The Key Vault holding the account key."""
     key_vault_key: str
+    """The Key Vault secret holding the account key."""
     local_mount_point: ConfigPath | None = None  # trialfleet: the share's mount point on this machine
+    """Where this machine mounts the share; found in the mount table when unset."""
+
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"local_mount_point"})
 
 
 class K8sPvcConfig(ConfigModel):
     """trialfleet: a PersistentVolumeClaim of the namespace, ReadWriteMany, that this machine mounts too."""
 
+    nni_model: ClassVar[bool] = False
+
     storage_type: Literal["pvc"] = "pvc"
+    """`pvc`."""
     claim_name: str
+    """A PersistentVolumeClaim of the namespace (ReadWriteMany)."""
     local_mount_point: ConfigPath  # a claim's volume cannot be found in the mount table: name it
+    """Where this machine mounts the claim's volume."""
 
 
 K8sStorageConfig = Annotated[
@@ -56,21 +75,33 @@ class ClusterAccessConfig(ConfigModel):
     """How the manager reaches the API server: the official client's rules unless a kubeconfig is named."""
 
     kubeconfig: ConfigPath | None = None  # None: $KUBECONFIG, ~/.kube/config, else the in-cluster account
+    """A kubeconfig file; unset: `$KUBECONFIG`, `~/.kube/config`, else the in-cluster service account."""
     kube_context: str | None = None  # a context of the kubeconfig other than its current one
+    """A context of the kubeconfig other than its current one."""
+
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"kubeconfig", "kube_context"})
 
 
 class K8sRoleConfig(ConfigModel):
     command: str | None = None  # None or "": the experiment's trialCommand
+    """The role's command; unset or empty: the experiment's `trialCommand`."""
     gpu_number: int | None = Field(default=0, ge=0)
+    """GPUs each pod of the role asks for."""
     cpu_number: float = Field(gt=0)
+    """CPUs each pod asks for."""
     memory_size: SizeMB = Field(gt=0)
+    """Memory each pod asks for."""
     docker_image: str = DEFAULT_IMAGE
+    """The pods' image."""
     private_registry_auth_path: ConfigPath | None = None  # a docker config.json: becomes an image pull secret
+    """A docker `config.json` with registry credentials; it becomes an image pull secret."""
 
 
 class KubeflowRoleConfig(K8sRoleConfig):
     replicas: int = Field(gt=0)
+    """Pods of the role."""
     code_directory: str | None = None  # required by NNI, used by neither NNI's reuse mode nor trialfleet
+    """NNI's per-role code directory."""
 
     not_acted_on: ClassVar[dict[str, str]] = {"code_directory": _ROLE_CODE_DIR}
 
@@ -80,16 +111,27 @@ ROLE_NAMES = ("master", "worker", "ps")  # Kubeflow roles, in the order their re
 
 class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig):
     platform: Literal["kubeflow"] = "kubeflow"
+    """`kubeflow`."""
     trial_command: str = ""  # the roles carry the commands
+    """The command of roles that set none."""
     operator: Literal["tf-operator", "pytorch-operator"]
+    """`tf-operator` (roles `worker`, `ps`, `master`) or `pytorch-operator` (`master`, exactly one replica,
+    and `worker`)."""
     api_version: str
+    """The operator's API version (e.g. `v1`); checked against the cluster at start."""
     storage: K8sStorageConfig
+    """Where trial directories live, mounted by the pods and by this machine."""
     worker: KubeflowRoleConfig | None = None
+    """The worker role."""
     ps: KubeflowRoleConfig | None = None
+    """The parameter-server role (tf-operator)."""
     master: KubeflowRoleConfig | None = None
+    """The master role."""
     # NNI's default is true; trialfleet runs NNI's non-reuse mode, so that is its default and true is warned about
     reuse_mode: bool = False
+    """NNI's reuse mode."""
     namespace: str = "default"
+    """The namespace of the custom resources."""
 
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
@@ -127,25 +169,38 @@ class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig):
 
 class FrameworkAttemptCompletionPolicy(ConfigModel):
     min_failed_task_count: int = Field(ge=-1)
+    """Failed tasks that fail the attempt (FrameworkController's `minFailedTaskCount`; -1: none does)."""
     min_succeed_task_count: int = Field(ge=-1)
+    """Succeeded tasks that end the attempt successfully (`minSucceededTaskCount`; -1: none does)."""
 
 
 class FrameworkControllerRoleConfig(K8sRoleConfig):
     name: str
+    """The task role's name (1 to 63 lowercase letters and digits)."""
     task_number: int = Field(gt=0, le=10000)
+    """Tasks (pods) of the role."""
     gpu_number: int | None = Field(ge=0)
+    """GPUs each task asks for."""
     framework_attempt_completion_policy: FrameworkAttemptCompletionPolicy
+    """When the role's tasks end the attempt."""
 
 
 class FrameworkControllerConfig(TrainingServiceConfig, ClusterAccessConfig):
     platform: Literal["frameworkcontroller"] = "frameworkcontroller"
+    """`frameworkcontroller`."""
     trial_command: str = ""  # the task roles carry the commands
+    """The command of task roles that set none."""
     storage: K8sStorageConfig
+    """Where trial directories live, mounted by the pods and by this machine."""
     service_account_name: str | None = None
+    """The pods' service account."""
     task_roles: list[FrameworkControllerRoleConfig] = Field(min_length=1)
+    """The Framework's task roles."""
     # NNI's default is true; trialfleet runs NNI's non-reuse mode, so that is its default and true is warned about
     reuse_mode: bool = False
+    """NNI's reuse mode."""
     namespace: str = "default"
+    """The namespace of the Frameworks."""
 
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
@@ -186,32 +241,50 @@ def _commands(
 
 class AdlImagePullSecret(ConfigModel):
     name: str
+    """A secret of the namespace."""
 
 
 class AdlNfsConfig(ConfigModel):
     server: str
+    """The NFS server."""
     path: str
+    """The exported directory."""
     container_mount_path: str
+    """Where pods mount it (absolute)."""
     local_mount_point: ConfigPath | None = None  # trialfleet: the export's mount point on this machine
+    """Where this machine mounts the export; found in the mount table when unset."""
+
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"local_mount_point"})
 
 
 class AdlCheckpointConfig(ConfigModel):
     storage_class: str | None = None  # None: the cluster's default StorageClass
+    """The checkpoint volume's StorageClass; unset: the cluster's default."""
     storage_size: str = "1Gi"  # a Kubernetes quantity
+    """Its size, a Kubernetes quantity."""
 
 
 class AdlConfig(TrainingServiceConfig, ClusterAccessConfig):
     """AdaptDL: only reachable from legacy v1 configs (NNI never had a v2 schema for it)."""
 
     platform: Literal["adl"] = "adl"
+    """`adl` (AdaptDL, from legacy v1 configs)."""
     image: str
+    """The pods' image."""
     namespace: str = "default"
+    """The namespace of the AdaptDLJobs."""
     adaptive: bool = False  # a preemptible, elastic job
+    """A preemptible, elastic job."""
     image_pull_secrets: list[AdlImagePullSecret] | None = None
+    """Secrets for pulling the image."""
     nfs: AdlNfsConfig | None = None
+    """The NFS export holding trial directories."""
     checkpoint: AdlCheckpointConfig | None = None
+    """A volume for AdaptDL's checkpoints."""
     cpu_number: float | None = Field(default=None, gt=0)
+    """CPUs each pod asks for."""
     memory_size: str | None = None  # a Kubernetes quantity, e.g. "8Gi"
+    """Memory each pod asks for, a Kubernetes quantity (`8Gi`)."""
 
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,

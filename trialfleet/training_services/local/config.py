@@ -23,10 +23,16 @@ class LocalConfig(TrainingServiceConfig):
     """
 
     platform: Literal["local"] = "local"
+    """`local`."""
     use_active_gpu: bool = False
+    """Also place trials on GPUs that other processes are using (default: wait for an idle GPU, showing why
+    the trial waits)."""
     max_trial_number_per_gpu: int = Field(default=1, gt=0, le=MAX_TRIALS_PER_GPU)
+    """Trials that may share one GPU (only with `trialGpuNumber` set)."""
     gpu_indices: GpuIndices = None
+    """The GPUs trials may use (`0,1` or a list); unset: all of them."""
     reuse_mode: bool = False
+    """NNI's reuse mode."""
 
     uses_shared_storage: ClassVar[bool] = True
 

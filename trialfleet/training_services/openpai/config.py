@@ -41,22 +41,39 @@ class OpenpaiConfig(TrainingServiceConfig):
     """
 
     platform: Literal["openpai"] = "openpai"
+    """`openpai`."""
     host: str
+    """The cluster's address; `https://` is assumed without a scheme."""
     username: str = Field(min_length=1)
+    """The OpenPAI user."""
     token: Secret
+    """A token of that user (a user token or an application token)."""
     trial_cpu_number: int | None = Field(default=None, gt=0)
+    """Each trial's CPUs (required without a job protocol)."""
     trial_memory_size: SizeMB | None = Field(default=None, gt=0)
+    """Each trial's memory (required without a job protocol)."""
     storage_config_name: str | None = Field(default=None, min_length=1)
+    """The OpenPAI storage jobs mount (required without a job protocol)."""
     docker_image: str = Field(default=DEFAULT_IMAGE, min_length=1)
+    """The jobs' image."""
     virtual_cluster: str | None = None  # None: the protocol's, else OpenPAI's default virtual cluster
+    """The OpenPAI virtual cluster; default: the protocol's, else `default`."""
     #: None: the storage is not mounted here; jobs carry their files and trials report through the relay
     local_storage_mount_point: ConfigPath | None = None
+    """Where this machine mounts that storage; unset: jobs carry their files and trials report through the
+    relay."""
     container_storage_mount_point: str | None = None
+    """Where jobs see the storage; default `/mnt/<storageConfigName>`."""
     relay_port: int | None = Field(default=None, gt=0, lt=65536)  # None: the manager's port + 1
+    """The relay's port, without `localStorageMountPoint`; default: the manager's port + 1."""
     reuse_mode: bool = False  # NNI's default is True; what trialfleet does is False, so true is warned about
+    """NNI's reuse mode."""
     openpai_config: JsonMapping | None = None
+    """A job protocol of your own, inline."""
     openpai_config_file: ConfigPath | None = None
+    """A job protocol of your own, in a YAML file."""
 
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"relay_port"})
     # nniManagerIp and relayPort are used without localStorageMountPoint only; the service warns otherwise
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,

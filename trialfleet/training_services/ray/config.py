@@ -29,17 +29,28 @@ class RayConfig(TrainingServiceConfig):
     """
 
     platform: Literal["ray"] = "ray"
+    """`ray`."""
     address: str
+    """The head's dashboard (Jobs API), `http://<head>:8265`; a Ray Client address (`ray://`) is refused."""
     token: Secret | None = None  # sent as "Authorization: Bearer <token>" (Ray's token authentication)
+    """Sent as `Authorization: Bearer <token>`, for a cluster with Ray's token authentication."""
     headers: dict[str, str] = Field(
         default_factory=dict
     )  # more HTTP headers, for a proxy in front of the head
+    """More HTTP headers for every request (a proxy in front of the head)."""
     runtime_env: JsonMapping | None = None
+    """Ray's `runtime_env`, passed to every job as written (`pip`, `conda`, `env_vars`, …); `working_dir` and
+    `excludes` are refused."""
     trial_cpu_number: float = Field(default=1.0, ge=0)  # a float default: an int warns when dumped
+    """CPUs each trial's job reserves (fractions allowed)."""
     trial_memory_size: SizeMB | None = Field(default=None, gt=0)
+    """Memory each trial's job reserves."""
     trial_resources: dict[str, float] = Field(default_factory=dict)  # custom resources, e.g. {"ssd": 1}
+    """Custom Ray resources each trial's job reserves, e.g. `{slot: 1}`."""
     node_directory: str | None = None  # where trial directories go on the nodes; default <tmp>/trialfleet-ray
+    """Where trial directories go on the nodes (absolute); default `<tmp>/trialfleet-ray`."""
 
+    nni_model: ClassVar[bool] = False  # NNI has no Ray platform
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": "trials report through their Ray job's log, so they never connect to the manager",

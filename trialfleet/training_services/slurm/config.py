@@ -23,23 +23,40 @@ class SlurmConfig(TrainingServiceConfig):
     """
 
     platform: Literal["slurm"] = "slurm"
+    """`slurm`."""
     shared_directory: Path
+    """A directory the manager and every node see (trial directories, the code); with `loginNode`, an absolute
+    path on the cluster."""
     partition: str | None = None
+    """`--partition`; default: the cluster's."""
     account: str | None = None
+    """`--account`; default: the cluster's."""
     qos: str | None = None
+    """`--qos`; default: the cluster's."""
     time_limit: Duration | None = Field(default=None, gt=0)  # None: taken from maxTrialDuration
+    """Slurm's time limit per trial (`--time`, rounded up to whole minutes); default: `maxTrialDuration`."""
     cpus_per_trial: int | None = Field(default=None, gt=0, le=MAX_CPUS_PER_TRIAL)
+    """`--cpus-per-task`; default: the cluster's."""
     memory: SizeMB | None = Field(default=None, gt=0)
+    """`--mem`, e.g. `16gb`; default: the cluster's."""
     gpu_request_style: Literal["gres", "gpus"] = "gres"  # --gres=gpu:N or --gpus=N
+    """How `trialGpuNumber: N` is asked for: `gres` → `--gres=gpu:N`, `gpus` → `--gpus=N`."""
     sbatch_options: list[str] = Field(default_factory=list)  # extra sbatch options, e.g. "--exclusive"
+    """More sbatch options, one per item, written `--name=value` (`--exclusive`, `--constraint=a100`)."""
     setup_script: str | None = (
         None  # shell lines run in the job before the trial (module load, conda activate)
     )
+    """Shell lines run in the job before the trial (`module load …`, `conda activate …`)."""
     login_node: RemoteMachineConfig | None = None
+    """A cluster host to drive Slurm through over SSH, when the manager runs outside the cluster (keys as a
+    remote `machineList` entry)."""
     use_sacct: bool | None = None  # None: use sacct when accounting is enabled
+    """Ask `sacct` about jobs `squeue` no longer shows; unset: when the cluster has accounting."""
     python_path: str | None = None
+    """A directory put first on the job's `PATH` after the setup script (a conda environment's `bin`)."""
 
     uses_shared_storage: ClassVar[bool] = True
+    nni_model: ClassVar[bool] = False  # NNI has no Slurm platform
 
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
