@@ -34,6 +34,7 @@ from trialfleet.training_services.kubernetes.service import (
 VARIABLES = [
     *("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "TF_CONFIG"),
     *("FC_FRAMEWORK_NAME", "FC_TASKROLE_NAME", "FC_TASK_INDEX", "FB_WORKER_IPS", "FB_WORKER_ADDRESSES"),
+    *("FB_PS_IPS", "FB_PS_ADDRESSES", "FB_WORKER_PORT", "FB_PS_PORT"),
     *("ADAPTDL_JOB_ID", "ADAPTDL_REPLICA_RANK", "ADAPTDL_NUM_REPLICAS", "ADAPTDL_CHECKPOINT_PATH"),
     *("ADAPTDL_SHARE_PATH", "ADAPTDL_TENSORBOARD_LOGDIR", "NNI_TRIAL_JOB_ID", "NNI_SYS_DIR", "NNI_PLATFORM"),
 ]
@@ -124,6 +125,25 @@ async def test_a_framework_of_two_tasks_gets_fc_and_barrier_variables(
         ips = (env[replica]["FB_WORKER_IPS"] or "").split(",")
         assert len(ips) == 2 and all(ips)
         assert env[replica]["FB_WORKER_ADDRESSES"] == ",".join(f"{ip}:4000" for ip in ips)
+
+
+async def test_a_framework_of_two_task_roles_gives_every_role_s_address_to_every_task(
+    tmp_path: Path, cluster: KubernetesEmulator
+) -> None:
+    """The barrier builds each role's FB_<ROLE>_ADDRESSES from FB_<ROLE>_PORT, so every container needs every
+    role's port: a worker must reach the ps at ip:port, not at ``ip:``."""
+    ps = {**FC_ROLE, "name": "ps"}
+    ps["frameworkAttemptCompletionPolicy"] = {"minFailedTaskCount": 1, "minSucceedTaskCount": -1}
+    config = fc_config(tmp_path, cluster, taskRoles=[FC_ROLE, ps])
+    async with started(FrameworkControllerTrainingService, tmp_path, config) as service:
+        await run_trial(service, tmp_path, 2)
+    env = environments(tmp_path)
+    assert sorted(env) == ["dist", "ps-0"]
+    for replica in env.values():
+        assert (replica["FB_WORKER_PORT"], replica["FB_PS_PORT"]) == ("4000", "4001")
+        for role, port in (("WORKER", 4000), ("PS", 4001)):
+            ip = replica[f"FB_{role}_IPS"]
+            assert ip and replica[f"FB_{role}_ADDRESSES"] == f"{ip}:{port}", replica
 
 
 async def test_an_adaptdljob_gets_adaptdl_variables_and_its_checkpoint_claim(
