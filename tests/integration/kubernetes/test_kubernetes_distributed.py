@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from k8s_helpers import (
     FC_ROLE,
     KF_ROLE,
@@ -22,6 +23,7 @@ from k8s_helpers import (
 )
 
 from tests.emulators.kubernetes import KubernetesEmulator
+from tests.emulators.kubernetes.kubeflow import INDEX_LABELS
 from trialfleet.status import TrialStatus
 from trialfleet.testing import Seen, poll_until
 from trialfleet.training_services.base import TrainingService
@@ -93,6 +95,19 @@ async def test_a_pytorchjob_of_a_master_and_two_workers_gets_its_rendezvous(
         "worker-1": ("2", "3", master, "23456"),
     }
     assert all(e["NNI_TRIAL_JOB_ID"] == "dist" and e["NNI_PLATFORM"] == "kubeflow" for e in env.values())
+
+
+@pytest.mark.parametrize("operator_version", sorted(INDEX_LABELS))
+async def test_replicas_get_directories_of_their_own_whatever_label_the_operator_sets(
+    tmp_path: Path, cluster: KubernetesEmulator, operator_version: str
+) -> None:
+    """Operators before the training operator v1.4 label a replica's index ``replica-index``,
+    ``tf-replica-index`` or ``pytorch-replica-index``: each replica must still find its own index."""
+    cluster.operators["kubeflow"].controller.index_label = INDEX_LABELS[operator_version]
+    config = kubeflow_config(tmp_path, cluster, "tf-operator", worker={**KF_ROLE, "replicas": 2})
+    async with started(KubeflowTrainingService, tmp_path, config) as service:
+        await run_trial(service, tmp_path, 2)
+    assert sorted(environments(tmp_path)) == ["dist", "worker-1"]
 
 
 async def test_a_tfjob_of_two_workers_gets_its_tf_config(tmp_path: Path, cluster: KubernetesEmulator) -> None:
