@@ -34,6 +34,16 @@ JOB_NAME, REPLICA_TYPE, REPLICA_INDEX, OPERATOR_NAME, JOB_ROLE = (
     "training.kubeflow.org/job-role",
 )
 SERVICES = ("", "services")
+#: the pod label holding the replica index, by operator version: the training operator from v1.4
+#: (kubeflow/common's ``ReplicaIndexLabel``), up to v1.3 and tf-operator / pytorch-operator v1 on
+#: kubeflow/common before its ``training.kubeflow.org/`` prefix (``replica-index``), tf-operator v1alpha2
+#: (``tfReplicaIndexLabel``) and the standalone pytorch-operator (``pytorchReplicaIndexLabel``)
+INDEX_LABELS = {
+    "training-operator": REPLICA_INDEX,
+    "training-operator-1.3": "replica-index",
+    "tf-operator-v1alpha2": "tf-replica-index",
+    "pytorch-operator": "pytorch-replica-index",
+}
 
 
 def webhooks() -> list[ValidatingWebhook]:
@@ -59,6 +69,7 @@ class TrainingOperator(Loop):
         super().__init__(store, clock, delay=delay, tick=tick)
         self.api = api
         self.seen: set[str] = set()
+        self.index_label = REPLICA_INDEX  # a value of INDEX_LABELS: the operator version emulated
 
     def reset(self) -> None:
         super().reset()
@@ -224,7 +235,7 @@ class JobSync:
         self.status.setdefault("replicaStatuses", {})[rtype] = {}
         slices: dict[int, list[dict[str, Any]]] = {}
         for pod in mine:
-            slices.setdefault(int(pod["metadata"]["labels"].get(REPLICA_INDEX, "-1")), []).append(pod)
+            slices.setdefault(int(pod["metadata"]["labels"].get(self.op.index_label, "-1")), []).append(pod)
         for index in range(max([count, *[i + 1 for i in slices]])):
             found = slices.get(index, [])
             if not found:
@@ -336,7 +347,7 @@ class JobSync:
             OPERATOR_NAME: self.kind.controller,
             JOB_NAME: self.meta["name"].replace("/", "-"),
             REPLICA_TYPE: rtype.lower(),
-            REPLICA_INDEX: str(index),
+            self.op.index_label: str(index),
         }
 
     def _owner(self) -> dict[str, Any]:
@@ -476,7 +487,7 @@ class JobSync:
             return True
         for pod in self._pods:
             labels = pod["metadata"]["labels"]
-            if labels.get(REPLICA_TYPE) == "worker" and labels.get(REPLICA_INDEX) == "0":
+            if labels.get(REPLICA_TYPE) == "worker" and labels.get(self.op.index_label) == "0":
                 codes = [
                     s["state"]["terminated"]["exitCode"]
                     for s in pod["status"].get("containerStatuses") or []
@@ -489,7 +500,7 @@ class JobSync:
         """PyTorch's per-type rules; True when the master succeeded (the upstream early return)."""
         counts = self.status["replicaStatuses"].setdefault(rtype, {})
         selector = {**self._labels(rtype, 0)}
-        selector.pop(REPLICA_INDEX)
+        selector.pop(self.op.index_label)
         counts["selector"] = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
         total = self.replicas[rtype]["replicas"]
         succeeded, running, failed = (

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from k8s_helpers import (
     FC_ROLE,
     KF_ROLE,
@@ -22,6 +23,7 @@ from k8s_helpers import (
 )
 
 from tests.emulators.kubernetes import KubernetesEmulator
+from tests.emulators.kubernetes.kubeflow import INDEX_LABELS
 from trialfleet.status import TrialStatus
 from trialfleet.testing import Seen, poll_until
 from trialfleet.training_services.base import TrainingService
@@ -34,6 +36,7 @@ from trialfleet.training_services.kubernetes.service import (
 VARIABLES = [
     *("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "TF_CONFIG"),
     *("FC_FRAMEWORK_NAME", "FC_TASKROLE_NAME", "FC_TASK_INDEX", "FB_WORKER_IPS", "FB_WORKER_ADDRESSES"),
+    *("FB_PS_IPS", "FB_PS_ADDRESSES", "FB_WORKER_PORT", "FB_PS_PORT"),
     *("ADAPTDL_JOB_ID", "ADAPTDL_REPLICA_RANK", "ADAPTDL_NUM_REPLICAS", "ADAPTDL_CHECKPOINT_PATH"),
     *("ADAPTDL_SHARE_PATH", "ADAPTDL_TENSORBOARD_LOGDIR", "NNI_TRIAL_JOB_ID", "NNI_SYS_DIR", "NNI_PLATFORM"),
 ]
@@ -94,6 +97,19 @@ async def test_a_pytorchjob_of_a_master_and_two_workers_gets_its_rendezvous(
     assert all(e["NNI_TRIAL_JOB_ID"] == "dist" and e["NNI_PLATFORM"] == "kubeflow" for e in env.values())
 
 
+@pytest.mark.parametrize("operator_version", sorted(INDEX_LABELS))
+async def test_replicas_get_directories_of_their_own_whatever_label_the_operator_sets(
+    tmp_path: Path, cluster: KubernetesEmulator, operator_version: str
+) -> None:
+    """Operators before the training operator v1.4 label a replica's index ``replica-index``,
+    ``tf-replica-index`` or ``pytorch-replica-index``: each replica must still find its own index."""
+    cluster.operators["kubeflow"].controller.index_label = INDEX_LABELS[operator_version]
+    config = kubeflow_config(tmp_path, cluster, "tf-operator", worker={**KF_ROLE, "replicas": 2})
+    async with started(KubeflowTrainingService, tmp_path, config) as service:
+        await run_trial(service, tmp_path, 2)
+    assert sorted(environments(tmp_path)) == ["dist", "worker-1"]
+
+
 async def test_a_tfjob_of_two_workers_gets_its_tf_config(tmp_path: Path, cluster: KubernetesEmulator) -> None:
     config = kubeflow_config(tmp_path, cluster, "tf-operator", worker={**KF_ROLE, "replicas": 2})
     async with started(KubeflowTrainingService, tmp_path, config) as service:
@@ -124,6 +140,25 @@ async def test_a_framework_of_two_tasks_gets_fc_and_barrier_variables(
         ips = (env[replica]["FB_WORKER_IPS"] or "").split(",")
         assert len(ips) == 2 and all(ips)
         assert env[replica]["FB_WORKER_ADDRESSES"] == ",".join(f"{ip}:4000" for ip in ips)
+
+
+async def test_a_framework_of_two_task_roles_gives_every_role_s_address_to_every_task(
+    tmp_path: Path, cluster: KubernetesEmulator
+) -> None:
+    """The barrier builds each role's FB_<ROLE>_ADDRESSES from FB_<ROLE>_PORT, so every container needs every
+    role's port: a worker must reach the ps at ip:port, not at ``ip:``."""
+    ps = {**FC_ROLE, "name": "ps"}
+    ps["frameworkAttemptCompletionPolicy"] = {"minFailedTaskCount": 1, "minSucceedTaskCount": -1}
+    config = fc_config(tmp_path, cluster, taskRoles=[FC_ROLE, ps])
+    async with started(FrameworkControllerTrainingService, tmp_path, config) as service:
+        await run_trial(service, tmp_path, 2)
+    env = environments(tmp_path)
+    assert sorted(env) == ["dist", "ps-0"]
+    for replica in env.values():
+        assert (replica["FB_WORKER_PORT"], replica["FB_PS_PORT"]) == ("4000", "4001")
+        for role, port in (("WORKER", 4000), ("PS", 4001)):
+            ip = replica[f"FB_{role}_IPS"]
+            assert ip and replica[f"FB_{role}_ADDRESSES"] == f"{ip}:{port}", replica
 
 
 async def test_an_adaptdljob_gets_adaptdl_variables_and_its_checkpoint_claim(

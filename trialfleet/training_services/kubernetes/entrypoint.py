@@ -3,7 +3,7 @@
 
 Usage::
 
-    python3 -I -S entrypoint.py <trial_dir> <keeper.py> <shim_dir> <role> <primary role> <index variable> once|restartable
+    python3 -I -S entrypoint.py <trial_dir> <keeper.py> <shim_dir> <role> <primary role> <index variables, comma-separated> once|restartable
 
 Standalone on purpose (stdlib only, Python >= 3.8), like the keeper: it is copied to the storage and run by the
 image's ``python3``. Every replica of a trial's job runs it:
@@ -124,7 +124,9 @@ def main(argv: list) -> int:
         sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
         return 2
     trial_dir, keeper, shim_dir, role, primary, index_variable, mode = argv[1:]
-    directory = replica_dir(trial_dir, role, primary, os.environ.get(index_variable, "0"))
+    # the first of the variables that is set: operators of different versions label the index differently
+    index = next((os.environ[name] for name in index_variable.split(",") if os.environ.get(name)), "0")
+    directory = replica_dir(trial_dir, role, primary, index)
     if directory != trial_dir:
         prepare_replica(trial_dir, directory, role)
     if mode == "once" and os.path.exists(os.path.join(directory, "launch.json")):

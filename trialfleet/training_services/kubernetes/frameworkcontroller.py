@@ -6,7 +6,8 @@ trial's — is index 0 of the first task role. FrameworkController gives every t
 (``FC_TASK_INDEX`` tells the entry point its index). A Framework of more than one task also runs
 FrameworkController's barrier first, as NNI did: an init container that waits until every task has an IP and
 writes ``injector.sh``, sourced before the entry point, which exports ``FB_<ROLE>_IPS`` and
-``FB_<ROLE>_ADDRESSES`` (with ``FB_<ROLE>_PORT``, 4000 + the role's position, NNI's ports).
+``FB_<ROLE>_ADDRESSES`` (with ``FB_<ROLE>_PORT``, 4000 + the role's position, NNI's ports: every role's in every
+container).
 
 Nothing is retried by FrameworkController (``maxRetryCount: 0`` for the Framework and its tasks):
 trialfleet's retry policy decides, in a fresh attempt. Its names take no hyphen (``^[a-z0-9]{1,63}$``).
@@ -111,9 +112,13 @@ class FrameworkControllerTrainingService(KubernetesTrainingService):
 
     def manifest(self, job: TrialJob) -> dict[str, Any]:
         distributed = sum(role.task_number for role in self.config.task_roles) > 1
+        ports = {role.name: FIRST_PORT + position for position, role in enumerate(self.config.task_roles)}
+        # the barrier's injector builds every role's FB_<ROLE>_ADDRESSES from FB_<ROLE>_PORT: each container needs
+        # every role's port (as NNI set them), or a worker sees the ps at "ip:"
+        barrier_ports = {f"FB_{name.upper()}_PORT": str(port) for name, port in ports.items()}
         roles = []
-        for position, role in enumerate(self.config.task_roles):
-            port = FIRST_PORT + position
+        for role in self.config.task_roles:
+            port = ports[role.name]
             replica = Replica(
                 role=role.name,
                 container="framework",
@@ -124,7 +129,7 @@ class FrameworkControllerTrainingService(KubernetesTrainingService):
                 pull_secrets=self.pull_secrets.get(role.name, ()),
                 index_variable="FC_TASK_INDEX",
                 shell_prefix=f". {BARRIER_DIR}/injector.sh" if distributed else None,
-                extra_env={f"FB_{role.name.upper()}_PORT": str(port)} if distributed else {},
+                extra_env=barrier_ports if distributed else {},
                 ports=(port,) if distributed else (),
             )
             roles.append((role, replica))

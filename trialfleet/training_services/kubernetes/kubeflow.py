@@ -34,7 +34,14 @@ PYTORCHJOB = ResourceKind(
 REPLICA_TYPES = {"master": "Master", "worker": "Worker", "ps": "PS"}
 CONTAINERS = {"TFJob": "tensorflow", "PyTorchJob": "pytorch"}
 REPLICA_SPECS = {"TFJob": "tfReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs"}
-INDEX_LABEL = "training.kubeflow.org/replica-index"
+#: the pod label of a replica's index, by operator version: the training operator from v1.4; up to v1.3 (and
+#: tf-operator / pytorch-operator v1 on kubeflow/common); tf-operator v1alpha2; the standalone pytorch-operator
+INDEX_LABELS = (
+    "training.kubeflow.org/replica-index",
+    "replica-index",
+    "tf-replica-index",
+    "pytorch-replica-index",
+)
 #: versions of tf-operator before the training operator kept the run policy's fields in ``spec`` itself
 FLAT_POLICY_VERSIONS = ("v1alpha1", "v1alpha2", "v1beta1", "v1beta2")
 
@@ -102,7 +109,7 @@ class KubeflowTrainingService(KubernetesTrainingService):
                 memory_mb=role.memory_size,
                 gpus=role.gpu_number,
                 pull_secrets=self.pull_secrets.get(name, ()),
-                index_label=INDEX_LABEL,
+                index_labels=INDEX_LABELS,
             )
             replicas[name] = (role.replicas, replica)
         return kubeflow_manifest(self.kind, job, replicas)

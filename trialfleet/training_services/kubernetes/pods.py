@@ -57,7 +57,9 @@ class Replica:
     memory: str | None = None  # a Kubernetes quantity instead of memory_mb (AdaptDL)
     pull_secrets: tuple[str, ...] = ()
     index_variable: str = INDEX_VARIABLE
-    index_label: str | None = None  # the pod label holding the index, for the downward API
+    #: the pod labels that may hold the index (operators of different versions use different ones), each given
+    #: to the container through the downward API; the entry point takes the first that is set
+    index_labels: tuple[str, ...] = ()
     shell_prefix: str | None = None  # shell code run before the entry point (FrameworkController's barrier)
     extra_env: Mapping[str, str] = field(default_factory=dict)
     ports: tuple[int, ...] = ()
@@ -82,9 +84,9 @@ def resources(replica: Replica) -> dict[str, Any]:
 
 def environment(replica: Replica, variables: Mapping[str, str]) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = []
-    if replica.index_label is not None:
-        path = f"metadata.labels['{replica.index_label}']"
-        env.append({"name": replica.index_variable, "valueFrom": {"fieldRef": {"fieldPath": path}}})
+    for name, label in zip(index_variables(replica), replica.index_labels, strict=False):
+        path = f"metadata.labels['{label}']"
+        env.append({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
     merged = {**variables, **replica.extra_env}
     if not replica.gpus:
         merged["CUDA_VISIBLE_DEVICES"] = ""
@@ -92,10 +94,17 @@ def environment(replica: Replica, variables: Mapping[str, str]) -> list[dict[str
     return env
 
 
+def index_variables(replica: Replica) -> list[str]:
+    """The variables that may hold the replica's index, in the order the entry point reads them."""
+    if len(replica.index_labels) <= 1:
+        return [replica.index_variable]
+    return [replica.index_variable] + [f"{replica.index_variable}_{i}" for i in range(1, len(replica.index_labels))]
+
+
 def container(
     replica: Replica, entrypoint: Entrypoint, variables: Mapping[str, str], mount_path: str
 ) -> dict[str, Any]:
-    argv = entrypoint.argv(replica.role, replica.index_variable)
+    argv = entrypoint.argv(replica.role, ",".join(index_variables(replica)))
     if replica.shell_prefix is not None:
         argv = ["/bin/sh", "-c", f'{replica.shell_prefix} && exec "$@"', "sh", *argv]
     spec: dict[str, Any] = {
