@@ -23,6 +23,8 @@ def fake_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     monkeypatch.setenv("PATH", f"{DOUBLES}:{os.environ['PATH']}")
     scenario_file = tmp_path / "gpus.json"
     monkeypatch.setenv("TRIALFLEET_FAKE_GPUS", str(scenario_file))
+    # the machine's GPU leases of this test alone: the double's GPUs are nobody else's
+    monkeypatch.setenv("TRIALFLEET_LEASE_DIR", str(tmp_path / "gpu-leases"))
 
     def scenario(
         gpus: list[dict[str, Any]], processes: list[dict[str, Any]] | None = None, **extra: Any
