@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli_harness import wait_until
+from tests.integration.cli_harness import Cli, wait_until
 from tests.integration.test_crash_recovery import start_manager, wait_for_status
 from trialfleet.config import ExperimentConfig
 from trialfleet.manager.launcher import create_experiment
@@ -146,7 +146,7 @@ def store_of(experiment_dir: Path) -> ExperimentStore:
 
 @pytest.mark.slow
 def test_a_sigkilled_managers_leases_are_neither_lost_nor_leaked(fleet: Path) -> None:
-    (first_id, first_dir), (_, second_dir) = (gpu_experiment(fleet, trials=4) for _ in range(2))
+    (first_id, first_dir), (second_id, second_dir) = (gpu_experiment(fleet, trials=4) for _ in range(2))
     (fleet / f"hold-{first_id}").touch()
     first = start_manager(first_dir, "create")
     wait_until(lambda: held_gpus(first_id) == [0, 1], "the first experiment's trials on both GPUs")
@@ -160,6 +160,10 @@ def test_a_sigkilled_managers_leases_are_neither_lost_nor_leaked(fleet: Path) ->
     waiting = [t for t in store_of(second_dir).trials() if t.status is TrialStatus.WAITING]
     assert waiting and f"leased to experiment {first_id}" in (waiting[0].message or "")
     assert held_gpus(first_id) == [0, 1], "the SIGKILLed manager's leases were lost"
+    listed = {e["id"]: e for e in Cli.in_dir(fleet).json("experiment", "list", "--all", "--json")}
+    assert listed[first_id]["gpuLeases"]["localhost"]["gpus"] == [0, 1]
+    assert listed[second_id]["gpuLeases"]["localhost"]["waiting"] == 1
+    assert "GPU 0,1" in Cli.in_dir(fleet).ok("experiment", "list", "--all")
 
     (fleet / f"hold-{first_id}").unlink()  # its trials end without a manager: their leases end with them
     wait_until(lambda: first_id not in machine_holdings(), "the dead manager's leases to end")

@@ -37,6 +37,10 @@ class Holdings:
     waiting: int = 0  # GPUs one of its trials waits for (0: none waits)
     waiting_since: float | None = None
 
+    def record(self) -> dict[str, Any]:
+        """As plain data (REST, the web UI, ``experiment list --json``)."""
+        return {"gpus": sorted(self.gpus), "waiting": self.waiting, "waitingSince": self.waiting_since}
+
     def describe(self) -> str:
         held = f"GPU {','.join(map(str, sorted(self.gpus)))}" if self.gpus else "no GPU"
         return held + (f", waits for {self.waiting}" if self.waiting else "")
@@ -141,8 +145,5 @@ def machine_holdings(directory: str | None = None) -> dict[str, Holdings]:
 
 
 def holdings_record(holdings: Mapping[str, Holdings]) -> dict[str, Any]:
-    """The holdings as plain data (REST, the web UI): ``{experiment: {"gpus", "waiting", "waitingSince"}}``."""
-    return {
-        experiment: {"gpus": sorted(h.gpus), "waiting": h.waiting, "waitingSince": h.waiting_since}
-        for experiment, h in holdings.items()
-    }
+    """``{experiment: {"gpus", "waiting", "waitingSince"}}``."""
+    return {experiment: held.record() for experiment, held in holdings.items()}

@@ -12,6 +12,8 @@ Commands (kill, customised trial, config edits) go through NNI's own routes; the
 * ``GET /trials/all``  compact records of every trial (charts)
 * ``GET /trials/{id}`` and ``/trials/{id}/metrics?after=N``  one trial and its metrics after id N
 * ``GET /intermediate?key&step&min&max&trials&points``  downsampled intermediate series of any ``key``
+* ``GET /gpu-leases``  what every experiment holds and waits for on this machine's GPUs
+  (``{"hosts": {host: {experiment: {"gpus", "waiting", "waitingSince"}}}}``, docs/shared-fleet.md)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from trialfleet.storage import ExperimentStore
 from trialfleet.storage.kept import SummaryIndex
 from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
 from trialfleet.storage.sql import SORT_CHOICES, SORT_PATTERN
+from trialfleet.training_services.gpu_leases import holdings_record, machine_holdings
 from trialfleet.tuning.catalog import configured_optimize_mode
 
 if TYPE_CHECKING:
@@ -148,6 +151,10 @@ def build_router(
     @router.get("/experiment")
     def experiment() -> dict[str, Any]:
         return experiment_summary(manager, reader)
+
+    @router.get("/gpu-leases")
+    def gpu_leases() -> dict[str, Any]:
+        return {"hosts": {"localhost": holdings_record(machine_holdings())}}
 
     @router.get("/trials")
     async def trials(
