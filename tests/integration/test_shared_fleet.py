@@ -16,6 +16,7 @@ import subprocess
 import sys
 from itertools import combinations, pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,8 +41,10 @@ deadline = time.time() + 120
 while os.path.exists(hold) and time.time() < deadline:
     time.sleep(0.05)
 time.sleep(params["pause"])
+machine = os.environ["TRIALFLEET_LEASE_DIR"]  # one per machine: on the sshd test hosts, one per host
+gpus = [machine + ":" + index for index in os.environ["CUDA_VISIBLE_DEVICES"].split(",")]
 record = {"experiment": os.environ["NNI_EXP_ID"], "trial": nni.get_trial_id(),
-          "gpus": os.environ["CUDA_VISIBLE_DEVICES"], "start": start, "end": time.monotonic()}
+          "gpus": gpus, "start": start, "end": time.monotonic()}
 with open(os.path.join(os.environ["SHARED_FLEET_DIR"], "runs.log"), "a") as log:
     log.write(json.dumps(record) + "\\n")
 nni.report_final_result(params["pause"])
@@ -74,18 +77,21 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def gpu_experiment(root: Path, trials: int) -> tuple[str, Path]:
+def gpu_experiment(
+    root: Path, trials: int, python: str = sys.executable, **platform: Any
+) -> tuple[str, Path]:
+    """An experiment of ``trials`` trials, 2 at once, one GPU each, on ``platform`` (local unless given)."""
     config = ExperimentConfig.for_platform(
-        "local",
-        trial_command=f"{sys.executable} trial.py",
+        str(platform.pop("platform", "local")),
+        trial_command=f"SHARED_FLEET_DIR={root} {python} trial.py",
         trial_code_directory=str(root / "code"),
         trial_concurrency=2,
         trial_gpu_number=1,
-        use_active_gpu=False,
         max_trial_number=trials,
         search_space={"pause": {"_type": "uniform", "_value": [0.05, 0.3]}},
         tuner={"name": "Random"},
         experiment_working_directory=str(root / "exps"),
+        **platform,
     )
     experiment_id, experiment_dir = create_experiment(config)
     return experiment_id, experiment_dir
@@ -95,17 +101,17 @@ def runs(root: Path) -> list[dict]:
     return [json.loads(line) for line in (root / "runs.log").read_text().splitlines()]
 
 
-def assert_no_clash(records: list[dict]) -> int:
-    """No two trials of different experiments overlapped on a GPU; the number of GPU hand-overs between
-    experiments (a GPU used by one experiment, then by another), which shows that they shared them."""
+def assert_no_clash(records: list[dict[str, Any]]) -> int:
+    """No two trials of different experiments overlapped on a GPU (a machine's lease directory and an index);
+    the number of hand-overs between experiments (a GPU used by one, then by another): they shared them."""
     for a, b in combinations(records, 2):
-        shared = set(a["gpus"].split(",")) & set(b["gpus"].split(","))
+        shared = set(a["gpus"]) & set(b["gpus"])
         if a["experiment"] != b["experiment"] and shared:
             overlap = a["start"] < b["end"] and b["start"] < a["end"]
             assert not overlap, f"trials of two experiments on GPU {shared} at once: {a} {b}"
     handovers = 0
-    for gpu in ("0", "1"):
-        on_gpu = sorted((r for r in records if gpu in r["gpus"].split(",")), key=lambda r: r["start"])
+    for gpu in {gpu for record in records for gpu in record["gpus"]}:
+        on_gpu = sorted((r for r in records if gpu in r["gpus"]), key=lambda r: r["start"])
         handovers += sum(1 for x, y in pairwise(on_gpu) if x["experiment"] != y["experiment"])
     return handovers
 
@@ -124,7 +130,7 @@ def finish(managers: list[subprocess.Popen[bytes]], dirs: list[Path]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("experiments", [2, 5])
 def test_experiments_sharing_two_gpus_never_clash(fleet: Path, experiments: int) -> None:
-    created = [gpu_experiment(fleet, trials=4) for _ in range(experiments)]
+    created = [gpu_experiment(fleet, trials=4, use_active_gpu=False) for _ in range(experiments)]
     managers = [start_manager(experiment_dir, "create") for _, experiment_dir in created]
     finish(managers, [experiment_dir for _, experiment_dir in created])
     records = runs(fleet)
@@ -146,7 +152,9 @@ def store_of(experiment_dir: Path) -> ExperimentStore:
 
 @pytest.mark.slow
 def test_a_sigkilled_managers_leases_are_neither_lost_nor_leaked(fleet: Path) -> None:
-    (first_id, first_dir), (second_id, second_dir) = (gpu_experiment(fleet, trials=4) for _ in range(2))
+    (first_id, first_dir), (second_id, second_dir) = (
+        gpu_experiment(fleet, trials=4, use_active_gpu=False) for _ in range(2)
+    )
     (fleet / f"hold-{first_id}").touch()
     first = start_manager(first_dir, "create")
     wait_until(lambda: held_gpus(first_id) == [0, 1], "the first experiment's trials on both GPUs")

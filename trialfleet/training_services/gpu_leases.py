@@ -63,7 +63,7 @@ class GpuLeases:
             held = leases.live_leases(self.path, clean=True)
             assigned = Counter(int(lease["gpu"]) for lease in held)
             others = {
-                int(lease["gpu"]): f"experiment {lease.get('experiment')} (trial {lease.get('trial')})"
+                int(lease["gpu"]): leases.holder(lease)
                 for lease in held
                 if lease.get("experiment") != self.experiment_id
             }

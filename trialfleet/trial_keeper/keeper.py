@@ -676,11 +676,12 @@ def keep(trial_dir: str) -> int:
     return 0
 
 
-def fork_keeper(trial_dir: str) -> int:
+def fork_keeper(trial_dir: str, inherit: tuple = ()) -> int:
     """Start the keeper of ``trial_dir`` as a fork of this process, which must be single-threaded and have
     imported this module: no interpreter starts. The child is what ``python3 -I -S keeper.py <trial_dir>``
     would be, but in this process's session (a process group of its own): the cancel signals blocked from
     birth, stdin on /dev/null, stdout and stderr on ``keeper.log`` and nothing else of this process open.
+    ``inherit``: descriptors it keeps open after all (the GPU leases its parent took for it: held from its birth).
     Returns its pid."""
     log = os.open(os.path.join(trial_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
@@ -695,7 +696,7 @@ def fork_keeper(trial_dir: str) -> int:
                 os.dup2(log, 1)
                 os.dup2(log, 2)
                 for name in os.listdir("/proc/self/fd"):
-                    if int(name) > 2:
+                    if int(name) > 2 and int(name) not in inherit:
                         with contextlib.suppress(OSError):
                             os.close(int(name))
                 for number in WATCHED:

@@ -155,6 +155,38 @@ def take(path: str, gpus: list, record: dict) -> list:
     return fds
 
 
+def holder(lease: dict) -> str:
+    """Who holds a lease, for a waiting trial's reason."""
+    return f"experiment {lease.get('experiment')} (trial {lease.get('trial')})"
+
+
+def take_chosen(path: str, record: dict, gpus: list, max_per_gpu: int):  # -> tuple[list, list] | str
+    """Lease ``gpus``, chosen elsewhere (by a manager, from its last look at this host), to the trial ``record``
+    names, if they are still free for it: none leased to another experiment, none with ``max_per_gpu`` leases
+    already. The descriptors and the lease files, or why not."""
+    experiment = record["experiment"]
+    with choosing(path):
+        held = live_leases(path, clean=True)
+        for gpu in gpus:
+            on_it = [lease for lease in held if lease["gpu"] == gpu]
+            others = [lease for lease in on_it if lease.get("experiment") != experiment]
+            if others:
+                return f"GPU {gpu} is leased to {holder(others[0])}"
+            if len(on_it) >= max_per_gpu:
+                return f"GPU {gpu} has {len(on_it)} trial(s), the most allowed (maxTrialNumberPerGpu)"
+        fds = take(path, gpus, record)
+    return fds, [os.path.join(path, lease_name(gpu, experiment, record["attempt"])) for gpu in gpus]
+
+
+def others_leases(path: str, experiment: str) -> dict:
+    """``{gpu: holder}`` for the GPUs leased to another experiment's trials (a host's answer to a manager)."""
+    return {
+        str(lease["gpu"]): holder(lease)
+        for lease in live_leases(path)
+        if lease.get("experiment") != experiment
+    }
+
+
 def release(fds: list) -> None:
     """Let go of this process's hold; the lease ends once no other process holds it either."""
     for fd in fds:

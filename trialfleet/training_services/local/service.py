@@ -407,7 +407,9 @@ class LocalTrainingService(TrainingService):
 
         if self._leases is None:
             self._leases = GpuLeases(self.context.experiment_id)
-        taken = await asyncio.to_thread(self._leases.take, spec.trial_id, attempt, spec.gpu_number or 0, choose)
+        taken = await asyncio.to_thread(
+            self._leases.take, spec.trial_id, attempt, spec.gpu_number or 0, choose
+        )
         if isinstance(taken, Taken):
             self._gpu_assignments[spec.trial_id] = taken.gpus
         return taken

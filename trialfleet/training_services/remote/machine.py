@@ -193,6 +193,7 @@ class RemoteMachine:
         self._launches = Launches(self.probe, self.name)
         self.files = ProbeTrialFiles(self.runner)
         self._gpus: tuple[float, list[GpuInfo]] | None = None
+        self._leased: tuple[float, dict[int, str]] | None = None  # GPUs other experiments hold, as last told
         self._code_archive: tuple[Path, Path] | None = None  # what prepare() was given
         self._prepare_called = False
 
@@ -365,7 +366,25 @@ class RemoteMachine:
         self._gpus = None
 
     def allocate(self, gpus: list[GpuInfo], count: int, assigned: Mapping[int, int]) -> list[int] | str:
-        return allocate_for(self.config, gpus, count, assigned)
+        """GPUs for a trial by this experiment's count and by what the host last said others lease (the host
+        leases them at launch, or refuses: docs/shared-fleet.md)."""
+        fresh = self._leased is not None and time.monotonic() - self._leased[0] <= GPU_READING_MAX_AGE
+        return allocate_for(
+            self.config, gpus, count, assigned, self._leased[1] if fresh and self._leased else None
+        )
+
+    def lease_request(
+        self, experiment_id: str, trial_id: str, attempt: str, gpus: list[int]
+    ) -> dict[str, Any]:
+        """What the probe's launch needs to lease ``gpus`` on this host (``leases.take_chosen``)."""
+        per_gpu = self.config.max_trial_number_per_gpu
+        ids = {"experiment": experiment_id, "trial": trial_id, "attempt": attempt}
+        return dict(ids, gpus=gpus, max_per_gpu=per_gpu)
+
+    def refused(self, answer: Mapping[str, Any]) -> str:
+        """A launch the host refused (GPUs leased meanwhile): remember what others hold; the reason."""
+        self._leased = (time.monotonic(), {int(gpu): who for gpu, who in answer.get("leased", {}).items()})
+        return f"{self.name}: {answer['refused']}"
 
     # ---- trial files -------------------------------------------------------------------------------------
 
