@@ -27,6 +27,8 @@ class LocalConfig(TrainingServiceConfig):
     max_trial_number_per_gpu: int = Field(default=1, gt=0, le=MAX_TRIALS_PER_GPU)
     gpu_indices: GpuIndices = None
     reuse_mode: bool = False
+    #: its ``local`` keys join this block before validation (config/fleet.py): unset in a built config
+    fleet_file: str | None = None
 
     uses_shared_storage: ClassVar[bool] = True
 

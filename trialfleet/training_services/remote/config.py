@@ -65,6 +65,8 @@ class RemoteConfig(TrainingServiceConfig):
     unreachable_grace_period: Duration = Field(default=300, ge=0)  # a host lost longer fails its trials
     allow_partial_fleet: bool = False  # start even when some hosts cannot be reached
     remote_root: str = "~/trialfleet"  # each host keeps experiments below this directory
+    #: its ``machines`` become machineList before validation (config/fleet.py): unset in a built config
+    fleet_file: str | None = None
 
     uses_shared_storage: ClassVar[bool] = True
 
