@@ -102,12 +102,7 @@ class GpuLeases:
         wanted = count + sum(int(w.get("count") or 1) for w in ahead)
         if isinstance(choose(wanted, assigned, others), list):
             return None
-        first = ahead[0]
-        since = time.strftime("%H:%M:%S", time.localtime(float(first["since"])))
-        return (
-            f"its turn comes after experiment {first['experiment']}, which has waited for "
-            f"{first.get('count')} GPU(s) since {since}"
-        )
+        return leases.turn_message(ahead[0])
 
     def _wait(self, count: int) -> None:
         now = time.time()

@@ -31,7 +31,7 @@ CHOOSER_LOCK = ".lock"
 LEASE_PREFIX = "gpu-"
 WAIT_PREFIX = "wait."
 #: an experiment that has not asked again for this long no longer waits (its trial was canceled, it ended)
-WAIT_STALE_SECONDS = 10.0
+WAIT_STALE_SECONDS = 20.0
 
 
 def directory(explicit: str | None = None) -> str:
@@ -73,15 +73,16 @@ def is_held(file_path: str) -> bool | None:
     return False
 
 
+def _names(path: str, prefix: str) -> list:
+    try:
+        return sorted(name for name in os.listdir(path) if name.startswith(prefix))
+    except OSError:
+        return []
+
+
 def _records(path: str, prefix: str, clean: bool) -> list:
     found: list = []
-    try:
-        names = sorted(os.listdir(path))
-    except OSError:
-        return found
-    for name in names:
-        if not name.startswith(prefix):
-            continue
+    for name in _names(path, prefix):
         file_path = os.path.join(path, name)
         held = is_held(file_path)
         if held is False and clean:
@@ -113,12 +114,29 @@ def live_leases(path: str, clean: bool = False) -> list:
 
 def live_waits(path: str, now: float | None = None, clean: bool = False) -> list:
     """The experiments waiting for GPUs that asked recently: ``{"experiment", "since", "seen", "count"}`` each,
-    oldest first."""
+    oldest first. A wait is held by its manager (this machine's) or, written by an SSH host's probe for a
+    manager elsewhere, marked ``unheld``: then it lives as long as that manager keeps asking."""
     now = time.time() if now is None else now
-    waits = [
-        r for r in _records(path, WAIT_PREFIX, clean) if now - float(r.get("seen") or 0) <= WAIT_STALE_SECONDS
-    ]
+    waits = []
+    for name in _names(path, WAIT_PREFIX):
+        file_path = os.path.join(path, name)
+        held, record = is_held(file_path), _read(file_path)
+        fresh = record is not None and now - float(record.get("seen") or 0) <= WAIT_STALE_SECONDS
+        if record is not None and fresh and (held or record.get("unheld")):
+            waits.append(record)
+        elif clean and held is False:
+            with contextlib.suppress(OSError):
+                os.unlink(file_path)
     return sorted(waits, key=lambda r: float(r.get("since") or 0))
+
+
+def turn_message(first: dict) -> str:
+    """Why an experiment lets ``first``, which has waited longer, go first."""
+    since = time.strftime("%H:%M:%S", time.localtime(float(first["since"])))
+    return (
+        f"its turn comes after experiment {first['experiment']}, which has waited for "
+        f"{first.get('count')} GPU(s) since {since}"
+    )
 
 
 def lease_name(gpu: int, experiment: str, attempt: str) -> str:
@@ -160,22 +178,59 @@ def holder(lease: dict) -> str:
     return f"experiment {lease.get('experiment')} (trial {lease.get('trial')})"
 
 
-def take_chosen(path: str, record: dict, gpus: list, max_per_gpu: int):  # -> tuple[list, list] | str
+def take_chosen(path: str, record: dict, gpus: list, max_per_gpu: int, usable=None):  # -> (list, list) | str
     """Lease ``gpus``, chosen elsewhere (by a manager, from its last look at this host), to the trial ``record``
-    names, if they are still free for it: none leased to another experiment, none with ``max_per_gpu`` leases
-    already. The descriptors and the lease files, or why not."""
+    names, if they are still free for it (none leased to another experiment, none with ``max_per_gpu`` leases
+    already) and it is its turn: ``usable``, the GPUs its manager may use, leave enough free for the
+    experiments that have waited longer. The descriptors and the lease files; or why not, its wait noted."""
     experiment = record["experiment"]
     with choosing(path):
         held = live_leases(path, clean=True)
-        for gpu in gpus:
-            on_it = [lease for lease in held if lease["gpu"] == gpu]
-            others = [lease for lease in on_it if lease.get("experiment") != experiment]
-            if others:
-                return f"GPU {gpu} is leased to {holder(others[0])}"
-            if len(on_it) >= max_per_gpu:
-                return f"GPU {gpu} has {len(on_it)} trial(s), the most allowed (maxTrialNumberPerGpu)"
+        why = _conflict(held, gpus, experiment, max_per_gpu) or _not_my_turn(
+            path, held, experiment, usable, gpus
+        )
+        if why:
+            _note_wait(path, experiment, len(gpus))
+            return why
         fds = take(path, gpus, record)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(path, wait_name(experiment)))
     return fds, [os.path.join(path, lease_name(gpu, experiment, record["attempt"])) for gpu in gpus]
+
+
+def _conflict(held: list, gpus: list, experiment: str, max_per_gpu: int) -> str | None:
+    for gpu in gpus:
+        on_it = [lease for lease in held if lease["gpu"] == gpu]
+        others = [lease for lease in on_it if lease.get("experiment") != experiment]
+        if others:
+            return f"GPU {gpu} is leased to {holder(others[0])}"
+        if len(on_it) >= max_per_gpu:
+            return f"GPU {gpu} has {len(on_it)} trial(s), the most allowed (maxTrialNumberPerGpu)"
+    return None
+
+
+def _not_my_turn(path: str, held: list, experiment: str, usable, gpus: list) -> str | None:
+    if usable is None:
+        return None
+    mine = _read(os.path.join(path, wait_name(experiment))) or {}
+    since = float(mine.get("since") or time.time())
+    waits = live_waits(path, clean=True)
+    ahead = [w for w in waits if w.get("experiment") != experiment and float(w["since"]) < since]
+    leased = {lease["gpu"] for lease in held}
+    free = [gpu for gpu in usable if gpu not in leased]
+    if not ahead or len(free) >= len(gpus) + sum(int(w.get("count") or 1) for w in ahead):
+        return None
+    return turn_message(ahead[0])
+
+
+def _note_wait(path: str, experiment: str, count: int) -> None:
+    """A manager elsewhere waits: its wait, kept while it asks again (its first ``since`` kept)."""
+    mine = _read(os.path.join(path, wait_name(experiment)))
+    now = time.time()
+    fresh = mine is not None and now - float(mine.get("seen") or 0) <= WAIT_STALE_SECONDS
+    since = float(mine["since"]) if fresh and mine is not None else now
+    record = dict(wait_record(experiment, count, since), unheld=True)
+    release([create_held(path, wait_name(experiment), record)])
 
 
 def others_leases(path: str, experiment: str) -> dict:

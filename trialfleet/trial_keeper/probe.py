@@ -153,7 +153,8 @@ def take_lease(lease: dict):  # -> tuple[list, list] | str
 
     record = {key: lease[key] for key in ("experiment", "trial", "attempt")}
     record.update(pid=os.getpid(), host=os.uname().nodename)
-    return leases.take_chosen(leases.directory(), record, lease["gpus"], int(lease["max_per_gpu"]))
+    per_gpu, usable = int(lease["max_per_gpu"]), lease.get("usable")
+    return leases.take_chosen(leases.directory(), record, lease["gpus"], per_gpu, usable)
 
 
 def launch_leased(request: dict, trial_dir: str, files: dict, held: tuple) -> dict:

@@ -201,3 +201,25 @@ def test_racing_managers_never_take_one_gpu_twice(fake_gpus, tmp_path: Path) -> 
     taken = [gpus for gpus in results if gpus is not None]
     assert sorted(g for gpus in taken for g in gpus) == [0, 1]
     assert leases.live_leases(lease_dir()) == []  # the racers ended: their leases ended with them
+
+
+def test_an_ssh_hosts_leases_serve_waiting_experiments_in_turn(tmp_path: Path) -> None:
+    """What an SSH host's probe does with the GPUs a manager chose: lease them, or refuse (its wait noted)."""
+    path = leases.directory(str(tmp_path / "host"))
+
+    def take(experiment: str, trial: str, gpu: int):  # type: ignore[no-untyped-def]
+        record = {"experiment": experiment, "trial": trial, "attempt": f"{trial}_0"}
+        return leases.take_chosen(path, record, [gpu], 1, usable=[0, 1])
+
+    first, second = take("a", "a1", 0), take("a", "a2", 1)
+    assert isinstance(first, tuple) and isinstance(second, tuple)
+    assert take("b", "b1", 0) == "GPU 0 is leased to experiment a (trial a1)"
+    assert [w["experiment"] for w in leases.live_waits(path)] == ["b"]
+    leases.release(first[0])  # a1 ended: GPU 0 is free, but b has waited longer
+    refused = take("a", "a3", 0)
+    assert isinstance(refused, str) and refused.startswith("its turn comes after experiment b")
+    served = take("b", "b1", 0)
+    assert isinstance(served, tuple)
+    assert [w["experiment"] for w in leases.live_waits(path)] == ["a"]  # b was served; a waits its turn now
+    leases.release(second[0] + served[0])
+    assert isinstance(take("a", "a3", 0), tuple)

@@ -379,7 +379,18 @@ class RemoteMachine:
         """What the probe's launch needs to lease ``gpus`` on this host (``leases.take_chosen``)."""
         per_gpu = self.config.max_trial_number_per_gpu
         ids = {"experiment": experiment_id, "trial": trial_id, "attempt": attempt}
-        return dict(ids, gpus=gpus, max_per_gpu=per_gpu)
+        return dict(ids, gpus=gpus, max_per_gpu=per_gpu, usable=self._usable_gpus())
+
+    def _usable_gpus(self) -> list[int]:
+        """The GPUs this experiment may use here, by its policy and the last reading: the host counts how many
+        are free when it weighs the experiments that waited longer (turns)."""
+        allowed, policy = self.config.gpu_indices, self.config
+        gpus = self._gpus[1] if self._gpus is not None else []
+        return [
+            gpu.index
+            for gpu in gpus
+            if (allowed is None or gpu.index in allowed) and (policy.use_active_gpu or not gpu.process_count)
+        ]
 
     def refused(self, answer: Mapping[str, Any]) -> str:
         """A launch the host refused (GPUs leased meanwhile): remember what others hold; the reason."""
