@@ -12,7 +12,14 @@ from fleet import Fleet
 
 from tests.integration.cli_harness import wait_until
 from tests.integration.test_crash_recovery import start_manager
-from tests.integration.test_shared_fleet import TRIAL_SCRIPT, assert_no_clash, finish, gpu_experiment, runs
+from tests.integration.test_shared_fleet import (
+    TRIAL_SCRIPT,
+    assert_no_clash,
+    finish,
+    gpu_experiment,
+    run_together,
+    runs,
+)
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore
 from trialfleet.training_services.gpu_leases import machine_holdings
@@ -52,12 +59,7 @@ def test_experiments_sharing_two_hosts_gpus_never_clash(
     two_gpu_hosts: list, tmp_path: Path, experiments: int
 ) -> None:  # type: ignore[type-arg]
     created = [remote_experiment(tmp_path, two_gpu_hosts, trials=3) for _ in range(experiments)]
-    managers = [start_manager(experiment_dir, "create") for _, experiment_dir in created]
-    finish(managers, [experiment_dir for _, experiment_dir in created])
-    records = runs(tmp_path)
-    assert len(records) == 3 * experiments
-    handovers = assert_no_clash(records)
-    assert handovers, "the experiments never shared a GPU: the test proved nothing"
+    records, handovers = run_together(tmp_path, created, trials=3)
     assert all(held(two_gpu_hosts, experiment_id) == 0 for experiment_id, _ in created)
     print(
         f"\n{experiments} experiments, {len(records)} trials on 2 hosts' GPUs, {handovers} hand-overs, no clash"

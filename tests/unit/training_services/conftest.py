@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from training_service_helpers import smi_reader
 
 from trialfleet.testing import make_context
 from trialfleet.training_services import ExperimentContext, LocalConfig
+from trialfleet.training_services.local import LocalTrainingService
 
 DOUBLES = Path(__file__).resolve().parents[2] / "doubles"
 
@@ -44,3 +46,28 @@ def context_for(tmp_path: Path) -> Callable[..., ExperimentContext]:
         return make_context(tmp_path / "experiment", config, "unitexp")
 
     return make
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A trial code directory and a control directory (held_command's files)."""
+    code, control = tmp_path / "code", tmp_path / "control"
+    code.mkdir()
+    control.mkdir()
+    return code, control
+
+
+@pytest.fixture
+async def local_services():  # type: ignore[no-untyped-def]
+    """Start local platforms (GPUs read through the nvidia-smi double only); closed, trials killed, at the end."""
+    started: list[LocalTrainingService] = []
+
+    async def start(context: ExperimentContext) -> LocalTrainingService:
+        service = LocalTrainingService(context, gpu_reader=smi_reader)
+        await service.start()
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        await service.close(kill_trials=True)

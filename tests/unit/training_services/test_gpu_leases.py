@@ -14,44 +14,32 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from training_service_helpers import HANG_GUARD, fake_gpu, held_command, poll_until_ended, spec, wait_for_file
+from training_service_helpers import (
+    HANG_GUARD,
+    fake_gpu,
+    held_command,
+    poll_until_ended,
+    spec,
+    wait_for_file,
+)
 
 from trialfleet.testing import harness, make_context
 from trialfleet.training_services import LocalConfig
-from trialfleet.training_services.gpu import GpuInfo, allocate_gpus, read_gpus_nvidia_smi
+from trialfleet.training_services.gpu import GpuInfo, allocate_gpus
 from trialfleet.training_services.gpu_leases import GpuLeases, Taken, machine_holdings
-from trialfleet.training_services.local import LocalTrainingService
 from trialfleet.training_services.spec import Deferred, Submitted
 from trialfleet.trial_keeper import leases
 
 
-def smi_reader() -> list[GpuInfo]:
-    return read_gpus_nvidia_smi() or []
-
-
 @pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    code, control = tmp_path / "code", tmp_path / "control"
-    code.mkdir()
-    control.mkdir()
-    return code, control
-
-
-@pytest.fixture
-async def experiment(tmp_path: Path):  # type: ignore[no-untyped-def]
+def experiment(tmp_path: Path, local_services):  # type: ignore[no-untyped-def]
     """Start the local platform of experiment ``name`` (its own directory, the machine's lease directory)."""
-    started: list[LocalTrainingService] = []
 
-    async def start(name: str, **options: object) -> LocalTrainingService:
+    def start(name: str, **options: object):  # type: ignore[no-untyped-def]
         config = LocalConfig(trial_command="unused", use_active_gpu=False, trial_gpu_number=1, **options)
-        service = LocalTrainingService(make_context(tmp_path / name, config, name), gpu_reader=smi_reader)
-        await service.start()
-        started.append(service)
-        return service
+        return local_services(make_context(tmp_path / name, config, name))
 
-    yield start
-    for service in started:
-        await service.close(kill_trials=True)
+    return start
 
 
 def lease_dir() -> str:
