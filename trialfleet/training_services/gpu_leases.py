@@ -130,10 +130,15 @@ class GpuLeases:
 def machine_holdings(directory: str | None = None) -> dict[str, Holdings]:
     """Every experiment's leases and waits in this machine's lease directory, by experiment id."""
     path = directory or os.environ.get(leases.DIRECTORY_VARIABLE) or leases.DEFAULT_DIRECTORY
+    return holdings_of(leases.live_leases(path), leases.live_waits(path))
+
+
+def holdings_of(held: list[dict[str, Any]], waits: list[dict[str, Any]]) -> dict[str, Holdings]:
+    """Lease and wait records (``leases.live_leases``, ``live_waits``) by experiment id."""
     found: dict[str, Holdings] = {}
-    for lease in leases.live_leases(path):
+    for lease in held:
         found.setdefault(str(lease.get("experiment")), Holdings()).gpus.append(int(lease["gpu"]))
-    for wait in leases.live_waits(path):
+    for wait in waits:
         holding = found.setdefault(str(wait.get("experiment")), Holdings())
         holding.waiting, holding.waiting_since = int(wait.get("count") or 1), float(wait["since"])
     return found

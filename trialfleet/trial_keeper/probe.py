@@ -23,6 +23,7 @@ them with the same code as every other platform.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
   removing the records a previous submission of the same attempt may have left.
 * ``read``: small regular files of a trial directory, base64 (reuse mode copies an ended trial's logs so).
+* ``leases``: every experiment's live GPU leases and waits on this host (docs/shared-fleet.md).
 * ``serve``: the commands above as JSON lines over one long-lived process that also reports trials' ends as they
   happen (see :func:`serve`); ``watch`` there names more trials to report.
 * ``mount``: mount a shared storage at a mount point unless something is mounted there already, with the
@@ -437,6 +438,14 @@ def unescape_mount_path(text: str) -> str:
     return "".join(out)
 
 
+def leases_here(request: dict) -> dict:
+    """This host's live GPU leases and waits, every experiment's (``leases.py``)."""
+    import leases
+
+    path = leases.directory()
+    return {"leases": leases.live_leases(path), "waits": leases.live_waits(path)}
+
+
 COMMANDS = {
     "prepare": prepare,
     "launch": launch,
@@ -446,6 +455,7 @@ COMMANDS = {
     "write": write,
     "mount": mount,
     "read": read,
+    "leases": leases_here,
 }
 
 

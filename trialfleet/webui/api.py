@@ -44,7 +44,8 @@ MAX_CHANGED_TRIALS = 2000
 MAX_WAIT = 10.0  # seconds a long poll of /changes may be held
 CHECK_EVERY = 0.05  # seconds between two looks at the store while one is held
 MAX_PAGE = 500
-SQL_INT_MAX = 2**63 - 1  # SQLite integers are 64-bit: a larger one cannot be bound into a query
+SQL_INT_MAX = 2**63 - 1
+LEASE_READING_TIMEOUT = 10.0  # seconds the GPU-lease view waits for a platform's hosts  # SQLite integers are 64-bit: a larger one cannot be bound into a query
 
 
 def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> dict[str, Any]:
@@ -79,6 +80,18 @@ def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> d
         "platforms": _platforms(manager),
         "version": trialfleet.__version__,
     }
+
+
+async def fleet_leases(manager: ExperimentManager) -> dict[str, Any]:
+    """This machine's GPU leases and those of the machines the experiment's platforms lease GPUs on."""
+    hosts = {"localhost": holdings_record(await run_in_threadpool(machine_holdings))}
+    platforms = getattr(manager, "platforms", None)
+    for member in platforms.running if platforms is not None else []:
+        try:
+            hosts.update(await asyncio.wait_for(member.service.gpu_leases(), LEASE_READING_TIMEOUT))
+        except TimeoutError:
+            continue  # an unreachable host: shown by the platform's own status
+    return hosts
 
 
 def _platforms(manager: ExperimentManager) -> list[dict[str, Any]] | None:
@@ -153,8 +166,8 @@ def build_router(
         return experiment_summary(manager, reader)
 
     @router.get("/gpu-leases")
-    def gpu_leases() -> dict[str, Any]:
-        return {"hosts": {"localhost": holdings_record(machine_holdings())}}
+    async def gpu_leases() -> dict[str, Any]:
+        return {"hosts": await fleet_leases(manager)}
 
     @router.get("/trials")
     async def trials(

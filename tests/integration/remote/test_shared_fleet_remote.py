@@ -4,14 +4,16 @@ checks the same on this machine)."""
 
 from __future__ import annotations
 
+import json
 import signal
+import urllib.request
 from pathlib import Path
 
 import pytest
 from fleet import Fleet
 
 from tests.integration.cli_harness import wait_until
-from tests.integration.test_crash_recovery import start_manager
+from tests.integration.test_crash_recovery import free_ports, start_manager
 from tests.integration.test_shared_fleet import (
     TRIAL_SCRIPT,
     assert_no_clash,
@@ -78,12 +80,22 @@ def test_a_sigkilled_managers_leases_on_the_hosts_are_neither_lost_nor_leaked(
     first.send_signal(signal.SIGKILL)
     first.wait()
 
-    second = start_manager(second_dir, "create")
+    port = free_ports(1)[0]
+    second = start_manager(second_dir, "create", port)
     store = ExperimentStore.for_experiment_dir(second_dir, readonly=True)
     wait_until(lambda: any(first_id in (t.message or "") for t in store.trials()), "a waiting reason", 120)
     waiting = [t for t in store.trials() if t.status is TrialStatus.WAITING]
     assert waiting and f"leased to experiment {first_id}" in (waiting[0].message or "")
     assert held(two_gpu_hosts, first_id) == 2, "the SIGKILLed manager's leases were lost"
+    # the second experiment's web UI shows what the dead one holds on each host
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{port}/api/v1/trialfleet/gpu-leases", timeout=60
+    ) as answer:
+        hosts = json.load(answer)["hosts"]
+    shown = {
+        name: held_there[first_id]["gpus"] for name, held_there in hosts.items() if first_id in held_there
+    }
+    assert sorted(shown.values()) == [[0], [0]] and all("@" in name for name in shown), hosts
 
     (tmp_path / f"hold-{first_id}").unlink()  # its trials end without a manager: their leases end with them
     wait_until(lambda: held(two_gpu_hosts, first_id) == 0, "the dead manager's leases to end")

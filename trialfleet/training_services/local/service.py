@@ -32,7 +32,7 @@ from trialfleet.training_services.base import ExperimentContext, LiveTrial, Trai
 from trialfleet.training_services.environment import environment_change, trial_environment
 from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.gpu import GpuInfo, allocate_for, allocate_gpus, read_gpus
-from trialfleet.training_services.gpu_leases import GpuLeases, Taken
+from trialfleet.training_services.gpu_leases import GpuLeases, Taken, holdings_record, machine_holdings
 from trialfleet.training_services.local.config import LocalConfig
 from trialfleet.training_services.local.spawner import KeeperSpawner, SpawnerError
 from trialfleet.training_services.naming import attempt_name
@@ -196,6 +196,9 @@ class LocalTrainingService(TrainingService):
             return
         if read_record(Path(trial.handle["trial_dir"]) / RESULT_RECORD) is None:
             self._start_cleanup(trial, canceled=True)
+
+    async def gpu_leases(self) -> dict[str, dict[str, Any]]:
+        return {"localhost": holdings_record(await asyncio.to_thread(machine_holdings))}
 
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
         return await self.files.read(handle["trial_dir"], name)

@@ -31,6 +31,7 @@ from trialfleet.training_services.gpu import (
     allocate_for,
     parse_nvidia_smi,
 )
+from trialfleet.training_services.gpu_leases import holdings_of, holdings_record
 from trialfleet.training_services.remote.config import RemoteMachineConfig
 from trialfleet.training_services.remote.runner import ProbeRunner
 from trialfleet.training_services.shared_storage import SharedStorage
@@ -361,6 +362,11 @@ class RemoteMachine:
             log.info("remote: %s: no GPU reading (%s)", self.name, result.explain())
         self._gpus = (now, gpus)
         return gpus
+
+    async def gpu_leases(self) -> dict[str, Any]:
+        """Every experiment's GPU leases and waits on this host, as the web UI shows them."""
+        answer = await self.probe.call("leases", {})
+        return holdings_record(holdings_of(answer.get("leases", []), answer.get("waits", [])))
 
     def forget_gpu_reading(self) -> None:
         self._gpus = None

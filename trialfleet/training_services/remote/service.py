@@ -151,6 +151,15 @@ class RemoteTrainingService(TrainingService):
             f"remote: trialGpuNumber is {wanted}, but no machine can run such a trial:\n" + "\n".join(reasons)
         )
 
+    async def gpu_leases(self) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for machine in (m for m in self.machines if m.ready):
+            try:
+                found[machine.name] = await machine.gpu_leases()
+            except (SshLinkError, PlatformError) as exc:
+                log.info("remote: %s: no lease reading (%s)", machine.name, exc)
+        return found
+
     def unavailable(self) -> str | None:
         if any(machine.ready for machine in self.machines):
             return None
