@@ -48,7 +48,8 @@ def directory(explicit: str | None = None) -> str:
 @contextlib.contextmanager
 def choosing(path: str):  # -> Iterator[None]
     """Hold the machine's chooser lock: nobody else reads, takes or removes leases meanwhile."""
-    fd = os.open(os.path.join(path, CHOOSER_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(os.path.join(path, CHOOSER_LOCK), flags, 0o666)
     try:
         with contextlib.suppress(OSError):
             os.fchmod(fd, 0o666)  # every user's chooser must open it (ours despite the umask)
@@ -147,7 +148,10 @@ def create_held(path: str, name: str, record: dict) -> int:
     """Create ``name`` holding a shared lock on it, its record written before it appears under its name; the
     descriptor (the caller's hold on it, not inherited by what it starts)."""
     tmp = os.path.join(path, f".{name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    with contextlib.suppress(FileNotFoundError):  # a leftover of a process with our pid
+        os.unlink(tmp)
+    # never through a link someone else put there: the directory is writable by all
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         os.write(fd, json.dumps(record).encode())
