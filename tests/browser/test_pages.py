@@ -21,6 +21,8 @@ from webui_experiments import (
 
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore
+from trialfleet.training_services.gpu import GpuInfo, allocate_gpus
+from trialfleet.training_services.gpu_leases import GpuLeases, Taken
 
 pytestmark = pytest.mark.browser
 
@@ -338,3 +340,34 @@ def test_about_escape_numbers_latest_results_and_log_axes(viewed: Viewed, page: 
     assert (
         page.evaluate("() => document.getElementById('chart-intermediate')?.layout?.xaxis?.tickformat") == "d"
     )
+
+
+def test_experiments_page_shows_what_each_experiment_holds_and_waits_for(
+    page: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRIALFLEET_LEASE_DIR", str(tmp_path / "leases"))  # inherited by the manager
+    holder_id, _ = new_experiment(tmp_path, experiment_name="holder")
+    waiter_id, waiter_dir = new_experiment(tmp_path, experiment_name="waiter")
+    gpus = [GpuInfo(0, 100, 0, 0.0, 0)]
+
+    def choose(count: int, assigned: Any, leased: Any) -> list[int] | str:
+        return allocate_gpus(gpus, count, assigned=assigned, leased=leased)
+
+    holder, waiter = GpuLeases(holder_id), GpuLeases(waiter_id)
+    assert isinstance(holder.take("a", "a_0", 1, choose), Taken)
+    try:
+        with manager_process(waiter_dir, "view") as manager:
+            # asked now, however long the manager took to start: a wait not asked again lapses
+            assert "leased to experiment" in str(waiter.take("b", "b_0", 1, choose))
+            page.goto(f"{manager.url}/#/experiments")
+            holding = page.locator(f"td[data-gpus='{holder_id}']")
+            page.wait_for_function(
+                "id => (document.querySelector(`td[data-gpus='${id}']`) || {}).textContent?.includes('GPU 0')",
+                arg=holder_id,
+            )
+            assert holding.inner_text().strip() == "localhost: GPU 0"
+            waiting = page.locator(f"td[data-gpus='{waiter_id}']").inner_text()
+            assert waiting.startswith("localhost: no GPU, waits for 1 since")
+    finally:
+        holder.close()
+        waiter.close()

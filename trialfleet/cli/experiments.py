@@ -13,6 +13,7 @@ from trialfleet.cli.output import console, fmt_time, print_json, print_table, su
 
 if TYPE_CHECKING:
     from trialfleet.client import ExperimentRef
+    from trialfleet.training_services.gpu_leases import Holdings
 
 app = typer.Typer(help="Show, list, delete, export and import experiments.", no_args_is_help=True)
 config_app = typer.Typer(help="Show an experiment's config.", no_args_is_help=True)
@@ -60,10 +61,12 @@ def list_experiments(
 ) -> None:
     """The running experiments (every experiment with --all)."""
     from trialfleet.client import all_experiments
+    from trialfleet.training_services.gpu_leases import machine_holdings
 
     refs = [r for r in all_experiments() if every or r.running]
+    held = machine_holdings()
     if as_json:
-        print_json([dict(r.entry) for r in refs])
+        print_json([_with_leases(dict(r.entry), held.get(r.id)) for r in refs])
         return
     if not refs:
         console().print(
@@ -79,10 +82,18 @@ def list_experiments(
             r.entry.get("platform"),
             fmt_time(r.entry.get("startTime")),
             fmt_time(r.entry.get("endTime")),
+            held[r.id].describe() if r.id in held else "",
         )
         for r in refs
     ]
-    print_table(None, ["Id", "Name", "Status", "Port", "Platform", "StartTime", "EndTime"], rows)
+    print_table(None, ["Id", "Name", "Status", "Port", "Platform", "StartTime", "EndTime", "GPUs"], rows)
+
+
+def _with_leases(entry: dict[str, Any], held: Holdings | None) -> dict[str, Any]:
+    """The manifest entry, with what the experiment holds and waits for on this machine's GPUs."""
+    if held is not None:
+        entry["gpuLeases"] = {"localhost": held.record()}
+    return entry
 
 
 @app.command("delete")

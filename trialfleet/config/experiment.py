@@ -41,6 +41,7 @@ from trialfleet.config.base import (
     raise_problems,
 )
 from trialfleet.config.files import read_search_space
+from trialfleet.config.fleet import merge_fleet_file
 from trialfleet.config.keys import ModelChoice, fields_of, fold
 from trialfleet.config.pipeline import build_model
 from trialfleet.config.service import TrainingServiceConfig
@@ -333,7 +334,8 @@ class ExperimentConfig(ConfigModel):
 
 
 def _prepare(data: dict[str, Any], settings: BuildSettings) -> list[tuple[KeyPath, str]]:
-    """Move ``advisor`` into ``tuner`` and copy the shortcut fields into the training-service block(s)."""
+    """Move ``advisor`` into ``tuner``, merge fleet files (``fleetFile``) and copy the shortcut fields into the
+    training-service block(s)."""
     problems: list[tuple[KeyPath, str]] = []
     advisor = data.pop("advisor", None)
     if advisor is not None and data.get("tuner") is not None:
@@ -353,6 +355,7 @@ def _prepare(data: dict[str, Any], settings: BuildSettings) -> list[tuple[KeyPat
         if not isinstance(member, dict):
             continue
         prefix: KeyPath = ("trainingService",) if index is None else ("trainingService", index)
+        problems += merge_fleet_file(member, prefix, settings)
         for key in SHORTCUT_FIELDS:
             if member.get(key) is None:
                 member.pop(key, None)

@@ -178,6 +178,11 @@ class TrainingService(ABC):
     async def read_trial_file(self, trial_id: str, handle: Mapping[str, Any], name: str) -> bytes:
         return await self._read_file(handle, name)
 
+    async def gpu_leases(self) -> dict[str, dict[str, Any]]:
+        """What every experiment holds and waits for on the machines this platform leases GPUs on, by machine:
+        ``{machine: {experiment: {"gpus", "waiting", "waitingSince"}}}`` (docs/shared-fleet.md); none here."""
+        return {}
+
     def unavailable(self) -> str | None:
         """Why the platform cannot start trials now (every host unreachable …), or None. A hybrid experiment
         places its trials on its other platforms meanwhile, and reports it."""

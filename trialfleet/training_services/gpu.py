@@ -142,13 +142,15 @@ def allocate_gpus(
     max_trials_per_gpu: int = 1,
     use_active_gpu: bool = False,
     only_indices: Collection[int] | None = None,
+    leased: Mapping[int, str] | None = None,
 ) -> list[int] | str:
     """Choose ``request`` GPUs for one trial, or say why it cannot run now.
 
-    ``assigned`` counts the trials of this experiment already on each GPU; a GPU takes at most
-    ``max_trials_per_gpu`` of them. A GPU none of our trials uses is refused while other processes use it,
-    unless ``use_active_gpu``. Among the eligible GPUs the least loaded win; the result is sorted, ready for
-    ``CUDA_VISIBLE_DEVICES``.
+    ``assigned`` counts the trials already on each GPU (this experiment's, or every experiment's lease);
+    a GPU takes at most ``max_trials_per_gpu`` of them. ``leased``: the GPUs leased to another experiment's
+    trial, each with the holder's name, are refused. A GPU none of our trials uses is refused while other
+    processes use it, unless ``use_active_gpu``. Among the eligible GPUs the least loaded win; the result is
+    sorted, ready for ``CUDA_VISIBLE_DEVICES``.
     """
     if request <= 0:
         return []
@@ -158,7 +160,9 @@ def allocate_gpus(
     free, busy = [], []
     for gpu in usable:
         trials = assigned.get(gpu.index, 0)
-        if trials >= max_trials_per_gpu:
+        if leased and gpu.index in leased:
+            busy.append(f"GPU {gpu.index} is leased to {leased[gpu.index]}")
+        elif trials >= max_trials_per_gpu:
             busy.append(f"GPU {gpu.index} has {trials} trial(s), the most allowed (maxTrialNumberPerGpu)")
         elif trials == 0 and gpu.process_count and not use_active_gpu:
             busy.append(
@@ -183,7 +187,11 @@ class GpuPolicy(Protocol):
 
 
 def allocate_for(
-    policy: GpuPolicy, gpus: Sequence[GpuInfo], request: int, assigned: Mapping[int, int]
+    policy: GpuPolicy,
+    gpus: Sequence[GpuInfo],
+    request: int,
+    assigned: Mapping[int, int],
+    leased: Mapping[int, str] | None = None,
 ) -> list[int] | str:
     """:func:`allocate_gpus` with a machine's configured policy."""
     indices = policy.gpu_indices
@@ -194,6 +202,7 @@ def allocate_for(
         max_trials_per_gpu=policy.max_trial_number_per_gpu,
         use_active_gpu=policy.use_active_gpu,
         only_indices=set(indices) if indices is not None else None,
+        leased=leased,
     )
 
 

@@ -21,10 +21,12 @@ from trialfleet.training_services.trial_dir import KEEPER_SCRIPT
 
 PROBE_SCRIPT = KEEPER_SCRIPT.with_name("probe.py")
 FORWARDER_SCRIPT = KEEPER_SCRIPT.with_name("forwarder.py")
+LEASES_SCRIPT = KEEPER_SCRIPT.with_name("leases.py")
 MIN_PYTHON = (3, 8)  # what the keeper and the probe need on a worker
 KEEPER_PATH = "keeper/keeper.py"
 PROBE_PATH = "keeper/probe.py"
 FORWARDER_PATH = "keeper/forwarder.py"
+LEASES_PATH = "keeper/leases.py"
 SHIM_DIR = "nni-shim"
 
 #: defines ``unpack(target, archive=None, data=None)``: the archive at ``archive`` on the worker, or given as its
@@ -71,6 +73,7 @@ UNPACK_SCRIPT = (
 
 def _bundle_files() -> list[tuple[str, Path]]:
     files = [(KEEPER_PATH, KEEPER_SCRIPT), (PROBE_PATH, PROBE_SCRIPT), (FORWARDER_PATH, FORWARDER_SCRIPT)]
+    files.append((LEASES_PATH, LEASES_SCRIPT))
     files += [
         (f"{SHIM_DIR}/{p.relative_to(SHIM_PATH).as_posix()}", p) for p in (SHIM_PATH / "nni").rglob("*.py")
     ]

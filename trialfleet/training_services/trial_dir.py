@@ -104,10 +104,12 @@ def command_record(
     max_duration: float | None = None,
     kill_grace: float = 5.0,
     relay: Mapping[str, Any] | None = None,
+    leases: Sequence[str] = (),
 ) -> dict[str, Any]:
     """``command.json``. The trial runs with the keeper's environment (the worker's: a login's, a Slurm job's,
     a container's) less ``env_unset``, plus ``env`` (see :func:`~.environment.environment_change`);
-    ``relay``: where the keeper sends the trial's files (:meth:`~.relay.Relay.keeper_settings`)."""
+    ``relay``: where the keeper sends the trial's files (:meth:`~.relay.Relay.keeper_settings`); ``leases``:
+    the GPU lease files the keeper holds while the trial runs (:mod:`~.gpu_leases`)."""
     record: dict[str, Any] = {
         "argv": list(argv),
         "cwd": cwd,
@@ -119,6 +121,8 @@ def command_record(
     }
     if relay is not None:
         record["relay"] = dict(relay)
+    if leases:
+        record["leases"] = list(leases)
     return record
 
 

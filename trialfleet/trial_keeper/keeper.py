@@ -7,7 +7,8 @@ process that imported this module (:func:`fork_keeper`: the local keeper spawner
 Standalone on purpose (stdlib only, Linux, Python >= 3.8): it is copied to SSH hosts and cluster nodes where
 nothing of trialfleet is installed. The protocol is described in docs/trial-directory.md:
 
-* reads ``command.json``: ``{"argv", "cwd", "env", "env_unset", "max_duration", "kill_grace", "protocol": 2}``;
+* reads ``command.json``: ``{"argv", "cwd", "env", "env_unset", "max_duration", "kill_grace", "protocol": 2}``
+  (and ``"leases"``: the GPU lease files it holds for the trial, see ``leases.py``);
   the command gets the keeper's own environment less ``env_unset``, plus ``env`` (so the file holds only what
   trialfleet adds, never the worker's secrets)
 * the command writes ``trial.stdout`` / ``trial.stderr`` itself (opened O_APPEND; nothing flows through here)
@@ -469,6 +470,26 @@ def keeper_record(pid: int, launch: dict) -> dict:
     }
 
 
+def hold_leases(paths) -> list:
+    """Hold the GPU leases the manager took for this trial (``trial_keeper/leases.py``): a shared ``flock`` on
+    each, beside the manager's, so that they outlive the manager and end with the trial. The descriptors are
+    inheritable: the trial's processes hold them too, should the keeper die before them. OSError if one is
+    gone (its manager died before the keeper started and another chooser removed it)."""
+    import fcntl
+
+    fds: list = []
+    try:
+        for path in paths:
+            fds.append(os.open(path, os.O_RDONLY))
+            fcntl.flock(fds[-1], fcntl.LOCK_SH | fcntl.LOCK_NB)
+            os.set_inheritable(fds[-1], True)
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds
+
+
 def open_output(trial_dir: str, name: str) -> int:
     return os.open(os.path.join(trial_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
@@ -483,7 +504,7 @@ def command_env(command: dict, marker: str) -> dict:
     return env
 
 
-def start(command: dict, trial_dir: str, marker: str) -> int:
+def start(command: dict, trial_dir: str, marker: str, keep: tuple = ()) -> int:
     """Start the trial command; its pid. It gets what ``subprocess.Popen`` would give it (stdin on /dev/null,
     SIGPIPE and SIGXFSZ back to their defaults, no descriptor of the keeper's but stdio), and also an empty
     signal mask (the keeper blocks the signals it waits for) and a process group of its own in the keeper's
@@ -492,7 +513,8 @@ def start(command: dict, trial_dir: str, marker: str) -> int:
     left the manager 1/9 of the CPU at concurrency 8, and its REST answers waited for it).
 
     ``os.posix_spawn`` (vfork and exec: 0.6 ms here), since Popen sets a signal mask only from a ``preexec_fn``,
-    which makes it fork the whole keeper and run Python in the child (2.3 ms), and that before every trial."""
+    which makes it fork the whole keeper and run Python in the child (2.3 ms), and that before every trial.
+    ``keep``: descriptors the command inherits after all (its GPU leases)."""
     env = command_env(command, marker)
     argv = command["argv"]
     out, err = open_output(trial_dir, "trial.stdout"), open_output(trial_dir, "trial.stderr")
@@ -502,7 +524,7 @@ def start(command: dict, trial_dir: str, marker: str) -> int:
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, out, 1),
         (os.POSIX_SPAWN_DUP2, err, 2),
-        *((os.POSIX_SPAWN_CLOSE, fd) for fd in inherited_descriptors() if fd not in (out, err)),
+        *((os.POSIX_SPAWN_CLOSE, fd) for fd in inherited_descriptors() if fd not in (out, err, *keep)),
     ]
     here = os.open(".", os.O_PATH | os.O_DIRECTORY)  # needs no permission on the directory
     try:
@@ -616,7 +638,8 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     # a restarted manager so): their fsyncs bought nothing and cost ~10 ms before every trial could start
     write_json_atomically(os.path.join(trial_dir, "launch.json"), launch, durable=False)
     try:
-        pid = start(command, trial_dir, marker)
+        lease_fds = hold_leases(command.get("leases") or ())
+        pid = start(command, trial_dir, marker, tuple(lease_fds))
     except (OSError, ValueError) as exc:
         with open(os.path.join(trial_dir, "trial.stderr"), "a") as f:
             f.write(f"trialfleet: could not start the trial command: {exc}\n")
@@ -653,11 +676,12 @@ def keep(trial_dir: str) -> int:
     return 0
 
 
-def fork_keeper(trial_dir: str) -> int:
+def fork_keeper(trial_dir: str, inherit: tuple = ()) -> int:
     """Start the keeper of ``trial_dir`` as a fork of this process, which must be single-threaded and have
     imported this module: no interpreter starts. The child is what ``python3 -I -S keeper.py <trial_dir>``
     would be, but in this process's session (a process group of its own): the cancel signals blocked from
     birth, stdin on /dev/null, stdout and stderr on ``keeper.log`` and nothing else of this process open.
+    ``inherit``: descriptors it keeps open after all (the GPU leases its parent took for it: held from its birth).
     Returns its pid."""
     log = os.open(os.path.join(trial_dir, "keeper.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
@@ -672,7 +696,7 @@ def fork_keeper(trial_dir: str) -> int:
                 os.dup2(log, 1)
                 os.dup2(log, 2)
                 for name in os.listdir("/proc/self/fd"):
-                    if int(name) > 2:
+                    if int(name) > 2 and int(name) not in inherit:
                         with contextlib.suppress(OSError):
                             os.close(int(name))
                 for number in WATCHED:

@@ -13,7 +13,9 @@ them with the same code as every other platform.
   whether this python has a real ``nni``, the environment trials inherit, the trials already launched, and the
   keeper's protocol version.
 * ``launch``: copy ``<root>/code`` into the trial directory, write the files the manager prepared, start the
-  keeper detached. Idempotent: a trial directory that was launched before answers with that launch.
+  keeper detached. Idempotent: a trial directory that was launched before answers with that launch. With a
+  ``lease`` (the GPUs the manager chose), those are leased on this host first (``leases.py``), or the launch is
+  refused with why and the GPUs other experiments hold (``{"refused", "leased"}``).
 * ``launch_all``: ``launch`` for each of several trials at once, each answered with its record or its error (not
   through ``serve``: with reuse, launches go one by one over the runner).
 * ``poll``: for every trial, keeper liveness (pid + start ticks + boot id), keeper.json, result.json, new bytes.
@@ -21,6 +23,7 @@ them with the same code as every other platform.
 * ``write``: write the files the manager prepared into a trial directory (a Slurm job starts the keeper later),
   removing the records a previous submission of the same attempt may have left.
 * ``read``: small regular files of a trial directory, base64 (reuse mode copies an ended trial's logs so).
+* ``leases``: every experiment's live GPU leases and waits on this host (docs/shared-fleet.md).
 * ``serve``: the commands above as JSON lines over one long-lived process that also reports trials' ends as they
   happen (see :func:`serve`); ``watch`` there names more trials to report.
 * ``mount``: mount a shared storage at a mount point unless something is mounted there already, with the
@@ -127,6 +130,36 @@ def launch(request: dict) -> dict:
         os.close(os.open(os.path.join(trial_dir, LAUNCH_LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     except FileExistsError:
         return dict(wait_for_launch(record_path), existing=True)
+    files, held = request["files"], []
+    if request.get("lease"):  # (imported here: only GPU trials pay for it)
+        import leases
+
+        taken = take_lease(request["lease"])
+        if isinstance(taken, str):
+            os.unlink(os.path.join(trial_dir, LAUNCH_LOCK))  # not launched: a later offer launches it
+            experiment = request["lease"]["experiment"]
+            return {"refused": taken, "leased": leases.others_leases(leases.directory(), experiment)}
+        held, paths = taken
+        command = json.loads(files["command.json"])
+        files = dict(files, **{"command.json": json.dumps(dict(command, leases=paths))})
+    try:
+        return launch_leased(request, trial_dir, files, tuple(held))
+    finally:
+        for fd in held:  # the keeper holds them from its birth
+            os.close(fd)
+
+
+def take_lease(lease: dict):  # -> tuple[list, list] | str
+    import leases
+
+    record = {key: lease[key] for key in ("experiment", "trial", "attempt")}
+    record.update(pid=os.getpid(), host=os.uname().nodename)
+    per_gpu, usable = int(lease["max_per_gpu"]), lease.get("usable")
+    return leases.take_chosen(leases.directory(), record, lease["gpus"], per_gpu, usable)
+
+
+def launch_leased(request: dict, trial_dir: str, files: dict, held: tuple) -> dict:
+    record_path = os.path.join(trial_dir, LAUNCH_RECORD)
     code = os.path.join(trial_dir, "code")
     if os.path.lexists(code):  # an earlier copy into this directory (its lock was removed since)
         import shutil
@@ -134,9 +167,9 @@ def launch(request: dict) -> dict:
         shutil.rmtree(code, ignore_errors=True)
     copy_tree(request["code_dir"], code)
     os.makedirs(os.path.join(trial_dir, ".nni"), exist_ok=True)
-    for name, content in request["files"].items():
+    for name, content in files.items():
         write_private(os.path.join(trial_dir, name), content)
-    record = start_keeper(trial_dir)
+    record = start_keeper(trial_dir, held)
     record.update(request.get("record") or {})
     # not fsynced: a host crash ends the keeper it describes; a reader must only never see half of it
     keeper.write_json_atomically(record_path, record, durable=False)
@@ -207,8 +240,10 @@ def wait_for_launch(record_path: str) -> dict:
     raise RuntimeError("another launch of this trial directory did not finish")
 
 
-def start_keeper(trial_dir: str) -> dict:
-    pid = keeper.fork_keeper(trial_dir)  # this interpreter, forked: the keeper needs no start-up of its own
+def start_keeper(trial_dir: str, keep: tuple = ()) -> dict:
+    pid = keeper.fork_keeper(
+        trial_dir, keep
+    )  # this interpreter, forked: the keeper needs no start-up of its own
     return {
         "keeper_pid": pid,
         "keeper_start_ticks": keeper.start_ticks(pid),
@@ -403,6 +438,14 @@ def unescape_mount_path(text: str) -> str:
     return "".join(out)
 
 
+def leases_here(request: dict) -> dict:
+    """This host's live GPU leases and waits, every experiment's (``leases.py``)."""
+    import leases
+
+    path = leases.directory()
+    return {"leases": leases.live_leases(path), "waits": leases.live_waits(path)}
+
+
 COMMANDS = {
     "prepare": prepare,
     "launch": launch,
@@ -412,6 +455,7 @@ COMMANDS = {
     "write": write,
     "mount": mount,
     "read": read,
+    "leases": leases_here,
 }
 
 

@@ -12,6 +12,8 @@ Commands (kill, customised trial, config edits) go through NNI's own routes; the
 * ``GET /trials/all``  compact records of every trial (charts)
 * ``GET /trials/{id}`` and ``/trials/{id}/metrics?after=N``  one trial and its metrics after id N
 * ``GET /intermediate?key&step&min&max&trials&points``  downsampled intermediate series of any ``key``
+* ``GET /gpu-leases``  what every experiment holds and waits for on this machine's GPUs
+  (``{"hosts": {host: {experiment: {"gpus", "waiting", "waitingSince"}}}}``, docs/shared-fleet.md)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from trialfleet.storage import ExperimentStore
 from trialfleet.storage.kept import SummaryIndex
 from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
 from trialfleet.storage.sql import SORT_CHOICES, SORT_PATTERN
+from trialfleet.training_services.gpu_leases import holdings_record, machine_holdings
 from trialfleet.tuning.catalog import configured_optimize_mode
 
 if TYPE_CHECKING:
@@ -41,7 +44,8 @@ MAX_CHANGED_TRIALS = 2000
 MAX_WAIT = 10.0  # seconds a long poll of /changes may be held
 CHECK_EVERY = 0.05  # seconds between two looks at the store while one is held
 MAX_PAGE = 500
-SQL_INT_MAX = 2**63 - 1  # SQLite integers are 64-bit: a larger one cannot be bound into a query
+SQL_INT_MAX = 2**63 - 1
+LEASE_READING_TIMEOUT = 10.0  # seconds the GPU-lease view waits for a platform's hosts  # SQLite integers are 64-bit: a larger one cannot be bound into a query
 
 
 def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> dict[str, Any]:
@@ -76,6 +80,18 @@ def experiment_summary(manager: ExperimentManager, reader: ExperimentStore) -> d
         "platforms": _platforms(manager),
         "version": trialfleet.__version__,
     }
+
+
+async def fleet_leases(manager: ExperimentManager) -> dict[str, Any]:
+    """This machine's GPU leases and those of the machines the experiment's platforms lease GPUs on."""
+    hosts = {"localhost": holdings_record(await run_in_threadpool(machine_holdings))}
+    platforms = getattr(manager, "platforms", None)
+    for member in platforms.running if platforms is not None else []:
+        try:
+            hosts.update(await asyncio.wait_for(member.service.gpu_leases(), LEASE_READING_TIMEOUT))
+        except TimeoutError:
+            continue  # an unreachable host: shown by the platform's own status
+    return hosts
 
 
 def _platforms(manager: ExperimentManager) -> list[dict[str, Any]] | None:
@@ -148,6 +164,10 @@ def build_router(
     @router.get("/experiment")
     def experiment() -> dict[str, Any]:
         return experiment_summary(manager, reader)
+
+    @router.get("/gpu-leases")
+    async def gpu_leases() -> dict[str, Any]:
+        return {"hosts": await fleet_leases(manager)}
 
     @router.get("/trials")
     async def trials(

@@ -101,6 +101,11 @@ class Host:
     def home(self) -> Path:
         return self.dir / "home"
 
+    @property
+    def lease_dir(self) -> Path:
+        """This host's machine-wide GPU lease directory (the hosts share this machine's file system)."""
+        return self.dir / "gpu-leases"
+
     def local(self, remote_path: str) -> Path:
         """Where the test sees a path of this host (its home is a directory of the test)."""
         assert remote_path.startswith(REMOTE_HOME + "/"), remote_path
@@ -140,7 +145,7 @@ class Host:
             "Subsystem sftp internal-sftp",
             "LogLevel VERBOSE",
             "MaxStartups 100",  # (MaxSessions is sshd's default, 10, as on most hosts)
-            f"SetEnv TRIALFLEET_FAKE_GPUS={self.dir / 'gpus.json'}",
+            f"SetEnv TRIALFLEET_FAKE_GPUS={self.dir / 'gpus.json'} TRIALFLEET_LEASE_DIR={self.lease_dir}",
             *self.extra_sshd_options,
         ]
         config.write_text("\n".join(lines) + "\n")

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from training_service_helpers import smi_reader
 
 from trialfleet.testing import make_context
 from trialfleet.training_services import ExperimentContext, LocalConfig
+from trialfleet.training_services.local import LocalTrainingService
 
 DOUBLES = Path(__file__).resolve().parents[2] / "doubles"
 
@@ -23,6 +25,8 @@ def fake_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     monkeypatch.setenv("PATH", f"{DOUBLES}:{os.environ['PATH']}")
     scenario_file = tmp_path / "gpus.json"
     monkeypatch.setenv("TRIALFLEET_FAKE_GPUS", str(scenario_file))
+    # the machine's GPU leases of this test alone: the double's GPUs are nobody else's
+    monkeypatch.setenv("TRIALFLEET_LEASE_DIR", str(tmp_path / "gpu-leases"))
 
     def scenario(
         gpus: list[dict[str, Any]], processes: list[dict[str, Any]] | None = None, **extra: Any
@@ -42,3 +46,28 @@ def context_for(tmp_path: Path) -> Callable[..., ExperimentContext]:
         return make_context(tmp_path / "experiment", config, "unitexp")
 
     return make
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A trial code directory and a control directory (held_command's files)."""
+    code, control = tmp_path / "code", tmp_path / "control"
+    code.mkdir()
+    control.mkdir()
+    return code, control
+
+
+@pytest.fixture
+async def local_services():  # type: ignore[no-untyped-def]
+    """Start local platforms (GPUs read through the nvidia-smi double only); closed, trials killed, at the end."""
+    started: list[LocalTrainingService] = []
+
+    async def start(context: ExperimentContext) -> LocalTrainingService:
+        service = LocalTrainingService(context, gpu_reader=smi_reader)
+        await service.start()
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        await service.close(kill_trials=True)

@@ -2,44 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from training_service_helpers import fake_gpu, held_command, poll_until_ended, spec, wait_for_file
 
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.events import TrialEnded
-from trialfleet.training_services.gpu import GpuInfo, read_gpus_nvidia_smi
-from trialfleet.training_services.local import LocalTrainingService
 from trialfleet.training_services.spec import Deferred, Submitted
 
 
-def smi_reader() -> list[GpuInfo]:
-    """Only the nvidia-smi path, so a machine with a real NVML driver still sees the double's GPUs."""
-    return read_gpus_nvidia_smi() or []
-
-
 @pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    code, control = tmp_path / "code", tmp_path / "control"
-    code.mkdir()
-    control.mkdir()
-    return code, control
-
-
-@pytest.fixture
-async def service_for(context_for):  # type: ignore[no-untyped-def]
-    started: list[LocalTrainingService] = []
-
-    async def start(**options: object) -> LocalTrainingService:
-        service = LocalTrainingService(context_for(**options), gpu_reader=smi_reader)
-        await service.start()
-        started.append(service)
-        return service
-
-    yield start
-    for service in started:
-        await service.close(kill_trials=True)
+def service_for(context_for, local_services):  # type: ignore[no-untyped-def]
+    return lambda **options: local_services(context_for(**options))
 
 
 async def test_two_gpus_three_trials(fake_gpus, service_for, dirs) -> None:

@@ -20,14 +20,6 @@ from trialfleet.training_services.spec import Submitted
 
 
 @pytest.fixture
-def dirs(tmp_path: Path) -> tuple[Path, Path]:
-    code, control = tmp_path / "code", tmp_path / "control"
-    code.mkdir()
-    control.mkdir()
-    return code, control
-
-
-@pytest.fixture
 async def service(context_for):  # type: ignore[no-untyped-def]
     service = LocalTrainingService(context_for())
     await service.start()

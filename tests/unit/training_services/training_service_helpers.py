@@ -12,6 +12,7 @@ from typing import Any
 from trialfleet.testing import harness
 from trialfleet.training_services.base import TrainingService
 from trialfleet.training_services.events import TrialEnded
+from trialfleet.training_services.gpu import GpuInfo, read_gpus_nvidia_smi
 from trialfleet.training_services.spec import TrialSpec
 
 
@@ -24,6 +25,11 @@ def fake_gpu(index: int, *, memory_used: int = 0, utilization: int = 0) -> dict[
         "memory_used": memory_used,
         "utilization": utilization,
     }
+
+
+def smi_reader() -> list[GpuInfo]:
+    """Only the nvidia-smi path, so a machine with a real NVML driver still sees the double's GPUs."""
+    return read_gpus_nvidia_smi() or []
 
 
 HANG_GUARD = 60.0  # seconds before a wait is declared stuck: a failure message, not a timing check

@@ -33,8 +33,12 @@ class LocalConfig(TrainingServiceConfig):
     """The GPUs trials may use (`0,1` or a list); unset: all of them."""
     reuse_mode: bool = False
     """NNI's reuse mode."""
+    fleet_file: str | None = None
+    """A fleet file whose `local` section joins this block before validation (docs/shared-fleet.md); unset in a
+    built config."""
 
     uses_shared_storage: ClassVar[bool] = True
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"fleet_file"})
 
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,

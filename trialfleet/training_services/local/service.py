@@ -32,6 +32,7 @@ from trialfleet.training_services.base import ExperimentContext, LiveTrial, Trai
 from trialfleet.training_services.environment import environment_change, trial_environment
 from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.gpu import GpuInfo, allocate_for, allocate_gpus, read_gpus
+from trialfleet.training_services.gpu_leases import GpuLeases, Taken, holdings_record, machine_holdings
 from trialfleet.training_services.local.config import LocalConfig
 from trialfleet.training_services.local.spawner import KeeperSpawner, SpawnerError
 from trialfleet.training_services.naming import attempt_name
@@ -80,6 +81,7 @@ class LocalTrainingService(TrainingService):
         self._gpus: list[GpuInfo] = []
         self._gpus_read_at: float | None = None  # None: read again before the next allocation
         self._gpu_assignments: dict[str, list[int]] = {}
+        self._leases: GpuLeases | None = None  # made when a trial first asks for GPUs
         self._boot_id = keeper.boot_id()
         self._children: set[int] = set()  # keepers we spawned and must reap
         self._spawner: KeeperSpawner | None = None
@@ -114,19 +116,18 @@ class LocalTrainingService(TrainingService):
         if earlier is not None:
             self._watch(spec.trial_id, earlier)
             return Submitted(earlier, f"local:{trial_dir}")
-        gpus: list[int] | None = None
+        taken: Taken | None = None
         if spec.gpu_number:
-            choice = await self._allocate(spec.gpu_number)
+            choice = await self._take_gpus(spec, trial_dir.name)
             if isinstance(choice, str):
                 return Deferred(f"waiting for {spec.gpu_number} free GPU(s): {choice}")
-            gpus = choice
-        code_dir = await self._code_dir(spec.code_dir)
-        trial_env = self._trial_env(spec, trial_dir, gpus, code_dir)
-        argv = trial_argv(spec.command, str(code_dir), trial_env)
-        env, unset = environment_change(trial_env, os.environ, spec.env)
-        command = command_record(argv, str(code_dir), env, env_unset=unset)
-        await self.files.write(str(trial_dir), input_files(spec.parameter_record, command))
-        pid = await self._start_keeper(trial_dir)
+            taken = choice
+        try:
+            pid = await self._start_trial(spec, trial_dir, taken)
+        except BaseException:
+            self._release_gpus(spec.trial_id)
+            raise
+        gpus = taken.gpus if taken is not None else None
         handle: dict[str, Any] = {
             "trial_dir": str(trial_dir),
             "keeper_pid": pid,
@@ -136,9 +137,18 @@ class LocalTrainingService(TrainingService):
         }
         if gpus is not None:
             handle["gpus"] = gpus
-            self._gpu_assignments[spec.trial_id] = gpus
         self._watch(spec.trial_id, handle)
         return Submitted(handle, f"local:{trial_dir}")
+
+    async def _start_trial(self, spec: TrialSpec, trial_dir: Path, taken: Taken | None) -> int:
+        code_dir = await self._code_dir(spec.code_dir)
+        gpus, lease_files = (taken.gpus, taken.paths) if taken is not None else (None, [])
+        trial_env = self._trial_env(spec, trial_dir, gpus, code_dir)
+        argv = trial_argv(spec.command, str(code_dir), trial_env)
+        env, unset = environment_change(trial_env, os.environ, spec.env)
+        command = command_record(argv, str(code_dir), env, env_unset=unset, leases=lease_files)
+        await self.files.write(str(trial_dir), input_files(spec.parameter_record, command))
+        return await self._start_keeper(trial_dir)
 
     def _earlier_launch(self, spec: TrialSpec, trial_dir: Path) -> dict[str, Any] | None:
         """The handle of this attempt's keeper if an earlier manager already started it.
@@ -187,6 +197,9 @@ class LocalTrainingService(TrainingService):
         if read_record(Path(trial.handle["trial_dir"]) / RESULT_RECORD) is None:
             self._start_cleanup(trial, canceled=True)
 
+    async def gpu_leases(self) -> dict[str, dict[str, Any]]:
+        return {"localhost": holdings_record(await asyncio.to_thread(machine_holdings))}
+
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
         return await self.files.read(handle["trial_dir"], name)
 
@@ -204,6 +217,8 @@ class LocalTrainingService(TrainingService):
             await asyncio.gather(*self._tasks, return_exceptions=True)
         for trial_id in list(self._pidfds):
             self._unwatch(trial_id)
+        if self._leases is not None:
+            await asyncio.to_thread(self._leases.close)  # the keepers still running hold their own
         self._reap()
         if self._spawner is not None:
             await self._spawner.close()
@@ -252,6 +267,11 @@ class LocalTrainingService(TrainingService):
 
     def _forget(self, trial_id: str) -> None:
         self._unwatch(trial_id)
+        self._release_gpus(trial_id)
+
+    def _release_gpus(self, trial_id: str) -> None:
+        if self._leases is not None:
+            self._leases.release(trial_id)
         if self._gpu_assignments.pop(trial_id, None) is not None:
             self._gpus_read_at = None  # its processes are gone: the next allocation sees the GPU free
 
@@ -380,10 +400,22 @@ class LocalTrainingService(TrainingService):
         path = Path(code_dir, program) if "/" in program else Path(found) if found else None
         return str(path) if path is not None and os.access(path, os.X_OK) else None
 
-    async def _allocate(self, count: int) -> list[int] | str:
+    async def _take_gpus(self, spec: TrialSpec, attempt: str) -> Taken | str:
+        """Choose GPUs and lease them machine-wide at once, counting every experiment's trials on them."""
         gpus = await self._read_gpus()
-        assigned = Counter(index for indices in self._gpu_assignments.values() for index in indices)
-        return allocate_for(self.config, gpus, count, assigned)
+        ours = Counter(index for indices in self._gpu_assignments.values() for index in indices)
+
+        def choose(count: int, assigned: Mapping[int, int], leased: Mapping[int, str]) -> list[int] | str:
+            return allocate_for(self.config, gpus, count, Counter(assigned) | ours, leased)
+
+        if self._leases is None:
+            self._leases = GpuLeases(self.context.experiment_id)
+        taken = await asyncio.to_thread(
+            self._leases.take, spec.trial_id, attempt, spec.gpu_number or 0, choose
+        )
+        if isinstance(taken, Taken):
+            self._gpu_assignments[spec.trial_id] = taken.gpus
+        return taken
 
     async def _read_gpus(self) -> list[GpuInfo]:
         now = time.monotonic()

@@ -88,6 +88,9 @@ class RemoteConfig(TrainingServiceConfig):
     """Start even when some hosts fail their checks; they join when they recover."""
     remote_root: str = "~/trialfleet"  # each host keeps experiments below this directory
     """The directory below which each host keeps its experiments' files."""
+    fleet_file: str | None = None
+    """A fleet file whose `machines` become `machineList` before validation (docs/shared-fleet.md); unset in a
+    built config."""
 
     uses_shared_storage: ClassVar[bool] = True
     trialfleet_keys: ClassVar[frozenset[str]] = frozenset(
@@ -97,6 +100,7 @@ class RemoteConfig(TrainingServiceConfig):
             "unreachable_grace_period",
             "allow_partial_fleet",
             "remote_root",
+            "fleet_file",
         }
     )
 

@@ -31,6 +31,7 @@ from trialfleet.training_services.gpu import (
     allocate_for,
     parse_nvidia_smi,
 )
+from trialfleet.training_services.gpu_leases import holdings_of, holdings_record
 from trialfleet.training_services.remote.config import RemoteMachineConfig
 from trialfleet.training_services.remote.runner import ProbeRunner
 from trialfleet.training_services.shared_storage import SharedStorage
@@ -193,6 +194,7 @@ class RemoteMachine:
         self._launches = Launches(self.probe, self.name)
         self.files = ProbeTrialFiles(self.runner)
         self._gpus: tuple[float, list[GpuInfo]] | None = None
+        self._leased: tuple[float, dict[int, str]] | None = None  # GPUs other experiments hold, as last told
         self._code_archive: tuple[Path, Path] | None = None  # what prepare() was given
         self._prepare_called = False
 
@@ -361,11 +363,45 @@ class RemoteMachine:
         self._gpus = (now, gpus)
         return gpus
 
+    async def gpu_leases(self) -> dict[str, Any]:
+        """Every experiment's GPU leases and waits on this host, as the web UI shows them."""
+        answer = await self.probe.call("leases", {})
+        return holdings_record(holdings_of(answer.get("leases", []), answer.get("waits", [])))
+
     def forget_gpu_reading(self) -> None:
         self._gpus = None
 
     def allocate(self, gpus: list[GpuInfo], count: int, assigned: Mapping[int, int]) -> list[int] | str:
-        return allocate_for(self.config, gpus, count, assigned)
+        """GPUs for a trial by this experiment's count and by what the host last said others lease (the host
+        leases them at launch, or refuses: docs/shared-fleet.md)."""
+        fresh = self._leased is not None and time.monotonic() - self._leased[0] <= GPU_READING_MAX_AGE
+        return allocate_for(
+            self.config, gpus, count, assigned, self._leased[1] if fresh and self._leased else None
+        )
+
+    def lease_request(
+        self, experiment_id: str, trial_id: str, attempt: str, gpus: list[int]
+    ) -> dict[str, Any]:
+        """What the probe's launch needs to lease ``gpus`` on this host (``leases.take_chosen``)."""
+        per_gpu = self.config.max_trial_number_per_gpu
+        ids = {"experiment": experiment_id, "trial": trial_id, "attempt": attempt}
+        return dict(ids, gpus=gpus, max_per_gpu=per_gpu, usable=self._usable_gpus())
+
+    def _usable_gpus(self) -> list[int]:
+        """The GPUs this experiment may use here, by its policy and the last reading: the host counts how many
+        are free when it weighs the experiments that waited longer (turns)."""
+        allowed, policy = self.config.gpu_indices, self.config
+        gpus = self._gpus[1] if self._gpus is not None else []
+        return [
+            gpu.index
+            for gpu in gpus
+            if (allowed is None or gpu.index in allowed) and (policy.use_active_gpu or not gpu.process_count)
+        ]
+
+    def refused(self, answer: Mapping[str, Any]) -> str:
+        """A launch the host refused (GPUs leased meanwhile): remember what others hold; the reason."""
+        self._leased = (time.monotonic(), {int(gpu): who for gpu, who in answer.get("leased", {}).items()})
+        return f"{self.name}: {answer['refused']}"
 
     # ---- trial files -------------------------------------------------------------------------------------
 

@@ -151,6 +151,15 @@ class RemoteTrainingService(TrainingService):
             f"remote: trialGpuNumber is {wanted}, but no machine can run such a trial:\n" + "\n".join(reasons)
         )
 
+    async def gpu_leases(self) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for machine in (m for m in self.machines if m.ready):
+            try:
+                found[machine.name] = await machine.gpu_leases()
+            except (SshLinkError, PlatformError) as exc:
+                log.info("remote: %s: no lease reading (%s)", machine.name, exc)
+        return found
+
     def unavailable(self) -> str | None:
         if any(machine.ready for machine in self.machines):
             return None
@@ -176,7 +185,7 @@ class RemoteTrainingService(TrainingService):
         launched = False
         try:
             result = await self._start_on(machine, spec, name, gpus)
-            launched = True
+            launched = isinstance(result, Submitted)
             return result
         except SshLinkError:
             machine.launched.add(name)  # it may have started: the offer is answered by this host only
@@ -231,7 +240,7 @@ class RemoteTrainingService(TrainingService):
 
     async def _start_on(
         self, machine: RemoteMachine, spec: TrialSpec, name: str, gpus: list[int] | None
-    ) -> Submitted:
+    ) -> Submitted | Deferred:
         code = await self._code_on(machine, spec.code_dir)
         trial_dir = machine.trial_dir(name)
         cwd = posixpath.join(trial_dir, "code")
@@ -246,6 +255,8 @@ class RemoteTrainingService(TrainingService):
             "files": files,
             "record": {"gpus": gpus},
         }
+        if gpus:  # leased on the host as it launches, or refused there
+            request["lease"] = machine.lease_request(self.context.experiment_id, spec.trial_id, name, gpus)
         # a copy here too, readable while the host is unreachable: written while the host launches, so that the
         # launches of one round reach the host together and share a session (RemoteMachine.launch)
         copy = asyncio.ensure_future(
@@ -257,6 +268,8 @@ class RemoteTrainingService(TrainingService):
             (copied,) = await asyncio.gather(copy, return_exceptions=True)
         if isinstance(copied, BaseException):
             raise copied
+        if "refused" in answer:
+            return Deferred(f"waiting for {spec.gpu_number} free GPU(s): {machine.refused(answer)}")
         machine.launched.add(name)
         self._spawn(machine.watch(trial_dir))
         gpus = answer.get("gpus", gpus)

@@ -38,6 +38,7 @@ export const api = {
   trial: (id) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}`),
   trialMetrics: (id, after = 0) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}/metrics${query({ after })}`),
   intermediate: (params) => request("GET", `${OURS}/intermediate${query(params)}`),
+  gpuLeases: () => request("GET", `${OURS}/gpu-leases`),
 
   profile: () => request("GET", `${NNI}/experiment`),
   updateProfile: (profile, updateType) => request("PUT", `${NNI}/experiment${query({ update_type: updateType })}`, profile),

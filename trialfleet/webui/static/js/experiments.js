@@ -10,6 +10,7 @@ let root = null;
 let state = null;
 let els = {};
 let entries = [];
+let leases = {}; // host → experiment → {gpus, waiting, waitingSince}
 let ticks = 0;
 const filters = { status: "", platform: "", q: "" };
 
@@ -34,16 +35,29 @@ function experimentDuration(entry) {
   return entry.port && !ENDED.has(entry.status) ? (Date.now() - entry.startTime) / 1000 : null;
 }
 
+// what the experiment holds and waits for on each machine's GPUs (docs/shared-fleet.md)
+function gpuCell(entry) {
+  const parts = [];
+  for (const [host, experiments] of Object.entries(leases)) {
+    const held = experiments[entry.id];
+    if (!held) continue;
+    const gpus = held.gpus.length ? `GPU ${held.gpus.join(",")}` : "no GPU";
+    const waits = held.waiting ? `, waits for ${held.waiting} since ${fmtTime(held.waitingSince * 1000)}` : "";
+    parts.push(`${host}: ${gpus}${waits}`);
+  }
+  return h("td", { className: "small", dataset: { gpus: entry.id } }, parts.length ? parts.join("; ") : "–");
+}
+
 function renderTable() {
   const shown = entries.filter(matches).sort((a, b) => (b.startTime || 0) - (a.startTime || 0));
   const rows = shown.map((e) => h("tr", { dataset: { experiment: e.id }, className: e.id === state.exp.id ? "current" : "" },
     h("td", {}, e.experimentName || "–"), h("td", { className: "mono" }, e.id), h("td", {}, badge(e.status || "UNKNOWN")),
     h("td", {}, e.platform || "–"), h("td", {}, fmtTime(e.startTime)), h("td", {}, fmtTime(e.endTime)),
-    h("td", { className: "num" }, fmtDuration(experimentDuration(e))),
+    h("td", { className: "num" }, fmtDuration(experimentDuration(e))), gpuCell(e),
     h("td", {}, link(e))));
   els.table.replaceChildren(
-    h("thead", {}, h("tr", {}, ["Name", "ID", "Status", "Platform", "Start", "End", "Duration", ""].map((c) => h("th", {}, c)))),
-    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colSpan: 8, className: "empty" }, "No experiment matches."))));
+    h("thead", {}, h("tr", {}, ["Name", "ID", "Status", "Platform", "Start", "End", "Duration", "GPUs", ""].map((c) => h("th", {}, c)))),
+    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colSpan: 9, className: "empty" }, "No experiment matches."))));
 }
 
 function filterSelect(key, label) {
@@ -54,8 +68,9 @@ function filterSelect(key, label) {
 
 async function load() {
   try {
-    const answer = await api.experimentsInfo();
+    const [answer, held] = await Promise.all([api.experimentsInfo(), api.gpuLeases()]);
     entries = Array.isArray(answer) ? answer : Object.values(answer);
+    leases = held.hosts || {};
   } catch (error) {
     toast(String(error.message || error), "error");
     return;
