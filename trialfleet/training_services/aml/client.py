@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trialfleet.errors import PlatformError
+from trialfleet.extras import install_hint
 from trialfleet.training_services.aml.config import AmlConfig
 from trialfleet.training_services.aml.status import AmlJob
 
@@ -57,7 +58,7 @@ class AmlClient:
             from azure.identity import DefaultAzureCredential
         except ImportError as exc:
             raise PlatformError(
-                f"aml: the Azure ML SDK is not installed ({exc}): pip install 'trialfleet[aml]'"
+                f"aml: the Azure ML SDK is not installed ({exc}): {install_hint('aml')}"
             ) from exc
         self.config = config
         self.where = f"workspace {config.workspace_name} (subscription {config.subscription_id}, "
