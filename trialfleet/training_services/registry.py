@@ -9,6 +9,7 @@ and run with that class. Modules are imported only when their platform is used, 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import logging
@@ -140,8 +141,10 @@ def get_platform(name: str) -> Platform:
     # only for another name
     platform = BUILTIN_PLATFORMS.get(name) or _plugins().get(name)
     if platform is None:
+        close = difflib.get_close_matches(name.lower(), platforms(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise PlatformNotAvailableError(
-            f"unknown platform {name!r}; expected one of {', '.join(sorted(platforms()))}"
+            f"unknown platform {name!r}{hint}; expected one of {', '.join(sorted(platforms()))}"
         )
     return platform
 

@@ -74,6 +74,12 @@ def test_minimal_config_is_valid(write_config: Write) -> None:
             "trainingService.platform",
             "unknown platform 'mars'; expected one of adl, aml, dlc, dlts, frameworkcontroller, kubeflow, local",
         ),
+        (
+            "platform: local",
+            "platform: Remot",
+            "trainingService.platform",
+            "unknown platform 'Remot' (did you mean 'remote'?); expected one of adl, aml, dlc, dlts",
+        ),
         ("  platform: local", "  gpuIndices: 0", "trainingService.platform", "required field is missing"),
         (
             "  platform: local",
