@@ -59,3 +59,14 @@ def test_one_manager_per_experiment_and_a_killed_one_is_not_running(tmp_path: Pa
     first.wait()
     (tmp_path / "code" / "hold").unlink()
     cli.ok("stop", experiment_id)
+
+
+def test_a_foreground_run_whose_every_trial_failed_exits_3(tmp_path: Path) -> None:
+    cli = Cli.in_dir(tmp_path)
+    config = write_experiment(tmp_path, hold=False)
+    (tmp_path / "code" / "trial.py").write_text("import sys\nsys.exit('no luck')\n")
+    done = cli.run("create", "--config", str(config), "--port", str(free_port()), "--foreground", timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "every trial failed: exit code 3" in done.stdout
+    (entry,) = cli.json("experiment", "list", "--all", "--json")
+    assert entry["status"] == "DONE"  # the experiment itself ran to its end
