@@ -68,5 +68,8 @@ def test_a_foreground_run_whose_every_trial_failed_exits_3(tmp_path: Path) -> No
     done = cli.run("create", "--config", str(config), "--port", str(free_port()), "--foreground", timeout=300)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "every trial failed: exit code 3" in done.stdout
+    box = [line for line in done.stdout.splitlines() if line[:1] in "╭│╰"]  # the progress panel, piped
+    assert box and len(box[0]) < 200 and len({len(line) for line in box}) == 1, done.stdout
+    assert any(line.endswith(" │") and line[-3] != " " for line in box), "as wide as its widest line"
     (entry,) = cli.json("experiment", "list", "--all", "--json")
     assert entry["status"] == "DONE"  # the experiment itself ran to its end

@@ -114,7 +114,8 @@ def _panel(store: ExperimentStore, maximize: bool) -> RenderableType:
     text = f"{body}\n{best_text}".rstrip()
     if counts.get(TrialStatus.FAILED) and not counts.get(TrialStatus.SUCCEEDED):
         text += _first_failure(store)
-    return Panel(text, title=f"experiment {experiment.id}", title_align="left")
+    # as wide as its text: piped output has a 200-column console (tables are not folded), not a 200-column box
+    return Panel(text, title=f"experiment {experiment.id}", title_align="left", expand=False)
 
 
 def _first_failure(store: ExperimentStore) -> str:
