@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+
 from tests.integration.cli_harness import Cli, free_port, wait_until, write_experiment
 from trialfleet.storage.manager_lock import manager_running
 
@@ -73,3 +75,9 @@ def test_a_foreground_run_whose_every_trial_failed_exits_3(tmp_path: Path) -> No
     assert any(line.endswith(" │") and line[-3] != " " for line in box), "as wide as its widest line"
     (entry,) = cli.json("experiment", "list", "--all", "--json")
     assert entry["status"] == "DONE"  # the experiment itself ran to its end
+    port = free_port()
+    cli.ok("view", entry["id"], "--port", str(port))
+    rest = httpx.get(f"http://127.0.0.1:{port}/api/v1/nni/check-status", timeout=20).json()["status"]
+    assert rest == "VIEWED" and cli.json("experiment", "list", "--all", "--json")[0]["status"] == rest
+    cli.ok("stop", entry["id"])
+    assert cli.json("experiment", "list", "--all", "--json")[0]["status"] == "DONE"
