@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from trialfleet.errors import ExperimentStateError
+from trialfleet.errors import ExperimentStateError, PlatformError
 from trialfleet.storage import secrets
 
 if TYPE_CHECKING:
@@ -44,6 +44,9 @@ def preflight(config: ExperimentConfig) -> None:
         if block.platform == "local":
             continue  # runs its trials in place: ships no code, loads nothing beyond this package
         service_class = get_training_service_class(block.platform)
+        refused = service_class.refusals(block)
+        if refused:
+            raise PlatformError("\n".join(refused))
         for code_dir in service_class.shipped_code_directories(block, working_directory):
             check_code_dir(code_dir)
 
