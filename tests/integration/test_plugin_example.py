@@ -61,7 +61,7 @@ def test_the_readme_installs_what_its_commands_run() -> None:
 
 def test_the_plugin_is_listed_with_its_version(tmp_path: Path) -> None:
     listed = {p["name"]: p for p in Cli.in_dir(tmp_path).json("platforms", "--json")}
-    assert "pinned" in listed, "the example plugin is not installed: pip install -e examples/plugin"
+    assert "pinned" in listed, "the example plugin is not installed: pip install -e 'examples/plugin[test]'"
     assert listed["pinned"]["status"] == "available"
     assert listed["pinned"]["source"] == "trialfleet-pinned 0.1.0"
     assert listed["local"]["status"] == "available" and listed["dlc"]["status"].startswith("config only")
