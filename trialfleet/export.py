@@ -90,6 +90,13 @@ def render(records: Sequence[Mapping[str, Any]], fmt: str) -> str:
 # ---- import ------------------------------------------------------------------------------------------
 
 
+# a CSV export cannot come back: its columns do not say which are parameters and which are metrics
+_IMPORT_FORMAT = (
+    'expected a JSON list of {"parameter": {...}, "value": ...} records, as `experiment export --type json` '
+    "writes them (a CSV export cannot be imported)"
+)
+
+
 def load_import_file(path: str | Path) -> list[dict[str, Any]]:
     """Read and validate an import file; ConfigError names the file and the bad record."""
     file = Path(path)
@@ -98,7 +105,7 @@ def load_import_file(path: str | Path) -> list[dict[str, Any]]:
     except OSError as exc:
         raise ConfigError(f"cannot read the import file: {exc.strerror or exc}", file=file) from exc
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON: {exc}", file=file) from exc
+        raise ConfigError(f"not valid JSON ({exc}); {_IMPORT_FORMAT}", file=file) from exc
     return parse_import_records(data, source=str(file))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from trialfleet.errors import ExperimentStateError
+from trialfleet.errors import ExperimentStateError, PlatformError
 from trialfleet.storage import secrets
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def preflight(config: ExperimentConfig) -> None:
     from trialfleet.training_services.registry import get_training_service_class
     from trialfleet.tuning import check_algorithm
 
-    check_algorithm(config.tuner, "tuner", config.search_space)
+    _check_tuner(config)
     if config.assessor is not None:
         check_algorithm(config.assessor, "assessor")
     working_directory = Path(config.experiment_working_directory).expanduser().absolute()
@@ -44,8 +44,25 @@ def preflight(config: ExperimentConfig) -> None:
         if block.platform == "local":
             continue  # runs its trials in place: ships no code, loads nothing beyond this package
         service_class = get_training_service_class(block.platform)
+        refused = service_class.refusals(block)
+        if refused:
+            raise PlatformError("\n".join(refused))
         for code_dir in service_class.shipped_code_directories(block, working_directory):
             check_code_dir(code_dir)
+
+
+def _check_tuner(config: ExperimentConfig) -> None:
+    """The tuner and its search space; a search space read from searchSpaceFile is blamed on that file."""
+    from trialfleet.errors import SearchSpaceError
+    from trialfleet.tuning import check_algorithm
+
+    try:
+        check_algorithm(config.tuner, "tuner", config.search_space)
+    except SearchSpaceError as exc:
+        if config.search_space_file is None or exc.file is not None:
+            raise
+        inside = exc.key_path.removeprefix("searchSpace").lstrip(".")
+        raise SearchSpaceError(exc.message, file=config.search_space_file, key_path=inside or None) from exc
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trialfleet.errors import TensorboardError
+from trialfleet.extras import install_hint
 
 FIRST_PORT = 6006  # TensorBoard's and NNI's
 STOP_GRACE = 5.0
@@ -101,7 +102,7 @@ class TensorboardTasks:
             raise TensorboardError("choose at least one trial for TensorBoard")
         if not installed():
             raise TensorboardError(
-                "TensorBoard is not installed where the manager runs: pip install 'trialfleet[tensorboard]'"
+                f"TensorBoard is not installed where the manager runs: {install_hint('tensorboard')}"
             )
         wanted = sorted(t.trial_id for t in trials)
         with self._lock:

@@ -337,9 +337,9 @@ def test_about_escape_numbers_latest_results_and_log_axes(viewed: Viewed, page: 
         "() => document.getElementById('chart-parallel').data[0].dimensions.map((d) => d.label)"
     )
     assert labels[:2] == ["lr (log)", "batch_size (log)"]  # log-uniform, and choices 16, 32, 64
-    assert (
-        page.evaluate("() => document.getElementById('chart-intermediate')?.layout?.xaxis?.tickformat") == "d"
-    )
+    # the intermediate chart is drawn after its own query: read its axis once it holds lines
+    wait_js(page, "() => document.getElementById('chart-intermediate')?.data?.length > 0")
+    assert page.evaluate("() => document.getElementById('chart-intermediate').layout.xaxis.tickformat") == "d"
 
 
 def test_experiments_page_shows_what_each_experiment_holds_and_waits_for(

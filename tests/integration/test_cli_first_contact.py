@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+
 from tests.integration.cli_harness import Cli, free_port, wait_until, write_experiment
 from trialfleet.storage.manager_lock import manager_running
 
@@ -59,3 +61,23 @@ def test_one_manager_per_experiment_and_a_killed_one_is_not_running(tmp_path: Pa
     first.wait()
     (tmp_path / "code" / "hold").unlink()
     cli.ok("stop", experiment_id)
+
+
+def test_a_foreground_run_whose_every_trial_failed_exits_3(tmp_path: Path) -> None:
+    cli = Cli.in_dir(tmp_path)
+    config = write_experiment(tmp_path, hold=False)
+    (tmp_path / "code" / "trial.py").write_text("import sys\nsys.exit('no luck')\n")
+    done = cli.run("create", "--config", str(config), "--port", str(free_port()), "--foreground", timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "every trial failed: exit code 3" in done.stdout
+    box = [line for line in done.stdout.splitlines() if line[:1] in "╭│╰"]  # the progress panel, piped
+    assert box and len(box[0]) < 200 and len({len(line) for line in box}) == 1, done.stdout
+    assert any(line.endswith(" │") and line[-3] != " " for line in box), "as wide as its widest line"
+    (entry,) = cli.json("experiment", "list", "--all", "--json")
+    assert entry["status"] == "DONE"  # the experiment itself ran to its end
+    port = free_port()
+    cli.ok("view", entry["id"], "--port", str(port))
+    rest = httpx.get(f"http://127.0.0.1:{port}/api/v1/nni/check-status", timeout=20).json()["status"]
+    assert rest == "VIEWED" and cli.json("experiment", "list", "--all", "--json")[0]["status"] == rest
+    cli.ok("stop", entry["id"])
+    assert cli.json("experiment", "list", "--all", "--json")[0]["status"] == "DONE"

@@ -45,9 +45,23 @@ def _trials(cli: Cli, experiment_id: str) -> list[dict[str, object]]:
     return list(cli.json("trial", "ls", experiment_id, "--json"))
 
 
+def test_the_readme_installs_what_its_commands_run() -> None:
+    """Each ``python -m X`` of the README's commands runs in the environment its own install line makes."""
+    readme = (PLUGIN / "README.md").read_text()
+    block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    install = re.search(r"pip install -e '(examples/plugin)\[(\w+)\]'", block)
+    assert install, "the README installs the plugin with an extra that carries what its tests need"
+    pyproject = (PLUGIN / "pyproject.toml").read_text()
+    extra = re.search(rf"^{install.group(2)} = \[(.*)\]$", pyproject, re.M)
+    assert extra, f"examples/plugin/pyproject.toml has no extra {install.group(2)!r}"
+    needed = {"pytest", "pytest-asyncio"}  # the contract suite's tests are async (trialfleet.testing)
+    named = set(re.findall(r'"([A-Za-z0-9_.-]+)', extra.group(1)))
+    assert needed <= named and set(re.findall(r"python -m (\w+)", block)) <= {"pytest"}
+
+
 def test_the_plugin_is_listed_with_its_version(tmp_path: Path) -> None:
     listed = {p["name"]: p for p in Cli.in_dir(tmp_path).json("platforms", "--json")}
-    assert "pinned" in listed, "the example plugin is not installed: pip install -e examples/plugin"
+    assert "pinned" in listed, "the example plugin is not installed: pip install -e 'examples/plugin[test]'"
     assert listed["pinned"]["status"] == "available"
     assert listed["pinned"]["source"] == "trialfleet-pinned 0.1.0"
     assert listed["local"]["status"] == "available" and listed["dlc"]["status"].startswith("config only")

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from trialfleet.storage import ExperimentStore
 
 _BEST_SHOWN = 10
+# `create/resume --foreground` ends with it when the experiment ran but every trial failed (CI scripts see it);
+# 1 and 2 are errors of trialfleet itself (TrialfleetError, ConfigError)
+EVERY_TRIAL_FAILED = 3
 
 
 def run(
@@ -73,9 +76,19 @@ async def _serve_with_progress(
         console().line()
         code = task.result()
         _print_best(store, maximize)
+        if code == 0 and _every_trial_failed(store):
+            console().print(f"every trial failed: exit code {EVERY_TRIAL_FAILED}")
+            code = EVERY_TRIAL_FAILED
     finally:
         store.close()
     return code
+
+
+def _every_trial_failed(store: ExperimentStore) -> bool:
+    """Trials failed and none ended well (succeeded, or stopped early by the assessor)."""
+    counts = store.trial_counts()
+    good = counts.get(TrialStatus.SUCCEEDED, 0) + counts.get(TrialStatus.EARLY_STOPPED, 0)
+    return bool(counts.get(TrialStatus.FAILED)) and not good
 
 
 def _best(store: ExperimentStore, maximize: bool, limit: int) -> list[Any]:
@@ -103,7 +116,8 @@ def _panel(store: ExperimentStore, maximize: bool) -> RenderableType:
     text += _waiting(store, counts.get(TrialStatus.WAITING, 0))
     if counts.get(TrialStatus.FAILED) and not counts.get(TrialStatus.SUCCEEDED):
         text += _first_failure(store)
-    return Panel(text, title=f"experiment {experiment.id}", title_align="left")
+    # as wide as its text: piped output has a 200-column console (tables are not folded), not a 200-column box
+    return Panel(text, title=f"experiment {experiment.id}", title_align="left", expand=False)
 
 
 def _waiting(store: ExperimentStore, waiting: int) -> str:

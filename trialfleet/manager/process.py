@@ -126,6 +126,7 @@ async def serve(
         port=port,
         webuiUrl=[connect_url(host, port)],
         prefixUrl=url_prefix.strip("/") or None,
+        **_shown_status(manager),
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -163,7 +164,7 @@ async def serve(
     if exit_when_finished:
         watcher.cancel()
     release_space(experiment_dir)
-    manifest.upsert(manager.experiment_id, pid=None, port=None)
+    manifest.upsert(manager.experiment_id, pid=None, port=None, **_shown_status(manager, ended=True))
     # closed, not left to the process's end: the last connection to close folds the write-ahead log into the
     # database file, which then holds everything on its own
     manager.store.close()
@@ -198,6 +199,13 @@ def record_last_words(experiment_dir: Path, exc: BaseException) -> str:
     except Exception as second:  # the log line above is then all there is
         log.error("the experiment's error cannot be recorded: %s", why_stopped(second, experiment_dir))
     return reason
+
+
+def _shown_status(manager: ExperimentManager, *, ended: bool = False) -> dict[str, str]:
+    """What ``experiment list`` shows of a viewed experiment: VIEWED as REST says, its stored status after."""
+    if not manager.readonly:
+        return {}
+    return {"status": manager.store.experiment().status.value if ended else ExperimentStatus.VIEWED.value}
 
 
 def inherited_socket(fd: int) -> socket.socket:

@@ -129,6 +129,12 @@ class TrainingService(ABC):
         for an experiment whose working directory is ``working_directory``."""
         return [Path(service_config.trial_code_directory)] if cls.ships_code else []
 
+    @classmethod
+    def refusals(cls, service_config: TrainingServiceConfig) -> list[str]:
+        """Why ``service_config`` cannot start, found on this machine alone (no network): ``create`` refuses
+        it before making the experiment. The service's own start still checks everything else."""
+        return []
+
     def __init__(self, context: ExperimentContext) -> None:
         self.context = context
         self.live: dict[str, LiveTrial] = {}

@@ -9,6 +9,7 @@ and run with that class. Modules are imported only when their platform is used, 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import logging
@@ -17,6 +18,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import PlatformNotAvailableError
+from trialfleet.extras import install_hint, missing_module
 
 if TYPE_CHECKING:
     from trialfleet.config.service import TrainingServiceConfig
@@ -36,6 +38,7 @@ class Platform:
     config: str | None  # None for a plugin: its service class names it
     service: str | None  # None: the config is accepted (NNI's configs load) but nothing runs it yet
     source: str  # "built-in", or the plugin's distribution and version
+    extra: str | None = None  # the optional extra whose client the service needs (``pip install …[extra]``)
 
     def config_class(self) -> type[TrainingServiceConfig]:
         if self.config is not None:
@@ -65,6 +68,9 @@ class Platform:
                 self.service_class()
         except PlatformNotAvailableError as exc:
             status, problem = "cannot be loaded", str(exc)
+        missing = missing_module(self.extra) if self.extra and problem is None else None
+        if missing is not None:
+            status, problem = f"needs {missing}", install_hint(self.extra)  # type: ignore[arg-type]
         return {
             "name": self.name,
             "status": status,
@@ -74,10 +80,10 @@ class Platform:
         }
 
 
-def _builtin(name: str, package: str, config: str, service: str | None) -> Platform:
+def _builtin(name: str, package: str, config: str, service: str | None, extra: str | None = None) -> Platform:
     module = f"{_PACKAGE}.{package}"
     return Platform(
-        name, f"{module}.config:{config}", f"{module}.service:{service}" if service else None, "built-in"
+        name, f"{module}.config:{config}", f"{module}.service:{service}" if service else None, "built-in", extra
     )
 
 
@@ -85,20 +91,21 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
     p.name: p
     for p in (
         _builtin("local", "local", "LocalConfig", "LocalTrainingService"),
-        _builtin("remote", "remote", "RemoteConfig", "RemoteTrainingService"),
+        _builtin("remote", "remote", "RemoteConfig", "RemoteTrainingService", "remote"),
         _builtin("slurm", "slurm", "SlurmConfig", "SlurmTrainingService"),
-        _builtin("ray", "ray", "RayConfig", "RayTrainingService"),
+        _builtin("ray", "ray", "RayConfig", "RayTrainingService", "ray"),
         _builtin("openpai", "openpai", "OpenpaiConfig", "OpenpaiTrainingService"),
-        _builtin("kubeflow", "kubernetes", "KubeflowConfig", "KubeflowTrainingService"),
+        _builtin("kubeflow", "kubernetes", "KubeflowConfig", "KubeflowTrainingService", "kubernetes"),
         _builtin(
             "frameworkcontroller",
             "kubernetes",
             "FrameworkControllerConfig",
             "FrameworkControllerTrainingService",
+            "kubernetes",
         ),
-        _builtin("adl", "kubernetes", "AdlConfig", "AdlTrainingService"),
+        _builtin("adl", "kubernetes", "AdlConfig", "AdlTrainingService", "kubernetes"),
         _builtin("dlts", "dlts", "DltsConfig", "DltsTrainingService"),
-        _builtin("aml", "aml", "AmlConfig", "AmlTrainingService"),
+        _builtin("aml", "aml", "AmlConfig", "AmlTrainingService", "aml"),
         _builtin("dlc", "dlc", "DlcConfig", None),
     )
 }
@@ -134,8 +141,10 @@ def get_platform(name: str) -> Platform:
     # only for another name
     platform = BUILTIN_PLATFORMS.get(name) or _plugins().get(name)
     if platform is None:
+        close = difflib.get_close_matches(name.lower(), platforms(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise PlatformNotAvailableError(
-            f"unknown platform {name!r}; expected one of {', '.join(sorted(platforms()))}"
+            f"unknown platform {name!r}{hint}; expected one of {', '.join(sorted(platforms()))}"
         )
     return platform
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialfleet.errors import PlatformError, TrialFileRefusedError
+from trialfleet.extras import install_hint
 
 if TYPE_CHECKING:
     import asyncssh
@@ -174,7 +175,7 @@ class SshHost:
         except ImportError as exc:
             raise PlatformError(
                 f"{self.target.name}: asyncssh, the SSH client, is not installed ({exc}): "
-                "pip install 'trialfleet[remote]'"
+                f"{install_hint('remote')}"
             ) from exc
 
         known_hosts, has_entry = self._known_hosts()

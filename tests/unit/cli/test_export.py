@@ -123,6 +123,17 @@ def test_import_file_that_is_not_a_list(tmp_path: Path, content: str, expected: 
         export.load_import_file(file)
 
 
+def test_an_exported_csv_is_refused_with_the_format_expected(tmp_path: Path) -> None:
+    file = tmp_path / "trials.csv"
+    file.write_text(export.to_csv([{"parameter": {"lr": 0.1}, "value": "0.9", "trialJobId": "t1"}]))
+    with pytest.raises(ConfigError) as caught:
+        export.load_import_file(file)
+    message = str(caught.value)
+    assert message.startswith(f"{file}: not valid JSON (")
+    assert 'expected a JSON list of {"parameter": {...}, "value": ...} records' in message
+    assert "`experiment export --type json`" in message and "a CSV export cannot be imported" in message
+
+
 def test_import_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         export.load_import_file(tmp_path / "absent.json")

@@ -74,6 +74,12 @@ def test_minimal_config_is_valid(write_config: Write) -> None:
             "trainingService.platform",
             "unknown platform 'mars'; expected one of adl, aml, dlc, dlts, frameworkcontroller, kubeflow, local",
         ),
+        (
+            "platform: local",
+            "platform: Remot",
+            "trainingService.platform",
+            "unknown platform 'Remot' (did you mean 'remote'?); expected one of adl, aml, dlc, dlts",
+        ),
         ("  platform: local", "  gpuIndices: 0", "trainingService.platform", "required field is missing"),
         (
             "  platform: local",
@@ -368,3 +374,16 @@ def test_bad_search_space_file(write_config: Write, workdir: Path, content: str,
     problems = _problems(write_config(MINIMAL))
     assert list(problems) == ["searchSpaceFile"]
     assert message in problems["searchSpaceFile"]
+
+
+def test_a_search_space_file_is_named_in_its_errors(tmp_path: Path) -> None:
+    from trialfleet.startup import preflight
+
+    (tmp_path / "space.json").write_text('{"lr": {"_type": "choise", "_value": [0.1]}}')
+    (tmp_path / "config.yml").write_text(
+        "searchSpaceFile: space.json\ntrialCommand: python3 t.py\ntrialConcurrency: 1\n"
+        "tuner: {name: Random}\ntrainingService: {platform: local}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        preflight(load_config(tmp_path / "config.yml").config)
+    assert str(caught.value).startswith(f"{tmp_path / 'space.json'}: lr: search space parameter 'lr': unknown _type")

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trialfleet.errors import PlatformError
+from trialfleet.extras import install_hint
 from trialfleet.training_services.aml.config import AmlConfig
 from trialfleet.training_services.aml.status import AmlJob
 
@@ -80,7 +81,7 @@ class AmlClient:
             from azure.identity import DefaultAzureCredential
         except ImportError as exc:
             raise PlatformError(
-                f"aml: the Azure ML SDK is not installed ({exc}): pip install 'trialfleet[aml]'"
+                f"aml: the Azure ML SDK is not installed ({exc}): {install_hint('aml')}"
             ) from exc
         self.config = config
         self.snapshot_uploaded = False

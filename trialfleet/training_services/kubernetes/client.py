@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialfleet.errors import PlatformError
+from trialfleet.extras import install_hint
 
 if TYPE_CHECKING:
     from kubernetes import client as k8s
@@ -85,7 +86,7 @@ class KubeClient:
         except ImportError as exc:
             raise PlatformError(
                 f"{self.platform}: the kubernetes client is not installed ({exc}): "
-                "pip install 'trialfleet[kubernetes]'"
+                f"{install_hint('kubernetes')}"
             ) from exc
 
         configuration = client.Configuration()

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trialfleet.errors import PlatformError
+from trialfleet.extras import install_hint
 from trialfleet.training_services.ray.status import RayJob
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class RayJobs:
             from ray.job_submission import JobSubmissionClient
         except ImportError as exc:
             raise PlatformError(
-                f"ray: the Ray client is not installed ({exc}); pip install 'trialfleet[ray]'"
+                f"ray: the Ray client is not installed ({exc}); {install_hint('ray')}"
             ) from exc
         make = functools.partial(JobSubmissionClient, self.address, headers=self.headers or None)
         self._client = await self._call(make, "connecting")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from trialfleet.errors import PlatformError
+from trialfleet.extras import install_hint
 from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
 from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
 from trialfleet.training_services.mounted_storage import code_copy_name
@@ -100,7 +101,7 @@ class RayTrainingService(TrainingService):
             RuntimeEnv(**self.config.runtime_env)
         except ImportError as exc:
             raise PlatformError(
-                f"ray: the Ray client is not installed ({exc}); pip install 'trialfleet[ray]'"
+                f"ray: the Ray client is not installed ({exc}); {install_hint('ray')}"
             ) from exc
         except Exception as exc:  # Ray's own validation: ValueError, TypeError …
             raise PlatformError(f"ray: runtimeEnv is refused by Ray: {exc}") from exc

@@ -25,7 +25,7 @@ import posixpath
 from collections import Counter
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from trialfleet.compat import trial_pythonpath_env
 from trialfleet.errors import PlatformError
@@ -51,6 +51,9 @@ from trialfleet.training_services.trial_dir import (
 from trialfleet.training_services.trial_files import KEEPER_KEYS, TrialLook
 from trialfleet.trial_keeper.keeper import SIGKILL_WAIT
 
+if TYPE_CHECKING:
+    from trialfleet.config.service import TrainingServiceConfig
+
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,12 @@ class RemoteTrainingService(TrainingService):
     ships_code = True  # packed and uploaded to every host
     concurrent_submits = True  # a launch reserves its host and GPUs before its first wait
     preload_modules = ("asyncssh",)  # its import (~0.2 s) is the first thing connecting to the hosts does
+
+    @classmethod
+    def refusals(cls, service_config: TrainingServiceConfig) -> list[str]:
+        from trialfleet.training_services.remote.placeholders import fleet_refusals
+
+        return fleet_refusals(cast(RemoteConfig, service_config))
 
     def __init__(self, context: ExperimentContext, *, root: str | None = None) -> None:
         super().__init__(context)
