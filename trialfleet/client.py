@@ -229,7 +229,9 @@ class RestClient:
         """The first ``limit`` TrialJobInfos (of ``status``) by ``sort`` (a key of ``/trial-jobs?sort=``), missing
         values last."""
         params = {"offset": 0, "limit": limit, "sort": sort, "order": "desc" if descending else "asc"}
-        return list(self._call("GET", "/trial-jobs", params={**params, **({"status": status} if status else {})}))
+        return list(
+            self._call("GET", "/trial-jobs", params={**params, **({"status": status} if status else {})})
+        )
 
     def trial_job(self, trial_id: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/trial-jobs/{trial_id}"))

@@ -25,8 +25,8 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 import trialfleet
-from trialfleet.server.cache import EncodedJson, ResponseCache
-from trialfleet.server.context import encode_strict_json
+from trialfleet.server.cache import ResponseCache
+from trialfleet.server.encoding import EncodedJson, encode_strict_json
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.kept import SummaryIndex
 from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
