@@ -117,7 +117,9 @@ def served(work_dir: Path, trials: int) -> Iterator[tuple[Served, dict[str, floa
         served_env, PYTHONPATH=os.pathsep.join(p for p in (saved["PYTHONPATH"], str(site)) if p)
     )
     try:
-        config = simulated.experiment_config(work_dir, trials, metric_interval=METRIC_INTERVAL)
+        config = simulated.experiment_config(work_dir, RUNNING, metric_interval=METRIC_INTERVAL).model_copy(
+            update={"max_trial_number": trials}  # every trial is written: the tuner is asked for none
+        )
         experiment_id, experiment_dir = create_experiment(config)
         started = time.perf_counter()
         populate(experiment_dir, trials)
