@@ -19,6 +19,11 @@ def large(ctx: Context) -> list[Section]:
     for size in ctx.plan.large_sizes:
         runs[size] = run_large(ctx.workdir / f"large-{size}", size)
         ctx.log(f"  large {size}: {runs[size]} (load average {procs.load_average()})")
+    return [section_of(runs)]
+
+
+def section_of(runs: dict[int, dict[str, float]]) -> Section:
+    """The section of the figures of each size."""
     sizes = sorted(runs)
     section = Section(
         "9. Large: one experiment of " + " / ".join(f"{s:,}" for s in sizes) + " trials (simulated platform)",
@@ -41,7 +46,7 @@ def large(ctx: Context) -> list[Section]:
         "server and web UI; trials run no process); see bench/large.py for how each figure is taken.",
         f"Per-poll routes: {', '.join(POLL_ROUTES)}; whole lists: {', '.join(LIST_ROUTES)}.",
     ]
-    return [section]
+    return section
 
 
 def _target(key: str, value: float, size: int) -> str:
