@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import machine, procs, report, suite_data, suite_launch, systems
+from bench import machine, procs, report, suite_data, suite_large, suite_launch, systems
 from bench.report import Section
 from bench.stats import Figure
 from bench.suite import QUICK, Context, Plan
@@ -33,6 +33,7 @@ WORKLOADS: dict[str, Callable[[Context], list[Section]]] = {
     "scale": suite_data.scale,
     "reuse": suite_launch.reuse,
     "stop": suite_launch.stop,
+    "large": suite_large.large,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TARGETS_HEAD = [

@@ -21,6 +21,7 @@ class Plan:
     ingest_count: int = 10_000
     scale_sizes: tuple[int, ...] = (1_000, 10_000)
     scale_requests: int = 200
+    large_sizes: tuple[int, ...] = (10_000, 100_000)
     resume_trials: int = 100
     remote_trials: int = 100
     remote_concurrency: tuple[int, ...] = (2, 8)
@@ -35,6 +36,7 @@ QUICK = Plan(
     ingest_count=2_000,
     scale_sizes=(200, 1_000),
     scale_requests=30,
+    large_sizes=(1_000, 10_000),
     resume_trials=20,
     remote_trials=20,
     remote_concurrency=(8,),

@@ -142,6 +142,9 @@ class ExperimentClient(Protocol):
     def profile(self) -> dict[str, Any]: ...
     def check_status(self) -> dict[str, Any]: ...
     def trial_jobs(self, status: str | None = None) -> list[dict[str, Any]]: ...
+    def trial_page(
+        self, limit: int, sort: str, descending: bool, status: str | None = None
+    ) -> list[dict[str, Any]]: ...
     def trial_job(self, trial_id: str) -> dict[str, Any]: ...
     def metric_data(self, trial_id: str | None = None, type: str | None = None) -> list[dict[str, Any]]: ...
     def job_statistics(self) -> list[dict[str, Any]]: ...
@@ -219,6 +222,16 @@ class RestClient:
 
     def trial_jobs(self, status: str | None = None) -> list[dict[str, Any]]:
         return list(self._call("GET", "/trial-jobs", params={"status": status} if status else None))
+
+    def trial_page(
+        self, limit: int, sort: str, descending: bool, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The first ``limit`` TrialJobInfos (of ``status``) by ``sort`` (a key of ``/trial-jobs?sort=``), missing
+        values last."""
+        params = {"offset": 0, "limit": limit, "sort": sort, "order": "desc" if descending else "asc"}
+        return list(
+            self._call("GET", "/trial-jobs", params={**params, **({"status": status} if status else {})})
+        )
 
     def trial_job(self, trial_id: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/trial-jobs/{trial_id}"))
@@ -321,6 +334,14 @@ class StoreClient:
         from trialfleet.status import TrialStatus
 
         return self._reader.trial_jobs(TrialStatus(status) if status else None)
+
+    def trial_page(
+        self, limit: int, sort: str, descending: bool, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        from trialfleet.status import TrialStatus
+
+        selected = TrialStatus(status) if status else None
+        return self._reader.trial_jobs(selected, limit=limit, sort=sort, descending=descending)
 
     def trial_job(self, trial_id: str) -> dict[str, Any]:
         job = self._reader.trial_job(trial_id)

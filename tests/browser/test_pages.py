@@ -78,6 +78,22 @@ def count_in(page: Any, selector: str) -> int:
     return int(page.locator(selector).count())
 
 
+def test_the_overview_draws_its_chart_before_every_trial_s_summary_arrives(viewed: Viewed, page: Any) -> None:
+    held: list[Any] = []
+    page.route(
+        "**/api/v1/trialfleet/trials/all", lambda route: held.append(route)
+    )  # not answered until the chart is drawn
+    page.goto(f"{viewed.url}/#/overview")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#overview-metric-plot .scatterlayer .trace:first-child .point').length === n",
+        arg=len(SUCCEEDED),
+    )
+    for route in held:
+        route.continue_()
+    assert held  # asked for after the chart was drawn
+    page.unroute("**/api/v1/trialfleet/trials/all")
+
+
 def test_overview_shows_counts_best_trials_search_space_and_the_error(viewed: Viewed, page: Any) -> None:
     page.goto(f"{viewed.url}/#/overview")
     page.locator("#best-trials tbody tr").first.wait_for()

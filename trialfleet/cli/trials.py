@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from trialfleet.cli import trial_list
 from trialfleet.cli.output import (
     console,
     fmt_duration,
@@ -28,15 +29,6 @@ JsonOption = typer.Option(False, "--json", help="NNI's JSON instead of a table")
 def _with_dates(job: dict[str, Any]) -> dict[str, Any]:
     """nnictl prints startTime/endTime as dates."""
     return {k: fmt_time(v) if k in ("startTime", "endTime") else v for k, v in job.items()}
-
-
-def select(jobs: list[dict[str, Any]], head: int | None, tail: int | None) -> list[dict[str, Any]]:
-    """nnictl's --head/--tail: only trials with a final metric, best (highest) first / lowest first."""
-    if not head and not tail:
-        return jobs
-    scored = [j for j in jobs if isinstance(metric_value(j), (int, float))]
-    scored.sort(key=lambda j: float(metric_value(j)), reverse=bool(head))
-    return scored[: head or tail]
 
 
 def trial_rows(jobs: list[dict[str, Any]], *, platform: bool = False) -> list[tuple[Any, ...]]:
@@ -71,23 +63,45 @@ def list_trials(
     experiment_id: str | None = IdArgument,
     head: int | None = typer.Option(None, "--head", min=1, help="the N best trials (highest default metric)"),
     tail: int | None = typer.Option(None, "--tail", min=1, help="the N worst trials (lowest default metric)"),
+    every: bool = typer.Option(
+        False, "--all", help=f"every trial (plain tab-separated lines past {trial_list.PLAIN_AFTER:,})"
+    ),
     as_json: bool = JsonOption,
 ) -> None:
-    """List the trials of an experiment."""
+    """List the trials of an experiment: every trial up to 50, else the counts, the newest and the best."""
     from trialfleet.client import open_experiment, resolve_experiment
+    from trialfleet.tuning.catalog import configured_optimize_mode
 
     client = open_experiment(resolve_experiment(experiment_id))
     try:
-        jobs = select(client.trial_jobs(), head, tail)
-        hybrid = not as_json and isinstance(client.profile()["params"].get("trainingService"), list)
+        params = client.profile()["params"]
+        columns, hybrid = _columns(params)
+        table = trial_list.TableOf(columns, lambda jobs: trial_rows(jobs, platform=hybrid))
+        if head or tail:
+            jobs = trial_list.ranked(client, head or tail or 0, highest=bool(head))
+            _print_jobs(f"experiment {client.experiment_id}: {len(jobs)} trials", table, jobs, as_json)
+            return
+        total, counts = trial_list.trial_total(client)
+        if every or as_json or total <= trial_list.SUMMARY_AFTER:
+            jobs = client.trial_jobs()
+            _print_jobs(f"experiment {client.experiment_id}: {len(jobs)} trials", table, jobs, as_json)
+            return
+        maximize = configured_optimize_mode(params) == "maximize"
+        trial_list.print_summary(client, total, counts, maximize=maximize, table=table)
     finally:
         client.close()
+
+
+def _columns(params: dict[str, Any]) -> tuple[list[str], bool]:
+    hybrid = isinstance(params.get("trainingService"), list)
+    return (HYBRID_TRIAL_COLUMNS if hybrid else TRIAL_COLUMNS), hybrid
+
+
+def _print_jobs(title: str, table: trial_list.TableOf, jobs: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print_json([_with_dates(j) for j in jobs])
     else:
-        columns = HYBRID_TRIAL_COLUMNS if hybrid else TRIAL_COLUMNS
-        rows = trial_rows(jobs, platform=hybrid)
-        print_table(f"experiment {client.experiment_id}: {len(jobs)} trials", columns, rows)
+        trial_list.print_every(title, table, jobs)
 
 
 @app.command("kill")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException, Request, Response
 
+from trialfleet.server.encoding import encode_json
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.status import ExperimentStatus
 
@@ -58,29 +57,6 @@ def nni_json(payload: Any, status_code: int = 200, headers: dict[str, str] | Non
     return Response(
         encode_json(payload), status_code=status_code, media_type="application/json", headers=headers
     )
-
-
-def encode_json(payload: Any) -> str:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-
-
-def encode_strict_json(payload: Any) -> str:
-    """JSON that a browser's ``JSON.parse`` reads: a NaN or infinite number (a trial may report one) is null.
-    NNI's routes keep Python's ``NaN`` (:func:`encode_json`), which NNI's own clients expect."""
-    try:
-        return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        return json.dumps(_finite(payload), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
 
 
 def empty() -> Response:

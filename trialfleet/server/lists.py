@@ -24,8 +24,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from trialfleet.server.cache import encoded_list
-from trialfleet.server.context import encode_json
+from trialfleet.server.encoding import encode_json, encoded_list
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.kept import Element, KeptTrials

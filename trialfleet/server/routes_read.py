@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
-from trialfleet.server.cache import EncodedJson
 from trialfleet.server.context import ServerContext, context, nni_json
+from trialfleet.server.encoding import EncodedJson
 from trialfleet.server.http_errors import not_found
 from trialfleet.server.models import (
     CheckStatus,

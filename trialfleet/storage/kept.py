@@ -9,7 +9,6 @@ run (:class:`KeptTrials`). Too many changes, or the first look, read every trial
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -149,8 +148,6 @@ class SummaryIndex:
         self._encode = encode
         self._lock = threading.Lock()
         self._kept = KeptTrials(queries, self._read, max_changed)
-        self._keys: dict[str, frozenset[str]] = {}  # trial id → the keys of its final metric but "default"
-        self._key_counts: Counter[str] = Counter()
 
     def look(self) -> tuple[Cursor, bytes]:
         """The cursor the list is current at, and the JSON array of every trial's summary by sequence id."""
@@ -158,22 +155,8 @@ class SummaryIndex:
             now = self._kept.refresh()
             return now, self._kept.list.body
 
-    def metric_keys(self) -> list[str]:
-        """The keys of dict final metrics other than ``default``, sorted (the table's column chooser): counted
-        as each changed trial is taken, not read from every trial's final metric per page."""
-        with self._lock:
-            self._kept.refresh()
-            return sorted(key for key, count in self._key_counts.items() if count)
-
     def _read(self, ids: Sequence[str] | None) -> list[Element]:
-        if ids is None:
-            self._keys, self._key_counts = {}, Counter()
-        elements = []
-        for summary in self._queries.trial_summaries(ids):
-            final = summary.get("finalData")
-            keys = frozenset(final) - {"default"} if isinstance(final, dict) else frozenset()
-            self._key_counts.subtract(self._keys.get(summary["id"], frozenset()))
-            self._key_counts.update(keys)
-            self._keys[summary["id"]] = keys
-            elements.append((summary["id"], summary["seq"], self._encode(summary).encode()))
-        return elements
+        return [
+            (summary["id"], summary["seq"], self._encode(summary).encode())
+            for summary in self._queries.trial_summaries(ids)
+        ]

@@ -140,7 +140,7 @@ class TrialQueries:
     ) -> TrialPage:
         where, args = _filters(statuses, search)
         order, order_args = order_by(sort, descending=descending)
-        (total,) = self._rows(f"SELECT COUNT(*) FROM trials{where}", args)[0]
+        total = self._total(statuses, search, where, args)
         # the page's ids first, then their rows and metric counts: SQLite would otherwise compute the per-row
         # subqueries for every matching trial before sorting (0.9 s at 10,000 trials instead of 5 ms), and
         # sorting whole rows rather than ids took 17.7 ms instead of 5.0 for a page sorted by final metric
@@ -161,6 +161,28 @@ class TrialQueries:
             summary["latest"] = row[-1]  # the latest intermediate result's default metric
             page.append(summary)
         return TrialPage(total, page)
+
+    def _total(self, statuses: Sequence[str], search: str, where: str, args: list[Any]) -> int:
+        """How many trials a page is taken from: without a search, from the kept counts by status (a
+        ``COUNT(*)`` walked an index of every trial: 100,000 entries per page at 100,000 trials)."""
+        if search.split():
+            return int(self._rows(f"SELECT COUNT(*) FROM trials{where}", args)[0][0])
+        counts = self.store.trial_counts()
+        return sum(n for status, n in counts.items() if not statuses or status.value in statuses)
+
+    def final_results(self) -> dict[str, list[Any]]:
+        """The final result (default metric) of every trial that has one, by sequence id, as columns: what the
+        Overview's chart draws first, before the web UI loads every trial's summary (``trial_summaries``)."""
+        rows = self._rows(
+            "SELECT id, sequence_id, status, final_value FROM trials WHERE final_value IS NOT NULL "
+            "ORDER BY sequence_id"
+        )
+        return {name: [row[i] for row in rows] for i, name in enumerate(("id", "seq", "status", "final"))}
+
+    def metric_keys(self) -> list[str]:
+        """The keys of dict final results other than ``default``, sorted (the trials table's metric columns),
+        as the store's triggers keep them."""
+        return [r[0] for r in self._rows("SELECT key FROM final_keys WHERE n > 0 ORDER BY key")]
 
     def trial_metrics(self, trial_id: str, after: int = 0) -> list[dict[str, Any]]:
         rows = self._rows(

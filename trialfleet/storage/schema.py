@@ -8,6 +8,10 @@ Version history (never edit a released step; add one):
      experiments); set before the platform is asked, so a manager killed mid-submit offers it there again
   4  metrics_periodical: a partial index of the intermediate results by trial and index, for the web UI's
      /intermediate (which trials have any, or one at an index: one probe per trial, not a walk of its metrics)
+  5  trial_counts: the number of trials in each status; final_keys: how many trials' final results (JSON
+     objects) have each key but "default" (the trials table's metric columns). Both kept by triggers on trials,
+     in the transaction that writes the trial (so right after any crash), for what every poll or page asks:
+     a few rows instead of a scan of every trial
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import sqlite3
 
 from trialfleet.errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _V1 = """
 CREATE TABLE experiment (
@@ -113,8 +117,55 @@ _V4 = """
 CREATE INDEX metrics_periodical ON metrics(trial_id, sequence) WHERE type = 'PERIODICAL';
 """
 
+# the counts start from the trials there are; from then on each write of a trial's status moves them
+_V5 = """
+CREATE TABLE trial_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO trial_counts SELECT status, COUNT(*) FROM trials GROUP BY status;
+CREATE TRIGGER trial_counts_insert AFTER INSERT ON trials BEGIN
+    INSERT INTO trial_counts VALUES (new.status, 1) ON CONFLICT (status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER trial_counts_delete AFTER DELETE ON trials BEGIN
+    UPDATE trial_counts SET n = n - 1 WHERE status = old.status;
+END;
+CREATE TRIGGER trial_counts_update AFTER UPDATE OF status ON trials WHEN new.status IS NOT old.status BEGIN
+    UPDATE trial_counts SET n = n - 1 WHERE status = old.status;
+    INSERT INTO trial_counts VALUES (new.status, 1) ON CONFLICT (status) DO UPDATE SET n = n + 1;
+END;
+CREATE TABLE final_keys (key TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO final_keys SELECT key, COUNT(*) FROM trials, json_each({object_of_final}) AS j
+    WHERE key != 'default' GROUP BY key;
+CREATE TRIGGER final_keys_insert AFTER INSERT ON trials WHEN new.final_data IS NOT NULL BEGIN
+    {add_new}
+END;
+CREATE TRIGGER final_keys_delete AFTER DELETE ON trials WHEN old.final_data IS NOT NULL BEGIN
+    {remove_old}
+END;
+CREATE TRIGGER final_keys_update AFTER UPDATE OF final_data ON trials
+    WHEN new.final_data IS NOT old.final_data BEGIN
+    {remove_old}
+    {add_new}
+END;
+"""
+
+
+def _object_of(column: str) -> str:
+    """The JSON object in ``column``, or an empty one (for NULL, a number, or what is not JSON)."""
+    return f"COALESCE(CASE WHEN json_valid({column}) THEN CASE json_type({column}) WHEN 'object' THEN {column} END END, '{{}}')"
+
+
+_V5 = _V5.format(
+    object_of_final=_object_of("trials.final_data"),
+    add_new=(
+        f"INSERT INTO final_keys SELECT DISTINCT key, 1 FROM json_each({_object_of('new.final_data')}) "
+        "WHERE key != 'default' ON CONFLICT (key) DO UPDATE SET n = n + 1;"
+    ),
+    remove_old=(
+        f"UPDATE final_keys SET n = n - 1 WHERE key IN (SELECT key FROM json_each({_object_of('old.final_data')}));"
+    ),
+)
+
 #: MIGRATIONS[n] upgrades a database at version n-1 to version n
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
 
 
 def current_version(conn: sqlite3.Connection) -> int:

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from tests.unit.server.conftest import API, T0, Served
 from trialfleet.server.app import create_app
-from trialfleet.server.cache import encoded_list
+from trialfleet.server.encoding import encoded_list
 
 
 def test_trial_jobs_have_nni_shape(populated: tuple[Served, TestClient]) -> None:

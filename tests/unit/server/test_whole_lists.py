@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialfleet.manager.decisions import parameter_record
-from trialfleet.server.cache import encoded_list
+from trialfleet.server.encoding import encoded_list
 from trialfleet.server.lists import WholeLists
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.status import TrialStatus

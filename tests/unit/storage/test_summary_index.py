@@ -45,7 +45,7 @@ def test_a_look_after_any_changes_equals_the_full_query(tmp_path: Path, seed: in
         now += 1
         waiting = [t for t in trials if store.trial(t).status is TrialStatus.WAITING]
         running = [t for t in trials if store.trial(t).status is TrialStatus.RUNNING]
-        action = rng.choice(["add", "add", "submit", "metric", "final", "end", "look"])
+        action = rng.choice(["add", "add", "submit", "metric", "final", "end", "retry", "look"])
         if action == "add" or not trials:
             trials.append(f"t{step:04d}")
             store.add_trial(trials[-1], parameter_record(None, {"x": rng.random()}), now=now)
@@ -62,9 +62,15 @@ def test_a_look_after_any_changes_equals_the_full_query(tmp_path: Path, seed: in
             )
         elif action == "end" and running:
             store.end_trial(rng.choice(running), TrialStatus.SUCCEEDED, now=now, exit_code=0)
+        elif action == "retry" and (ended := [t for t in trials if store.trial(t).status.is_terminal]):
+            store.retry_trial(rng.choice(ended), now, "retry")  # its final result leaves it
         if action == "look" or step % 7 == 0:
             cursor, data = index.look()
             assert json.loads(data) == _full(full)
             assert cursor == full.cursor()
-            assert index.metric_keys() == _all_metric_keys(full)
+            assert full.metric_keys() == _all_metric_keys(full)  # as the store's triggers keep them
+            finals = [t for t in _full(full) if t["final"] is not None]
+            assert full.final_results() == {
+                k: [t[k] for t in finals] for k in ("id", "seq", "status", "final")
+            }
     assert json.loads(index.look()[1]) == _full(full)

@@ -35,6 +35,7 @@ export const api = {
   changes: (cursor, wait) => request("GET", `${OURS}/changes${query({ cursor, wait })}`),
   trialPage: (params) => request("GET", `${OURS}/trials${query(params)}`),
   allTrials: () => request("GET", `${OURS}/trials/all`),
+  finals: () => request("GET", `${OURS}/finals`),
   trial: (id) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}`),
   trialMetrics: (id, after = 0) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}/metrics${query({ after })}`),
   intermediate: (params) => request("GET", `${OURS}/intermediate${query(params)}`),

@@ -224,7 +224,17 @@ function mount(container, state) {
   slots.chart.append(h("div", { className: "empty" }, "Loading…"));
   scheduler = redrawScheduler({ chart: drawChart, best: refreshBest }, { minInterval: 1000 });
   unsubscribe = trialCache.subscribe(refreshChart);
-  trialCache.all().then(refreshChart);
+  drawFinalsFirst().finally(() => trialCache.all().then(refreshChart));
+}
+
+// The chart from the final results alone (columns, a fraction of every trial's summary): at 100,000 trials
+// loading every summary first kept the chart empty for seconds. The summaries load after it, and keep it live.
+async function drawFinalsFirst() {
+  if (trialCache.loaded()) return;
+  const columns = await api.finals().catch((error) => console.warn("final results", error));
+  if (!root || !columns || trialCache.loaded()) return;
+  const trials = columns.seq.map((seq, i) => ({ id: columns.id[i], seq, status: columns.status[i], final: columns.final[i] }));
+  finalMetricPlot(slots.chart, trials, mode);
 }
 
 function update(delta, state) {
