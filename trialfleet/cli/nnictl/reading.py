@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.cli.nnictl import output
+from trialfleet.cli.output import metric_value
 
 if TYPE_CHECKING:
     from trialfleet.client import ExperimentClient
@@ -28,9 +29,16 @@ def _client(experiment_id: str | None) -> Iterator[ExperimentClient]:
         client.close()
 
 
-def trial_ls(args: argparse.Namespace, _: StandbyManager | None) -> None:
-    from trialfleet.cli.trials import select
+def select(jobs: list[dict[str, Any]], head: int | None, tail: int | None) -> list[dict[str, Any]]:
+    """nnictl's --head/--tail: only trials with a final metric, best (highest) first / lowest first."""
+    if not head and not tail:
+        return jobs
+    scored = [j for j in jobs if isinstance(metric_value(j), (int, float))]
+    scored.sort(key=lambda j: float(metric_value(j)), reverse=bool(head))
+    return scored[: head or tail]
 
+
+def trial_ls(args: argparse.Namespace, _: StandbyManager | None) -> None:
     if args.head and args.tail:
         output.error("Head and tail cannot be set at the same time.")
         return
