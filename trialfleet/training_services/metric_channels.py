@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialfleet.json_values import MAX_DEPTH, depth
 from trialfleet.training_services.events import TrialMetric, TrialProblem
 from trialfleet.training_services.trial_dir import METRICS_FILE, STDOUT_FILE
 from trialfleet.trial_keeper import keeper
 
 MAX_METRIC_BYTES = 1_000_000
 MAX_ID = 2**63 - 1  # sequence numbers and parameter ids are stored as SQLite integers
-MAX_VALUE_DEPTH = 32  # a metric value nests lists and objects at most this deep (SQLite's JSON reads it)
+MAX_VALUE_DEPTH = MAX_DEPTH  # a metric value nests lists and objects at most this deep (SQLite's JSON reads it)
 METRIC_TYPES = {"FINAL": "FINAL", "PERIODICAL": "PERIODICAL", "INTERMEDIATE": "PERIODICAL"}
 
 _HEADER = re.compile(rb"ME(\d{6})")
@@ -174,7 +175,7 @@ def _metric_value_problem(value: str) -> str | None:
         return f"metric value is not JSON: {value[:80]!r}"
     except RecursionError:
         return f"metric value is nested too deeply to read: {value[:80]!r}"
-    if _depth(metric) > MAX_VALUE_DEPTH:
+    if depth(metric) > MAX_VALUE_DEPTH:
         return f"metric value is nested more than {MAX_VALUE_DEPTH} levels deep: {value[:80]!r}"
     number = metric.get("default") if isinstance(metric, dict) else metric
     if isinstance(number, bool) or not isinstance(number, (int, float)):
@@ -186,17 +187,6 @@ def _metric_value_problem(value: str) -> str | None:
     if not finite:
         return f"metric is not a finite number: {value[:80]!r}"
     return None
-
-
-def _depth(value: object) -> int:
-    """How deeply ``value`` nests lists and objects (walked without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            stack += [(child, level + 1) for child in (item.values() if isinstance(item, dict) else item)]
-    return deepest
 
 
 Parser = Callable[..., tuple[list[RawRecord], int, list[StreamProblem]]]
