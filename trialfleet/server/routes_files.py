@@ -51,8 +51,9 @@ _TRIAL_FILE: dict[int | str, dict[str, Any]] = {
 }
 
 
-@api_router.get(
+@api_router.api_route(
     "/trial-file/{trial_id}/{filename}",
+    methods=["GET", "HEAD"],
     summary="a file of the trial (stdout, stderr, trial.log, …)",
     response_class=Response,
     responses=_TRIAL_FILE,
