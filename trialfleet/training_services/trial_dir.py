@@ -95,7 +95,7 @@ def open_trial_file(trial_dir: Path, name: str) -> BinaryIO:
     except (RuntimeError, OSError) as exc:  # pathlib says RuntimeError for a loop it meets while resolving
         if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
             raise
-        errno_ = exc.errno if isinstance(exc, OSError) else errno.ELOOP
+        errno_ = (exc.errno or 0) if isinstance(exc, OSError) else errno.ELOOP
         why = {errno.ELOOP: "is a symbolic link loop", errno.ENAMETOOLONG: "is too long a name"}
         raise TrialFileRefusedError(f"{_shown(name)} {why.get(errno_, 'cannot be read')}") from None
     if _links_private(f, base):
