@@ -278,6 +278,10 @@ class ExperimentManager:
         self._keep_status = keep_status
         self._stop_requested.set()
 
+    def stop_requested(self) -> bool:
+        """Whether the experiment is stopping (read from any thread: a stream being served checks it)."""
+        return self._stop_requested.is_set()
+
     async def wait_until(self, statuses: set[ExperimentStatus], timeout: float | None = None) -> None:
         async def _poll() -> None:
             while self.status not in statuses:
