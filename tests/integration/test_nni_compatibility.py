@@ -144,7 +144,7 @@ class Shared:
 
     def held_trial(self) -> str:
         """A customized trial that runs until it is cancelled; its id once it runs."""
-        response = self.http.post("/trial-jobs", json={"x": 0.5, "hold": True})
+        response = self.http.post("/trial-jobs", json={"x": 0.1, "hold": True})
         assert response.status_code == 200, response.text
         sequence_id = response.json()["sequenceId"]
         wait_until(
@@ -507,7 +507,7 @@ def rest_trial_job(shared: Shared) -> None:
 
 
 def rest_post_trial_jobs(shared: Shared) -> None:
-    response = shared.http.post("/trial-jobs", json={"x": 0.45})
+    response = shared.http.post("/trial-jobs", json={"x": 0.4})
     assert response.status_code == 200
     sequence_id = response.json()["sequenceId"]
     wait_until(
@@ -515,8 +515,8 @@ def rest_post_trial_jobs(shared: Shared) -> None:
         "the customized trial to succeed",
     )
     job = next(j for j in shared.jobs() if j["sequenceId"] == sequence_id)
-    assert _record(job)["parameter_source"] == "customized" and _record(job)["parameters"] == {"x": 0.45}
-    assert _report(job)["parameters"] == {"x": 0.45}
+    assert _record(job)["parameter_source"] == "customized" and _record(job)["parameters"] == {"x": 0.4}
+    assert _report(job)["parameters"] == {"x": 0.4}
 
 
 def rest_delete_trial_job(shared: Shared) -> None:

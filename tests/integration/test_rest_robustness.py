@@ -7,6 +7,7 @@ Requests go to 127.0.0.1 only, also when the manager listens on every interface.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import stat
@@ -16,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.cli_harness import Cli, free_port, wait_until, write_experiment
+from tests.integration.cli_harness import Cli, free_port, processes_mentioning, wait_until, write_experiment
 from trialfleet.access import token_path
 
 API = "/api/v1/nni"
@@ -151,3 +152,33 @@ def test_python_api_beyond_loopback(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert Experiment.connect(port).get_status() == "DONE"
     finally:
         experiment.stop()
+
+
+def test_a_slow_reader_does_not_hold_stop_hostage(tmp_path: Path) -> None:
+    """Issue 44, item 2: a client that stops reading a 100 MB trial log keeps no manager (port, lock) alive
+    after ``stop``: the stream ends when the experiment stops and the server's graceful shutdown is bounded."""
+    cli = Cli.in_dir(tmp_path)
+    port = free_port()
+    cli.ok("create", "-c", str(write_experiment(tmp_path, hold=True)), "-p", str(port))
+    base = f"http://127.0.0.1:{port}{API}"
+    with httpx.Client(base_url=base, timeout=30) as http:
+        wait_until(lambda: len(http.get("/trial-jobs?status=RUNNING").json()) > 0, "a running trial")
+        job = http.get("/trial-jobs?status=RUNNING").json()[0]
+    trial_dir = Path(job["logPath"].split(":", 1)[1])
+    size = 100 * MEBIBYTE
+    with open(trial_dir / "big.log", "wb") as f:
+        f.truncate(size)
+    with httpx.Client(timeout=60) as reader, reader.stream("GET", f"{base}/trial-file/{job['trialJobId']}/big.log") as r:
+        chunks = r.iter_raw()
+        got = len(next(chunks))  # then it reads nothing while the experiment stops
+        stopped = cli.run("stop", "--all", timeout=300)
+        assert stopped.returncode == 0, stopped.stderr
+        wait_until(lambda: not _managers_of(tmp_path), "the manager to exit while the reader still waits")
+        with contextlib.suppress(httpx.HTTPError):
+            for chunk in chunks:
+                got += len(chunk)
+    assert got < size
+
+
+def _managers_of(root: Path) -> list[tuple[int, str]]:
+    return [p for p in processes_mentioning(str(root)) if "trialfleet.manager" in p[1]]

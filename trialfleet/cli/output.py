@@ -95,12 +95,18 @@ def parameters_of(job: dict[str, Any]) -> Any:
     return json.loads(records[0]).get("parameters") if records else None
 
 
-def short_json(value: Any) -> str:
+#: a table cell shows lists and objects this deep; deeper ones are "…" (a stored value may nest 900 levels)
+CELL_DEPTH = 8
+
+
+def short_json(value: Any, _depth: int = 0) -> str:
     """Compact JSON with floats to 6 significant digits, for table cells."""
     if isinstance(value, float):
         return f"{value:.6g}"
+    if isinstance(value, (dict, list)) and _depth >= CELL_DEPTH:
+        return "{…}" if isinstance(value, dict) else "[…]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {short_json(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {short_json(v, _depth + 1)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(short_json(v) for v in value) + "]"
+        return "[" + ", ".join(short_json(v, _depth + 1) for v in value) + "]"
     return json.dumps(value)

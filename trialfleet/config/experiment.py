@@ -40,6 +40,7 @@ from trialfleet.config.base import (
     existing,
     raise_problems,
 )
+from trialfleet.config.credentials import mask_config
 from trialfleet.config.files import read_search_space
 from trialfleet.config.fleet import merge_fleet_file
 from trialfleet.config.keys import ModelChoice, fields_of, fold
@@ -325,12 +326,13 @@ class ExperimentConfig(ConfigModel):
 
     def to_json(self, *, include_secrets: bool = False) -> dict[str, Any]:
         """The canonical config: camelCase keys, unset (None) fields dropped, paths as strings, secrets
-        shown as ``******`` unless ``include_secrets``. This is what is stored and served over REST."""
+        shown as ``******`` unless ``include_secrets`` (passwords, tokens, and what looks like a credential in a
+        command or an environment: :mod:`~trialfleet.config.credentials`). This is what is stored and served."""
         context = {"include_secrets": include_secrets}
         dumped: dict[str, Any] = self.model_dump(
             mode="json", by_alias=True, exclude_none=True, context=context
         )
-        return dumped
+        return dumped if include_secrets else mask_config(dumped)
 
 
 def _prepare(data: dict[str, Any], settings: BuildSettings) -> list[tuple[KeyPath, str]]:

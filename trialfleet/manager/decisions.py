@@ -9,7 +9,9 @@ import secrets
 import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from trialfleet import json_values
 from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
 
 _ID_FIRST = string.ascii_letters
@@ -103,6 +105,29 @@ def parameter_record(
         "parameters": parameters,
         "parameter_index": 0,
     }
+
+
+def parameters_problem(parameters: object) -> str | None:
+    """Why parameters cannot be stored as standard JSON every reader handles: nested deeper than
+    :data:`~trialfleet.json_values.MAX_DEPTH` or holding a NaN or infinite number; None when they can."""
+    if json_values.depth(parameters) > json_values.MAX_DEPTH:
+        return f"nested more than {json_values.MAX_DEPTH} levels deep"
+    found = json_values.non_finite(parameters)
+    if found is not None:
+        where, number = found
+        return f"{where or 'the value'}: {json.dumps(number)} is not a finite number (standard JSON has none)"
+    return None
+
+
+def customized_problem(parameters: object, search_space: dict[str, Any] | None) -> str | None:
+    """Why a customized trial's parameters are refused: what :func:`parameters_problem` refuses, or, with a
+    search space, a set the space cannot produce (a parameter missing, left empty or out of its range)."""
+    problem = parameters_problem(parameters)
+    if problem is not None or search_space is None:
+        return problem
+    from trialfleet.tuning.search_space import outside
+
+    return outside(search_space, parameters)
 
 
 def decode_metric(data: str) -> object:

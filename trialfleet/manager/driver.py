@@ -122,6 +122,10 @@ class AlgorithmDriver:
         except Exception:
             self._fail(f"tuner failed in generate_parameters:\n{traceback.format_exc()}")
             return None
+        problem = decisions.parameters_problem(params)
+        if problem is not None:  # a customized trial's are refused alike (ExperimentManager.add_customized_trial)
+            self._fail(f"tuner proposed parameters that cannot be stored: {problem}")
+            return None
         return Proposal(params)
 
     async def final_result(self, trial: TrialRow) -> None:

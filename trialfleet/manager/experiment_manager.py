@@ -278,6 +278,10 @@ class ExperimentManager:
         self._keep_status = keep_status
         self._stop_requested.set()
 
+    def stop_requested(self) -> bool:
+        """Whether the experiment is stopping (read from any thread: a stream being served checks it)."""
+        return self._stop_requested.is_set()
+
     async def wait_until(self, statuses: set[ExperimentStatus], timeout: float | None = None) -> None:
         async def _poll() -> None:
             while self.status not in statuses:
@@ -411,7 +415,20 @@ class ExperimentManager:
         self._kick.set()
 
     async def add_customized_trial(self, parameters: dict[str, Any]) -> int:
+        """Queue a trial with these parameters, checked as a tuner's are, and against the search space (ConfigError);
+        refused once maxTrialNumber trials were submitted, as NNI refuses it (ExperimentStateError)."""
         self._require_writable()
+        from trialfleet.errors import ConfigError
+
+        problem = decisions.customized_problem(parameters, self.config.search_space)
+        if problem is not None:
+            raise ConfigError(problem, file="request body", key_path="parameters")
+        limit = self.config.max_trial_number
+        if limit is not None and self.scheduler.submitted_count() >= limit:
+            raise ExperimentStateError(
+                f"the experiment has submitted its maxTrialNumber ({limit}) trials; raise maxTrialNumber "
+                "(PUT /experiment?update_type=MAX_TRIAL_NUM) to add one"
+            )
         record = decisions.parameter_record(None, parameters, source="customized")
         trial = self.store.add_trial(decisions.new_trial_id, record, self.clock.time())
         self.scheduler.queue(trial.id)

@@ -400,6 +400,8 @@ def _exited_while_starting(code: int, experiment_dir: Path, offset: int) -> str:
     except OSError as exc:
         tail = f"(its stderr, {stderr_log}, cannot be read: {exc.strerror})"
     said = f"the manager exited with code {code} while starting"
+    if tail.startswith("error: ") and "\n" not in tail:  # its own refusal (trialfleet.manager.process)
+        return f"{said}: {tail.removeprefix('error: ')}"
     if tail:
         return f"{said}:\n{tail}"
     reason = _recorded_error(experiment_dir)

@@ -152,8 +152,11 @@ async def serve(
     import uvicorn
 
     app = create_app(manager, access=access, url_prefix=url_prefix)
-    # lifespan on: at its shutdown the app closes the read-only connections it opened
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # lifespan on: at its shutdown the app closes the read-only connections it opened. The shutdown waits for
+    # requests under way at most SHUTDOWN_GRACE s: a client reading a log at 1 kB/s would hold it for hours
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE)
+    )
     server_task = asyncio.create_task(server.serve(sockets=[sock]))
     if exit_when_finished:
         watcher = asyncio.create_task(_stop_when_finished(manager))
@@ -169,6 +172,11 @@ async def serve(
     # database file, which then holds everything on its own
     manager.store.close()
     return 1 if manager.error else 0
+
+
+#: how long the server's shutdown waits for requests still being answered (a stream ends when the experiment
+#: stops, at its next chunk; one whose client reads nothing is cut off after this)
+SHUTDOWN_GRACE = 5
 
 
 def record_last_words(experiment_dir: Path, exc: BaseException) -> str:

@@ -5,10 +5,11 @@ none of them."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from trialfleet.json_values import finite_copy
 
 
 def encode_json(payload: Any) -> str:
@@ -21,17 +22,7 @@ def encode_strict_json(payload: Any) -> str:
     try:
         return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        return json.dumps(_finite(payload), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
+        return json.dumps(finite_copy(payload), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path as FilePath
 from typing import Any, BinaryIO
 
@@ -51,8 +51,9 @@ _TRIAL_FILE: dict[int | str, dict[str, Any]] = {
 }
 
 
-@api_router.get(
+@api_router.api_route(
     "/trial-file/{trial_id}/{filename}",
+    methods=["GET", "HEAD"],
     summary="a file of the trial (stdout, stderr, trial.log, …)",
     response_class=Response,
     responses=_TRIAL_FILE,
@@ -70,7 +71,7 @@ async def trial_file(
     # a viewed experiment has no training service: its trial directories are read here
     here = platforms.trial_dir_here(row) if platforms is not None else ctx.reader.trial_dir(row)
     if here is not None:
-        return await run_in_threadpool(_streamed, here, filename, trial_id)
+        return await run_in_threadpool(_streamed, here, filename, trial_id, ctx.manager.stop_requested)
     assert platforms is not None
     content = await platforms.read_trial_file(row, filename)
     if not content:
@@ -81,9 +82,10 @@ async def trial_file(
         return Response(content, media_type="application/octet-stream")
 
 
-def _streamed(trial_dir: FilePath, filename: str, trial_id: str) -> Response:
+def _streamed(trial_dir: FilePath, filename: str, trial_id: str, stopping: Callable[[], bool]) -> Response:
     """The file as it is now (its size when opened), in chunks: a 100 MB log costs the server one chunk of
-    memory, not the file's size several times over."""
+    memory, not the file's size several times over. The stream ends when the experiment stops (``stopping``):
+    a slow reader does not keep the manager alive."""
     try:
         f = open_trial_file(trial_dir, filename)
     except ValueError:
@@ -97,17 +99,17 @@ def _streamed(trial_dir: FilePath, filename: str, trial_id: str) -> Response:
         return Response(f"{filename} is empty.", media_type="text/plain")
     text = _utf8(head, complete=len(head) == size)
     return StreamingResponse(
-        _chunks(f, head, size),
+        _chunks(f, head, size, stopping),
         media_type="text/plain" if text else "application/octet-stream",
         headers={"Content-Length": str(size)},
     )
 
 
-def _chunks(f: BinaryIO, head: bytes, size: int) -> Iterator[bytes]:
+def _chunks(f: BinaryIO, head: bytes, size: int, stopping: Callable[[], bool]) -> Iterator[bytes]:
     try:
         yield head
         left = size - len(head)
-        while left > 0:
+        while left > 0 and not stopping():
             chunk = f.read(min(left, _CHUNK))
             if not chunk:
                 return  # truncated meanwhile: the client sees a short body

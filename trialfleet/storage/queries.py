@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trialfleet.storage.sql import member_sql, order_by, value_sql
+from trialfleet.storage.sql import PARAMETERS_SQL, member_sql, order_by, value_sql
 from trialfleet.storage.store import ExperimentStore
 
 _SUMMARY_COLUMNS = (
@@ -298,7 +298,7 @@ def _search_clause(token: str) -> tuple[str, list[Any]]:
         if name == "status":
             values = [v.upper() for v in value.split(",") if v]
             return f"status IN ({', '.join('?' for _ in values)})", values
-        column = f"json_extract(parameters, '$.parameters.\"{name}\"')"
+        column = f"json_extract({PARAMETERS_SQL}, '$.parameters.\"{name}\"')"
         low, dots, high = value.partition("..")
         if dots:
             bounds = _range(low, high)
@@ -311,7 +311,7 @@ def _search_clause(token: str) -> tuple[str, list[Any]]:
     like = f"%{escaped}%"
     return (
         "(id LIKE ? ESCAPE '\\' OR status LIKE ? ESCAPE '\\' OR CAST(sequence_id AS TEXT) = ? "
-        "OR json_extract(parameters, '$.parameters') LIKE ? ESCAPE '\\')",
+        f"OR json_extract({PARAMETERS_SQL}, '$.parameters') LIKE ? ESCAPE '\\')",
         [like, like, token, like],
     )
 

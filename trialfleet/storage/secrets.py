@@ -1,4 +1,5 @@
-"""The secrets of an experiment's config (SSH passwords and passphrases, platform tokens) are kept out of its
+"""The secrets of an experiment's config (SSH passwords and passphrases, platform tokens, what looks like a
+credential in a trial command or an environment: :mod:`trialfleet.config.credentials`) are kept out of its
 database, which the REST API, the web UI, ``experiment export`` and support bundles read.
 
 The database holds the config with each secret masked (``******``); ``<experiment dir>/secrets.json``, readable by
@@ -65,7 +66,7 @@ def merged(stored: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, A
             for part in parents:
                 node = node[int(part) if isinstance(node, list) else part]
             key = int(last) if isinstance(node, list) else last
-            if node[key] == SECRET_MASK:
+            if isinstance(node[key], str) and SECRET_MASK in node[key]:  # a secret, or a command masked in part
                 node[key] = value
         except (KeyError, IndexError, TypeError, ValueError):
             continue  # the key was updated away
@@ -93,7 +94,7 @@ def _secrets(full: Any, masked: Any, pointer: str = "") -> Iterator[tuple[str, s
     elif isinstance(full, list) and isinstance(masked, list):
         for index, (value, shown) in enumerate(zip(full, masked, strict=False)):
             yield from _secrets(value, shown, f"{pointer}/{index}")
-    elif masked == SECRET_MASK and isinstance(full, str):
+    elif isinstance(masked, str) and isinstance(full, str) and masked != full and SECRET_MASK in masked:
         yield pointer, full
 
 

@@ -342,7 +342,7 @@ class ExperimentStore:
                     seq,
                     pid,
                     record.get("parameter_source", "algorithm"),
-                    json.dumps(record),
+                    json.dumps(record, allow_nan=False),  # SQLite's JSON functions read no NaN
                     TrialStatus.WAITING.value,
                     message,
                     now,

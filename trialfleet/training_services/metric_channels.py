@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trialfleet.json_values import MAX_DEPTH, depth, finite_copy, non_finite
 from trialfleet.training_services.events import TrialMetric, TrialProblem
 from trialfleet.training_services.trial_dir import METRICS_FILE, STDOUT_FILE
 from trialfleet.trial_keeper import keeper
 
 MAX_METRIC_BYTES = 1_000_000
 MAX_ID = 2**63 - 1  # sequence numbers and parameter ids are stored as SQLite integers
-MAX_VALUE_DEPTH = 32  # a metric value nests lists and objects at most this deep (SQLite's JSON reads it)
+MAX_VALUE_DEPTH = MAX_DEPTH  # a metric value nests lists and objects at most this deep (SQLite's JSON reads it)
 METRIC_TYPES = {"FINAL": "FINAL", "PERIODICAL": "PERIODICAL", "INTERMEDIATE": "PERIODICAL"}
 
 _HEADER = re.compile(rb"ME(\d{6})")
@@ -113,10 +114,9 @@ def scan_stdout_metrics(
         body = data[pos + len(_STDOUT_MARK) : line_end].rstrip(b"\r")
         if body.endswith(b"'"):
             records.append(RawRecord(body[:-1], start_offset + line_end))
-        else:
-            problems.append(
-                StreamProblem("unterminated NNISDK_MEb line in trial.stdout", start_offset + line_end)
-            )
+        else:  # a line cut where a read ended is over the limit, not unterminated
+            why = "over the byte limit of a metric" if len(body) > MAX_METRIC_BYTES else "unterminated"
+            problems.append(StreamProblem(f"NNISDK_MEb line in trial.stdout {why}", start_offset + line_end))
         pos = data.find(_STDOUT_MARK, line_end, stop)
     return records, start_offset + stop, problems
 
@@ -155,7 +155,7 @@ def decode_metric(
     why = _metric_value_problem(value)
     if why is not None:
         return problem(why)
-    return TrialMetric(trial_id, parameter_id, kind, sequence, value, timestamp, cursor)
+    return TrialMetric(trial_id, parameter_id, kind, sequence, _standard_json(value), timestamp, cursor)
 
 
 def _is_int(value: object) -> bool:
@@ -174,7 +174,7 @@ def _metric_value_problem(value: str) -> str | None:
         return f"metric value is not JSON: {value[:80]!r}"
     except RecursionError:
         return f"metric value is nested too deeply to read: {value[:80]!r}"
-    if _depth(metric) > MAX_VALUE_DEPTH:
+    if depth(metric) > MAX_VALUE_DEPTH:
         return f"metric value is nested more than {MAX_VALUE_DEPTH} levels deep: {value[:80]!r}"
     number = metric.get("default") if isinstance(metric, dict) else metric
     if isinstance(number, bool) or not isinstance(number, (int, float)):
@@ -188,15 +188,15 @@ def _metric_value_problem(value: str) -> str | None:
     return None
 
 
-def _depth(value: object) -> int:
-    """How deeply ``value`` nests lists and objects (walked without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            stack += [(child, level + 1) for child in (item.values() if isinstance(item, dict) else item)]
-    return deepest
+def _standard_json(value: str) -> str:
+    """The metric's JSON with a NaN or infinite number beside its "default" as null: stored and served as
+    standard JSON, which SQLite's JSON functions and browsers read."""
+    if "NaN" not in value and "Infinity" not in value:
+        return value
+    metric = json.loads(value)
+    if non_finite(metric) is None:  # the letters were inside a string
+        return value
+    return json.dumps(finite_copy(metric))
 
 
 Parser = Callable[..., tuple[list[RawRecord], int, list[StreamProblem]]]
@@ -244,7 +244,9 @@ class MetricReader:
             for _ in range(_UNBOUNDED if final else _CHUNKS_PER_READ):
                 offset = self.offsets[channel]
                 data = _read_from(self.trial_dir / name, offset)
-                records, self.offsets[channel], stream_problems = parse(data, offset, final=final)
+                # only the file's last read is final: a line may go on past a full read
+                last = final and len(data) < _READ_CHUNK
+                records, self.offsets[channel], stream_problems = parse(data, offset, final=last)
                 found = _decode_all(self.trial_id, self.offsets, channel, records, stream_problems)
                 metrics += found[0]
                 problems += found[1]

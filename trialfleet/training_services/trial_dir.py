@@ -8,6 +8,7 @@ what the keeper writes while it runs (``launch.json``, ``keeper.json``, ``result
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import posixpath
@@ -79,15 +80,50 @@ def inside_trial_dir(base: str, resolved: str, name: str) -> None:
 
 def open_trial_file(trial_dir: Path, name: str) -> BinaryIO:
     """Open a file of a trial directory on this machine for reading, links resolved: ValueError outside it,
-    FileNotFoundError, TrialFileRefusedError for a private file or one that is not a regular file (a FIFO
-    the trial made would block its reader for ever, a device would never end)."""
+    FileNotFoundError, TrialFileRefusedError for a private file (by the name asked, the file a link leads to,
+    or a hard link to one), one that is not a regular file (a FIFO the trial made would block its reader for
+    ever, a device would never end), a link loop or a name too long; their messages name no path."""
     base = trial_dir.resolve()
-    path = (base / relative_file(name, base)).resolve()
-    inside_trial_dir(str(base), str(path), name)
     try:
-        return keeper.open_regular(str(path), name)
+        path = (base / relative_file(name, base)).resolve()
+        inside_trial_dir(str(base), str(path), name)
+        if is_private(str(path.relative_to(base))):
+            raise TrialFileRefusedError(f"{_shown(name)} leads to the keeper's private input; it is not served")
+        f = keeper.open_regular(str(path), name)
     except keeper.NotRegularFile as exc:
         raise TrialFileRefusedError(str(exc)) from None
+    except (RuntimeError, OSError) as exc:  # pathlib says RuntimeError for a loop it meets while resolving
+        if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+            raise
+        errno_ = (exc.errno or 0) if isinstance(exc, OSError) else errno.ELOOP
+        why = {errno.ELOOP: "is a symbolic link loop", errno.ENAMETOOLONG: "is too long a name"}
+        raise TrialFileRefusedError(f"{_shown(name)} {why.get(errno_, 'cannot be read')}") from None
+    if _links_private(f, base):
+        f.close()
+        raise TrialFileRefusedError(f"{_shown(name)} is a hard link to the keeper's private input; it is not served")
+    return f
+
+
+def _links_private(f: BinaryIO, base: Path) -> bool:
+    """Whether the open file is a hard link to a private file anywhere in the trial directory (looked for only
+    when the file has more than one link)."""
+    opened = os.fstat(f.fileno())
+    if opened.st_nlink < 2:
+        return False
+    for candidate in base.rglob("command*.json"):
+        if not is_private(candidate.name):
+            continue
+        try:
+            other = candidate.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (opened.st_dev, opened.st_ino):
+            return True
+    return False
+
+
+def _shown(name: str) -> str:
+    return repr(name if len(name) <= 40 else f"{name[:37]}...")
 
 
 def read_local_file(trial_dir: Path, name: str) -> bytes:

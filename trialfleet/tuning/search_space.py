@@ -7,6 +7,7 @@ Every error names the parameter (a dotted path inside nested choices: ``layer.co
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Collection
@@ -138,6 +139,22 @@ def contains(space: dict[str, Any], params: Any) -> bool:
     if extra or any(name not in params for name in names):
         return False
     return all(_contains_one(space[name], params[name]) for name in names)
+
+
+def outside(space: dict[str, Any], params: Any) -> str | None:
+    """Why ``params`` is not a set ``space`` can produce, naming the parameter (a customized trial's check);
+    None when it is. Names the space does not have are passed through, as NNI passes them to the trial."""
+    if not isinstance(params, dict):
+        return f"parameters must be an object, got {type(params).__name__}"
+    for name in (n for n in space if n != "_name"):
+        if name not in params:
+            return f"{name}: missing (a parameter of the search space)"
+        spec = space[name]
+        if not _contains_one(spec, params[name]):
+            value = json.dumps(params[name])
+            value = value if len(value) <= 60 else f"{value[:57]}..."
+            return f"{name}: {value} is not in the search space ({spec['_type']} {json.dumps(spec['_value'])})"
+    return None
 
 
 def _contains_one(spec: dict[str, Any], value: Any) -> bool:

@@ -344,10 +344,10 @@ async def test_commands_cancel_customize_and_update(tmp_path: Path, stopper: lis
     await drive(manager, lambda: manager.store.trial_counts().get(TrialStatus.RUNNING) == 1)
     first = manager.store.trials()[0]
     await manager.update_config(trial_concurrency=2)
-    seq = await manager.add_customized_trial({"x": 42})
+    seq = await manager.add_customized_trial({"x": 6})
     await drive(manager, lambda: manager.store.trial_counts().get(TrialStatus.RUNNING) == 2)
     custom = next(t for t in manager.store.trials() if t.sequence_id == seq)
-    assert custom.parameter_source == "customized" and custom.hyper_parameters == {"x": 42}
+    assert custom.parameter_source == "customized" and custom.hyper_parameters == {"x": 6}
     assert manager.store.experiment().config["trialConcurrency"] == 2
     await manager.cancel_trial(first.id)
     await drive(manager, lambda: manager.store.trial(first.id).status is TrialStatus.USER_CANCELED)

@@ -42,3 +42,19 @@ def test_one_that_recorded_nothing_either_points_at_its_log(tmp_path: Path) -> N
         wait_ready(_exits_silently(), NOBODY, tmp_path)
     assert "exited with code 1 while starting" in str(raised.value)
     assert str(raised.value).endswith(f"(see {tmp_path / 'log' / 'manager.log'})")
+
+
+def test_the_managers_own_refusal_is_told_without_its_error_prefix(tmp_path: Path) -> None:
+    """The losing ``resume`` of a race: the manager prints ``error: <why>`` and exits; the CLI says ``Error:``
+    itself, so the message carries the reason alone (issue 44, item 11)."""
+    (tmp_path / "log").mkdir()
+    stderr_log = tmp_path / "log" / MANAGER_STDERR_LOG
+    why = "experiment exp1 is run by another manager (pid 42)"
+    with open(stderr_log, "ab") as err:
+        loser = subprocess.Popen(
+            [sys.executable, "-c", f"import sys; print('error: {why}', file=sys.stderr); raise SystemExit(1)"],
+            stderr=err,
+        )
+    with pytest.raises(ManagerUnreachableError) as raised:
+        wait_ready(loser, NOBODY, tmp_path)
+    assert str(raised.value) == f"the manager exited with code 1 while starting: {why}"

@@ -110,7 +110,7 @@ def test_every_route_needs_the_token(populated: tuple[Served, TestClient]) -> No
     for method, path in routes:
         response = client.request(method, path)
         assert response.status_code == 401, (method, path, response.status_code)
-        assert "access token" in response.json()["error"]
+        assert method == "HEAD" or "access token" in response.json()["error"]  # a HEAD answer has no body
         assert response.headers["www-authenticate"].startswith("Bearer")
         wrong = client.request(method, path, headers={"authorization": "Bearer " + "u" * 43})
         assert wrong.status_code == 401, (method, path)

@@ -63,6 +63,7 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 STATEFUL_VALIDITY = {
     f"PUT {API}/experiment": "params must hold the key update_type names",
     f"POST {API}/tensorboard": "trials must name started trials of the experiment",
+    f"POST {API}/trial-jobs": "parameters must be in the search space, and maxTrialNumber not yet reached",
 }
 
 

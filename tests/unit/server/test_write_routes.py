@@ -195,3 +195,40 @@ def test_view_refuses_changes(viewed: tuple[Served, TestClient]) -> None:
         assert "read-only" in response.json()["error"]
     assert client.get(f"{API}/trial-file/sA/stdout").text == "hello stdout\n"
     assert client.post(f"{API}/experiment", json={}).status_code == 409
+
+
+async def test_customized_trial_is_checked_as_a_tuners_parameters(running: tuple[Served, httpx.AsyncClient]) -> None:
+    """A stored request must not break the lists afterwards (issue 44): parameters nested 900 deep, NaN,
+    outside the search space or with a field left empty are refused before anything is stored."""
+    _, client = running
+    before = len((await client.get(f"{API}/trial-jobs")).json())
+    deep = '{"x": ' + "[" * 900 + "0.5" + "]" * 900 + "}"
+    refused = [
+        (deep, "nested more than 32 levels"),
+        ('{"x": NaN}', "x: NaN is not a finite number"),
+        ('{"x": [1, -Infinity]}', "x.1: -Infinity is not a finite number"),
+        ('{"x": 5}', "x: 5 is not in the search space (uniform [0, 1])"),
+        ('{"x": ""}', 'x: "" is not in the search space'),
+        ('{"y": 0.5}', "x: missing"),
+        ("{}", "x: missing"),
+    ]
+    for body, words in refused:
+        response = await client.post(
+            f"{API}/trial-jobs", content=body, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 422, (body[:40], response.text)
+        assert words in response.json()["error"], (body[:40], response.json())
+    assert len((await client.get(f"{API}/trial-jobs")).json()) == before
+    assert (await client.post(f"{API}/trial-jobs", json={"x": 1.0})).status_code == 200
+
+
+async def test_customized_trial_respects_max_trial_number(running: tuple[Served, httpx.AsyncClient]) -> None:
+    """NNI refuses a customized trial once maxTrialNumber trials were submitted (issue 46, item 3)."""
+    served, client = running
+    limit = served.manager.config.max_trial_number
+    assert limit is not None
+    added = [await client.post(f"{API}/trial-jobs", json={"x": 0.5}) for _ in range(limit)]
+    assert [r.status_code for r in added].count(409) >= 1, [r.text for r in added]
+    refusal = next(r for r in added if r.status_code == 409)
+    assert "maxTrialNumber" in refusal.json()["error"]
+    assert len((await client.get(f"{API}/trial-jobs")).json()) == limit

@@ -121,6 +121,11 @@ CURSOR = {"metrics": 10, "stdout": 0}
         (record(0, {"default": 2, "loss": None}, kind="FINAL"), ("FINAL", 0, '{"default": 2, "loss": null}')),
         (record(1, 3, kind="INTERMEDIATE"), ("PERIODICAL", 1, "3")),
         (json.dumps({"type": "REQUEST_PARAMETER", "sequence": 0, "parameter_index": 0}), None),
+        # a key beside "default" that standard JSON cannot hold is stored as null (issue 44, item 11)
+        (
+            record(raw='{"default": 0.5, "x": Infinity, "y": [NaN]}', kind="FINAL"),
+            ("FINAL", 0, '{"default": 0.5, "x": null, "y": [null]}'),
+        ),
         (record(raw="NaN"), "not a finite number"),
         (record(raw="-Infinity"), "not a finite number"),
         (record(value={"default": float("nan")}), "not a finite number"),
@@ -169,6 +174,18 @@ def test_reader_reads_only_new_bytes_and_resumes_from_a_cursor(tmp_path: Path) -
     assert [m.sequence for m in got] == [1, 2]
     resumed = MetricReader("t", tmp_path, got[0].cursor)
     assert [m.sequence for m in resumed.read()[0]] == [2]
+
+
+def test_a_terminated_long_stdout_line_is_not_called_unterminated(tmp_path: Path) -> None:
+    """Issue 44, item 11: a metric line longer than a read (8 MiB), ended by its quote and newline, is over the
+    byte limit, not unterminated; a short one after it is read."""
+    (tmp_path / ".nni").mkdir()
+    long_line = b"NNISDK_MEb'" + b"x" * (9 * 1024 * 1024) + b"'\n"
+    (tmp_path / "trial.stdout").write_bytes(long_line + f"NNISDK_MEb'{record(1)}'\n".encode())
+    got, problems = MetricReader("t", tmp_path, {}).read(final=True)
+    assert [m.sequence for m in got] == [1]
+    assert problems and all("unterminated" not in p.message for p in problems), problems
+    assert "byte limit" in problems[0].message
 
 
 def test_reader_reports_a_truncated_record_once_the_trial_ended(tmp_path: Path) -> None:
