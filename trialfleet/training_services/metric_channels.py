@@ -174,7 +174,7 @@ def _metric_value_problem(value: str) -> str | None:
         return f"metric value is not JSON: {value[:80]!r}"
     except RecursionError:
         return f"metric value is nested too deeply to read: {value[:80]!r}"
-    if _depth(metric) > MAX_VALUE_DEPTH:
+    if json_depth(metric) > MAX_VALUE_DEPTH:
         return f"metric value is nested more than {MAX_VALUE_DEPTH} levels deep: {value[:80]!r}"
     number = metric.get("default") if isinstance(metric, dict) else metric
     if isinstance(number, bool) or not isinstance(number, (int, float)):
@@ -188,7 +188,7 @@ def _metric_value_problem(value: str) -> str | None:
     return None
 
 
-def _depth(value: object) -> int:
+def json_depth(value: object) -> int:
     """How deeply ``value`` nests lists and objects (walked without recursion)."""
     deepest, stack = 0, [(value, 1)]
     while stack:

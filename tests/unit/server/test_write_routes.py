@@ -195,3 +195,16 @@ def test_view_refuses_changes(viewed: tuple[Served, TestClient]) -> None:
         assert "read-only" in response.json()["error"]
     assert client.get(f"{API}/trial-file/sA/stdout").text == "hello stdout\n"
     assert client.post(f"{API}/experiment", json={}).status_code == 409
+
+
+async def test_a_large_legitimate_import_is_accepted(running: tuple[Served, httpx.AsyncClient]) -> None:
+    _, client = running
+    records = [{"parameter": {"x": i / 300_000, "batch": 32}, "value": {"default": 0.5}} for i in range(300_000)]
+    body = json.dumps(records).encode()
+    assert len(body) > 13_000_000  # the size of NNI's export of a large experiment
+    response = await client.post(
+        f"{API}/experiment/import-data", content=body, headers={"content-type": "application/json"}, timeout=300
+    )
+    assert response.status_code == 200, response.text
+    imported = (await client.get(f"{API}/experiment/imported-data", timeout=300)).json()
+    assert sum(len(json.loads(i)) for i in imported) == 300_000
