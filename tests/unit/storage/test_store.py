@@ -271,3 +271,29 @@ def test_a_drawn_trial_id_that_is_taken_is_drawn_again(tmp_path: Path) -> None:
     assert [t.id for t in store.trials()] == ["taken", "fresh"]
     with pytest.raises(sqlite3.IntegrityError):  # an id given as it is stays the caller's to choose
         store.add_trial("taken", {"parameters": {}}, 3.0)
+
+
+def _corrupt_an_index(path: Path) -> None:
+    """Overwrite the first page of one of the trials table's indexes with garbage, as flipped bytes on disk do."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = conn.execute(
+        "SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'trials' LIMIT 1"
+    ).fetchone()
+    conn.close()
+    with path.open("r+b") as file:
+        file.seek((root - 1) * page_size)
+        file.write(b"\xa5" * page_size)
+
+
+def test_a_corrupt_database_is_refused_for_writing_saying_how_to_recover(store: ExperimentStore) -> None:
+    for n in range(50):
+        store.add_trial(f"t{n}", record({"x": n}), now=100.0 + n)
+    store.close()
+    _corrupt_an_index(store.path)
+    with pytest.raises(StoreError) as caught:
+        ExperimentStore(store.path)
+    message = str(caught.value)
+    assert "is corrupt" in message and "quick_check" in message
+    assert ".recover" in message and "experiment export" in message
