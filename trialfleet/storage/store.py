@@ -223,6 +223,11 @@ class ExperimentStore:
         with self._lock:
             self._conn.close()
 
+    def check_intact(self) -> None:
+        """StoreError saying how to recover when ``quick_check`` finds the database damaged."""
+        with self._lock:
+            _refuse_corrupt(self._conn, self.path)
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; a full disk is NoSpaceError naming the database, and leaves it as it was."""

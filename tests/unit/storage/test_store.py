@@ -297,3 +297,18 @@ def test_a_corrupt_database_is_refused_for_writing_saying_how_to_recover(store: 
     message = str(caught.value)
     assert "is corrupt" in message and "quick_check" in message
     assert ".recover" in message and "experiment export" in message
+
+
+def test_resume_of_a_corrupt_experiment_is_refused_before_its_manager_starts(
+    store: ExperimentStore, tmp_path: Path
+) -> None:
+    from trialfleet.client import ExperimentRef
+    from trialfleet.startup import check_relaunch
+
+    for n in range(50):
+        store.add_trial(f"t{n}", record({"x": n}), now=100.0 + n)
+    store.close()
+    _corrupt_an_index(store.path)
+    ref = ExperimentRef("exp1", {"experimentDir": str(tmp_path), "status": "STOPPED"})
+    with pytest.raises(StoreError, match="is corrupt"):
+        check_relaunch(ref, "resume", 0)
