@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from trialfleet.errors import ConfigError, ConfigProblem
+from trialfleet.json_values import depth as json_depth
 
 FORMATS = ("json", "csv")
+#: an imported parameter nests lists and objects at most this deep (SQLite's JSON and every printer read it)
+MAX_IMPORT_DEPTH = 32
 #: the CSV's last columns, after the parameters and the metric's keys
 _TAIL = ("trialJobId", "platform", "intermediate")
 _MAX_REPORTED_PROBLEMS = 20
@@ -106,6 +109,10 @@ def load_import_file(path: str | Path) -> list[dict[str, Any]]:
         raise ConfigError(f"cannot read the import file: {exc.strerror or exc}", file=file) from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON ({exc}); {_IMPORT_FORMAT}", file=file) from exc
+    except RecursionError as exc:
+        raise ConfigError(
+            f"nested too deeply to read (an imported parameter nests at most {MAX_IMPORT_DEPTH} levels)", file=file
+        ) from exc
     return parse_import_records(data, source=str(file))
 
 
@@ -141,6 +148,8 @@ def _import_record(index: int, item: Any) -> tuple[dict[str, Any] | None, Config
         return None, ConfigProblem(
             f"[{index}].parameter", f"expected an object, got {_kind(item.get('parameter'))}"
         )
+    if json_depth(item["parameter"]) > MAX_IMPORT_DEPTH:
+        return None, ConfigProblem(f"[{index}].parameter", f"nested more than {MAX_IMPORT_DEPTH} levels deep")
     if "value" not in item:
         return None, ConfigProblem(f"[{index}].value", "missing")
     value = item["value"]

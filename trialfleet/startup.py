@@ -146,15 +146,19 @@ def check_relaunch(
                 f"only stopped, finished or failed experiments can be resumed; experiment {ref.id} is "
                 f"{ref.status} (`trialfleet view {ref.id}` shows it read-only)"
             )
-        preflight(stored_config(ref))
+        preflight(stored_config(ref, check_intact=True))
     check_port_free(port, host, port_option)
 
 
-def stored_config(ref: ExperimentRef) -> ExperimentConfig:
+def stored_config(ref: ExperimentRef, *, check_intact: bool = False) -> ExperimentConfig:
+    """The experiment's stored config; with ``check_intact``, StoreError first when its database is damaged
+    (a resume never writes into a corrupt database)."""
     from trialfleet.storage import ExperimentStore
 
     store = ExperimentStore.for_experiment_dir(ref.experiment_dir, readonly=True)
     try:
+        if check_intact:
+            store.check_intact()
         return secrets.manager_config(store, ref.experiment_dir)
     finally:
         store.close()

@@ -41,7 +41,7 @@ from trialfleet.config.base import (
     raise_problems,
 )
 from trialfleet.config.credentials import mask_config
-from trialfleet.config.files import read_search_space
+from trialfleet.config.files import read_search_space, search_space_size_problem
 from trialfleet.config.fleet import merge_fleet_file
 from trialfleet.config.keys import ModelChoice, fields_of, fold
 from trialfleet.config.pipeline import build_model
@@ -256,7 +256,8 @@ class ExperimentConfig(ConfigModel):
         if self.search_space_file is None:
             if self.search_space is None:
                 return [(("searchSpaceFile",), "required field is missing (or give searchSpace inline)")]
-            return []
+            problem = search_space_size_problem(self.search_space)
+            return [] if problem is None else [(("searchSpace",), problem)]
         if self.search_space is not None:
             return [(("searchSpace",), "set either searchSpace or searchSpaceFile, not both")]
         try:

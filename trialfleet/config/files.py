@@ -122,8 +122,25 @@ def read_text(path: Path, what: str) -> str:
         raise ValueError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
 
 
+#: a search space is stored, sent to the tuner and served by ``/experiment``: at most this many bytes of JSON
+MAX_SEARCH_SPACE_BYTES = 1024 * 1024
+
+
+def search_space_size_problem(space: Any) -> str | None:
+    """Why ``space`` is too large to keep (its compact JSON past :data:`MAX_SEARCH_SPACE_BYTES`), or None."""
+    size = len(json.dumps(space, separators=(",", ":"), default=str).encode())
+    if size <= MAX_SEARCH_SPACE_BYTES:
+        return None
+    return f"the search space is {size:,} bytes of JSON, larger than the limit of {MAX_SEARCH_SPACE_BYTES:,} bytes"
+
+
 def read_search_space(path: Path) -> dict[str, Any]:
-    """A search space file, JSON first then YAML (as NNI), which must hold a mapping."""
+    """A search space file, JSON first then YAML (as NNI), which must hold a mapping of bounded size."""
+    if path.is_file() and path.stat().st_size > 4 * MAX_SEARCH_SPACE_BYTES:  # not even read: far past the limit
+        raise ValueError(
+            f"search space file {path} is {path.stat().st_size:,} bytes, "
+            f"larger than the limit of {MAX_SEARCH_SPACE_BYTES:,} bytes"
+        )
     text = read_text(path, "search space file")
     try:
         space = json.loads(text)
@@ -140,4 +157,7 @@ def read_search_space(path: Path) -> dict[str, Any]:
         raise ValueError(
             f"search space file {path} must hold a mapping of parameter names to specs, got {show_value(space)}"
         )
+    problem = search_space_size_problem(space)
+    if problem is not None:
+        raise ValueError(f"search space file {path}: {problem}")
     return space

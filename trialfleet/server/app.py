@@ -21,7 +21,12 @@ from trialfleet.server import routes_files, routes_read, routes_tensorboard, rou
 from trialfleet.server.auth import AccessMiddleware
 from trialfleet.server.cache import CachedReadsMiddleware, ChangeCounter, ResponseCache
 from trialfleet.server.context import ServerContext
-from trialfleet.server.http_errors import MAX_BODY_BYTES, BodyLimitMiddleware, install_error_handlers
+from trialfleet.server.http_errors import (
+    LARGE_BODY_ROUTES,
+    MAX_BODY_BYTES,
+    BodyLimitMiddleware,
+    install_error_handlers,
+)
 from trialfleet.server.lists import FORGET_AFTER, WholeLists
 from trialfleet.server.models import ERROR_RESPONSES
 from trialfleet.server.reader import ExperimentReader
@@ -81,7 +86,7 @@ def create_app(
         manager, ExperimentReader(reader_store, manager.experiment_dir), cache, lists
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES, large=LARGE_BODY_ROUTES)
     policy = access or AccessPolicy()
     # first the access policy, then a kept body, before any of Starlette's and FastAPI's own layers
     app.front = lambda inner: AccessMiddleware(CachedReadsMiddleware(inner, cache), policy)

@@ -137,3 +137,19 @@ def test_an_exported_csv_is_refused_with_the_format_expected(tmp_path: Path) -> 
 def test_import_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         export.load_import_file(tmp_path / "absent.json")
+
+
+def test_import_of_a_parameter_nested_thousands_deep_is_a_clear_error(tmp_path: Path) -> None:
+    file = tmp_path / "deep.json"
+    file.write_text('[{"parameter": {"x": ' + "[" * 5000 + "]" * 5000 + '}, "value": 0.5}]')
+    with pytest.raises(ConfigError, match="nested too deeply") as caught:
+        export.load_import_file(file)
+    assert str(file) in str(caught.value)
+
+
+def test_import_of_a_parameter_nested_past_the_limit_names_the_record_and_the_limit(tmp_path: Path) -> None:
+    deep = [{"parameter": {"x": 0.1}, "value": 1}, {"parameter": {"x": json.loads("[" * 900 + "]" * 900)}, "value": 1}]
+    file = tmp_path / "deep.json"
+    file.write_text(json.dumps(deep))
+    with pytest.raises(ConfigError, match=rf"\[1\]\.parameter: nested more than {export.MAX_IMPORT_DEPTH} levels"):
+        export.load_import_file(file)

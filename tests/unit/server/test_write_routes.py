@@ -232,3 +232,16 @@ async def test_customized_trial_respects_max_trial_number(running: tuple[Served,
     refusal = next(r for r in added if r.status_code == 409)
     assert "maxTrialNumber" in refusal.json()["error"]
     assert len((await client.get(f"{API}/trial-jobs")).json()) == limit
+
+
+async def test_a_large_legitimate_import_is_accepted(running: tuple[Served, httpx.AsyncClient]) -> None:
+    _, client = running
+    records = [{"parameter": {"x": i / 300_000, "batch": 32}, "value": {"default": 0.5}} for i in range(300_000)]
+    body = json.dumps(records).encode()
+    assert len(body) > 13_000_000  # the size of NNI's export of a large experiment
+    response = await client.post(
+        f"{API}/experiment/import-data", content=body, headers={"content-type": "application/json"}, timeout=300
+    )
+    assert response.status_code == 200, response.text
+    imported = (await client.get(f"{API}/experiment/imported-data", timeout=300)).json()
+    assert sum(len(json.loads(i)) for i in imported) == 300_000

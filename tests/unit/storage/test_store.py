@@ -281,3 +281,44 @@ def test_a_trial_that_starts_running_drops_its_waiting_reason(store: ExperimentS
     assert store.trial("aaaaa").message == "waiting in DLTS's queue"
     store.mark_running("aaaaa", now=4.0)
     assert store.trial("aaaaa").message is None
+
+
+def _corrupt_an_index(path: Path) -> None:
+    """Overwrite the first page of one of the trials table's indexes with garbage, as flipped bytes on disk do."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = conn.execute(
+        "SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'trials' LIMIT 1"
+    ).fetchone()
+    conn.close()
+    with path.open("r+b") as file:
+        file.seek((root - 1) * page_size)
+        file.write(b"\xa5" * page_size)
+
+
+def test_a_corrupt_database_is_refused_for_writing_saying_how_to_recover(store: ExperimentStore) -> None:
+    for n in range(50):
+        store.add_trial(f"t{n}", record({"x": n}), now=100.0 + n)
+    store.close()
+    _corrupt_an_index(store.path)
+    with pytest.raises(StoreError) as caught:
+        ExperimentStore(store.path)
+    message = str(caught.value)
+    assert "is corrupt" in message and "quick_check" in message
+    assert ".recover" in message and "experiment export" in message
+
+
+def test_resume_of_a_corrupt_experiment_is_refused_before_its_manager_starts(
+    store: ExperimentStore, tmp_path: Path
+) -> None:
+    from trialfleet.client import ExperimentRef
+    from trialfleet.startup import check_relaunch
+
+    for n in range(50):
+        store.add_trial(f"t{n}", record({"x": n}), now=100.0 + n)
+    store.close()
+    _corrupt_an_index(store.path)
+    ref = ExperimentRef("exp1", {"experimentDir": str(tmp_path), "status": "STOPPED"})
+    with pytest.raises(StoreError, match="is corrupt"):
+        check_relaunch(ref, "resume", 0)
