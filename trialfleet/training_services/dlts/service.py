@@ -27,7 +27,7 @@ from trialfleet.training_services.dlts.client import DashboardClient, DltsRefuse
 from trialfleet.training_services.dlts.config import DltsConfig
 from trialfleet.training_services.dlts.job import SCRIPT_NAME, JobSettings, TrialJob, job_body, launch_script
 from trialfleet.training_services.dlts.status import DLTS_OUTCOMES, DltsJob, DltsOutcomes, JobWatcher
-from trialfleet.training_services.environment import nni_variables
+from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.mounted_storage import MountedStorage, on_storage
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
@@ -152,12 +152,9 @@ class DltsTrainingService(BatchJobService[DltsJob]):
         await self.storage.trials.write(job.trial_dir, files)
 
     def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
-        env = nni_variables(
+        env = job_variables(
             self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
         )
-        env.update(spec.env)
-        if spec.gpu_number == 0:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
         return TrialJob(
             experiment_id=self.context.experiment_id,
             trial_id=spec.trial_id,

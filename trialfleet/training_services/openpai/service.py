@@ -24,7 +24,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.service import BatchJobService
-from trialfleet.training_services.environment import nni_variables
+from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.openpai import cluster
@@ -209,14 +209,11 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
         return command_record(argv, code_dir, None, relay=relay)
 
     def _task(self, spec: TrialSpec, name: str, container_dir: str, code_dir: str) -> TaskScript:
-        env = nni_variables(
+        env = job_variables(
             self.platform, self.context.experiment_id, spec, trial_dir=container_dir, code_dir=code_dir
         )
         for own in ("NNI_SYS_DIR", "NNI_OUTPUT_DIR"):  # each task's own directory, set by the script
             env.pop(own)
-        env.update(spec.env)
-        if spec.gpu_number == 0:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
         return TaskScript(
             experiment_id=self.context.experiment_id,
             trial_id=spec.trial_id,

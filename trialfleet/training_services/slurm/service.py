@@ -25,7 +25,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.service import BatchJobService
-from trialfleet.training_services.environment import nni_variables
+from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.mounted_storage import MountedStorage, on_storage
 from trialfleet.training_services.naming import attempt_name, nni_job_name
@@ -211,12 +211,9 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
         return started if started.isdigit() else None
 
     def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
-        env = nni_variables(
+        env = job_variables(
             self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
         )
-        env.update(spec.env)
-        if spec.gpu_number == 0:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
         return TrialJob(
             experiment_id=self.context.experiment_id,
             trial_id=spec.trial_id,
