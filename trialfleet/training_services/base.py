@@ -50,8 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from trialfleet.errors import PlatformNotAvailableError
 from trialfleet.status import TrialStatus
 from trialfleet.training_services.events import PollBatch, TrialWaiting
+from trialfleet.training_services.registry import get_platform
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 
 if TYPE_CHECKING:
@@ -246,3 +248,14 @@ class TrainingService(ABC):
                 sorted(waiting),
                 timeout,
             )
+
+
+def get_training_service_class(name: str) -> type[TrainingService]:
+    """The training service of the platform ``name`` (built-in or plugin, :mod:`.registry`)."""
+    platform = get_platform(name)
+    cls = platform.service_class()
+    if not (isinstance(cls, type) and issubclass(cls, TrainingService)):
+        raise PlatformNotAvailableError(
+            f"platform {name!r} ({platform.source}): {platform.service} is not a TrainingService subclass"
+        )
+    return cls

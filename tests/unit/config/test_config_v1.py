@@ -9,16 +9,15 @@ from typing import Any
 import pytest
 import yaml
 
-from trialfleet.config import (
+from trialfleet import (
     AdlConfig,
     DltsConfig,
     FrameworkControllerConfig,
     KubeflowConfig,
     OpenpaiConfig,
     RemoteConfig,
-    convert_v1_to_v2,
-    load_config,
 )
+from trialfleet.config import convert_v1_to_v2, load_config
 from trialfleet.errors import ConfigError
 
 
