@@ -28,4 +28,3 @@ __all__ = [
     "parse_size",
     "parse_time",
 ]
-

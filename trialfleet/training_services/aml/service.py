@@ -127,7 +127,6 @@ def stage_snapshot(code_dir: Path, root: Path) -> Path:
 class AmlTrainingService(BatchJobService[AmlJob]):
     platform = "aml"
     config_class = AmlConfig
-    supports_gpu_scheduling = True  # Azure ML places each job on a node of the compute target
     poll_interval = 1.0
     job_key = "job_name"
     ends_abandoned_jobs = True  # a trial given up while its job may run on (a node lost, a pause)

@@ -68,7 +68,6 @@ def storage_mounts(config: DltsConfig, working_directory: Path) -> tuple[Path, s
 class DltsTrainingService(BatchJobService[DltsJob]):
     platform = "dlts"
     config_class = DltsConfig
-    supports_gpu_scheduling = True  # DLTS places each job's GPUs (resourcegpu)
     poll_interval = 1.0  # trial directories; the dashboard itself is read by the watcher's back-off
     ends_abandoned_jobs = True  # a paused or requeued job must not run this attempt again
     ships_code = True  # copied to the storage, unless it is there already

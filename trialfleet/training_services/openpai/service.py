@@ -67,7 +67,6 @@ JOB_LOG = "openpai.log"  # the job's first task's own log (OpenPAI's log manager
 class OpenpaiTrainingService(BatchJobService[PaiJob]):
     platform = "openpai"
     config_class = OpenpaiConfig
-    supports_gpu_scheduling = True  # OpenPAI places the GPUs a job asks for
     poll_interval = 1.0  # trial directories on the storage; OpenPAI itself is asked by the watcher's back-off
     job_key = "job"
     #: after OpenPAI refused a submission (60 jobs an hour per user), how often to try again before the

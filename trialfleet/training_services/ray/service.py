@@ -61,7 +61,6 @@ SHUTDOWN_WAIT = 30.0
 class RayTrainingService(BatchJobService[RayJob]):
     platform = "ray"
     config_class = RayConfig
-    supports_gpu_scheduling = True  # Ray places GPU requests and sets CUDA_VISIBLE_DEVICES
     poll_interval = 1.0
     job_key = "submission_id"
 

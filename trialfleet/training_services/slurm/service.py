@@ -66,7 +66,6 @@ SHUTDOWN_WAIT = 60.0
 class SlurmTrainingService(BatchJobService[SlurmJob]):
     platform = "slurm"
     config_class = SlurmConfig
-    supports_gpu_scheduling = True  # Slurm places GPU requests; CUDA_VISIBLE_DEVICES comes from GRES
     poll_interval = 1.0  # trial directories; Slurm itself is asked by the watcher's back-off
     ships_code = True  # copied to the shared directory, or packed and uploaded through the login node
 
