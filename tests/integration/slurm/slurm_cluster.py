@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
@@ -273,3 +274,30 @@ class SlurmCluster:
             if left.returncode != 0 or not left.stdout.split():
                 return
             time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def running_cluster(directory: Path, needed_by: str) -> Iterator[SlurmCluster]:
+    """A started cluster in ``directory`` with ``SLURM_CONF`` pointing at it (for this process and all it starts)
+    until the block ends; a missing component or daemons that do not start fail the tests that need it
+    (``needed_by``: "the Slurm tests"), never skip them."""
+    import pytest
+
+    missing = missing_components()
+    if missing:
+        pytest.fail(f"{needed_by} need {', '.join(missing)} (scripts/system-packages.txt)")
+    cluster = SlurmCluster(directory)
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        try:
+            cluster.start()
+        except RuntimeError as exc:
+            pytest.fail(f"the Slurm daemons did not start: {exc}")
+        yield cluster
+    finally:
+        cluster.stop()
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
