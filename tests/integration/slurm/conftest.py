@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from login_node import LoginFleet, missing_fleet_components, start_login_node
-from slurm_cluster import SlurmCluster, missing_components, running_cluster
+from slurm_cluster import SlurmCluster, running_cluster
 from slurm_helpers import OverTimeLimit, slurm_context, submitted, trial_spec
 
 from trialfleet.training_services.slurm import SlurmTrainingService
@@ -47,18 +47,9 @@ def login_fleet(login_node: LoginFleet) -> Iterator[LoginFleet]:
 @pytest.fixture(scope="module")
 def accounting_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """A second cluster, with slurmdbd and MariaDB, that forgets finished jobs after 2 s (MinJobAge)."""
-    missing = missing_components(accounting=True)
-    if missing:
-        pytest.fail(f"the sacct tests need {', '.join(missing)} (scripts/system-packages.txt)")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-accounting"), accounting=True, min_job_age=2)
-    try:
-        try:
-            cluster.start()
-        except RuntimeError as exc:
-            pytest.fail(f"the Slurm daemons with accounting did not start: {exc}")
+    directory = tmp_path_factory.mktemp("slurm-accounting")
+    with running_cluster(directory, "the sacct tests", accounting=True, min_job_age=2) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

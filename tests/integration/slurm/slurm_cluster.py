@@ -277,27 +277,32 @@ class SlurmCluster:
 
 
 @contextlib.contextmanager
-def running_cluster(directory: Path, needed_by: str) -> Iterator[SlurmCluster]:
-    """A started cluster in ``directory`` with ``SLURM_CONF`` pointing at it (for this process and all it starts)
-    until the block ends; a missing component or daemons that do not start fail the tests that need it
-    (``needed_by``: "the Slurm tests"), never skip them."""
+def running_cluster(
+    directory: Path, needed_by: str, *, accounting: bool = False, **options: int
+) -> Iterator[SlurmCluster]:
+    """A started cluster in ``directory`` until the block ends; a missing component or daemons that do not start
+    fail the tests that need it (``needed_by``: "the Slurm tests"), never skip them. ``SLURM_CONF`` points at
+    the session's plain cluster (for this process and all it starts); a cluster with ``accounting`` is reached
+    through its own configuration (``cluster.env``)."""
     import pytest
 
-    missing = missing_components()
+    missing = missing_components(accounting=accounting)
     if missing:
         pytest.fail(f"{needed_by} need {', '.join(missing)} (scripts/system-packages.txt)")
-    cluster = SlurmCluster(directory)
+    cluster = SlurmCluster(directory, accounting=accounting, **options)
     saved = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
+    if not accounting:
+        os.environ["SLURM_CONF"] = str(cluster.conf)
     try:
         try:
             cluster.start()
         except RuntimeError as exc:
-            pytest.fail(f"the Slurm daemons did not start: {exc}")
+            pytest.fail(f"the Slurm daemons{' with accounting' * accounting} did not start: {exc}")
         yield cluster
     finally:
         cluster.stop()
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
+        if not accounting:
+            if saved is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = saved
