@@ -148,11 +148,11 @@ class Seen:
     metrics: list[TrialMetric] = field(default_factory=list)
     problems: list[TrialProblem] = field(default_factory=list)
     ended: dict[str, TrialEnded] = field(default_factory=dict)
-    waiting: list[str] = field(default_factory=list)  # every waiting reason reported, in order
+    waiting_reasons: list[str] = field(default_factory=list)  # every waiting reason reported, in order
 
     def add(self, batch: PollBatch) -> None:
         self.started += [s.trial_id for s in batch.started]
-        self.waiting += [w.reason for w in batch.waiting]
+        self.waiting_reasons += [w.reason for w in batch.waiting]
         self.metrics += batch.metrics
         self.problems += batch.problems
         for ended in batch.ended:

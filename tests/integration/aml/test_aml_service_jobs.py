@@ -69,7 +69,7 @@ async def submit(service: AmlTrainingService, trial: TrialSpec) -> Submitted:
 async def run_to_end(service: AmlTrainingService, trial_id: str) -> tuple[Seen, list[str]]:
     """Poll as the manager does until the trial ended; what was seen and every waiting reason reported."""
     seen = await poll_until(service, lambda seen: trial_id in seen.ended)
-    return seen, seen.waiting
+    return seen, seen.waiting_reasons
 
 
 async def test_every_state_is_read_and_the_metric_arrives(tmp_path: Path, watched: AmlEmulator) -> None:

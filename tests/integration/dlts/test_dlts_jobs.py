@@ -56,7 +56,7 @@ async def submit(service: DltsTrainingService, trial: TrialSpec) -> Submitted:
 async def run_to_end(service: DltsTrainingService, trial_id: str) -> tuple[Seen, list[str]]:
     """Poll as the manager does until the trial ended; what was seen and every waiting reason reported."""
     seen = await poll_until(service, lambda seen: trial_id in seen.ended)
-    return seen, seen.waiting
+    return seen, seen.waiting_reasons
 
 
 async def test_every_state_is_read_and_waiting_reasons_reported(
