@@ -25,6 +25,28 @@ _LAZY = {
 }
 
 
+#: NNI's names of the platforms' config models → their platform package
+_PLATFORM_CONFIGS = {
+    "LocalConfig": "local",
+    "RemoteConfig": "remote",
+    "RemoteMachineConfig": "remote",
+    "SlurmConfig": "slurm",
+    "RayConfig": "ray",
+    "OpenpaiConfig": "openpai",
+    "AmlConfig": "aml",
+    "DlcConfig": "dlc",
+    "DltsConfig": "dlts",
+    "KubeflowConfig": "kubernetes",
+    "KubeflowRoleConfig": "kubernetes",
+    "FrameworkControllerConfig": "kubernetes",
+    "FrameworkControllerRoleConfig": "kubernetes",
+    "AdlConfig": "kubernetes",
+    "K8sNfsConfig": "kubernetes",
+    "K8sAzureStorageConfig": "kubernetes",
+    "K8sStorageConfig": "kubernetes",
+}
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -38,6 +60,11 @@ def __getattr__(name: str) -> Any:
     # also asked for a submodule not imported yet (``from trialfleet import trial``): that answer loads nothing
     if name == "__version__":
         value: Any = _version()
+    elif name in _PLATFORM_CONFIGS:
+        import importlib
+
+        package = f"trialfleet.training_services.{_PLATFORM_CONFIGS[name]}.config"
+        value = getattr(importlib.import_module(package), name)
     elif name in _LAZY or name.endswith("Config"):
         import importlib
 

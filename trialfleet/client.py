@@ -305,7 +305,7 @@ class StoreClient:
     """A stopped experiment, read from its database (read-only); commands are refused."""
 
     def __init__(self, ref: ExperimentRef) -> None:
-        from trialfleet.server.reader import ExperimentReader
+        from trialfleet.nni_view.reader import ExperimentReader
         from trialfleet.storage import ExperimentStore
 
         self.experiment_id = ref.id

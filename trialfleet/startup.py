@@ -24,16 +24,11 @@ if TYPE_CHECKING:
 DEFAULT_HOST = "127.0.0.1"
 
 
-def platform_of(config: ExperimentConfig) -> str:
-    services = config.training_service
-    return "hybrid" if isinstance(services, list) else str(services.platform)
-
-
 def preflight(config: ExperimentConfig) -> None:
     """Refuse a config whose tuner/assessor cannot be built, whose platform is not available, or whose code
     directory the platform would refuse to upload (NNI's limits, with the message the manager would give)."""
+    from trialfleet.training_services.base import get_training_service_class
     from trialfleet.training_services.code_packing import check_code_dir
-    from trialfleet.training_services.registry import get_training_service_class
     from trialfleet.tuning import check_algorithm
 
     _check_tuner(config)

@@ -33,8 +33,6 @@ TERMINAL_TRIAL_STATUSES: frozenset[TrialStatus] = frozenset(
     }
 )
 
-LIVE_TRIAL_STATUSES: frozenset[TrialStatus] = frozenset({TrialStatus.WAITING, TrialStatus.RUNNING})
-
 
 class ExperimentStatus(str, Enum):
     INITIALIZED = "INITIALIZED"
@@ -49,19 +47,6 @@ class ExperimentStatus(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-ACTIVE_EXPERIMENT_STATUSES: frozenset[ExperimentStatus] = frozenset(
-    {
-        ExperimentStatus.INITIALIZED,
-        ExperimentStatus.RUNNING,
-        ExperimentStatus.NO_MORE_TRIAL,
-        ExperimentStatus.TUNER_NO_MORE_TRIAL,
-        ExperimentStatus.DONE,
-        ExperimentStatus.STOPPING,
-        ExperimentStatus.VIEWED,
-    }
-)
 
 
 class FailureKind(str, Enum):

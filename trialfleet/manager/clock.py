@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from typing import Protocol
 
@@ -40,9 +38,3 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         self._now += seconds
         self._mono += seconds
-
-
-async def wait_for_event(event: asyncio.Event, timeout: float) -> None:
-    """Wait until ``event`` is set or ``timeout`` passes, whichever is first."""
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)

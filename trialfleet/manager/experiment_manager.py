@@ -141,7 +141,7 @@ class ExperimentManager:
             if self._service_factory is not None:
                 service = self._service_factory(context)
             else:
-                from trialfleet.training_services.registry import get_training_service_class
+                from trialfleet.training_services.base import get_training_service_class
 
                 service = get_training_service_class(block.platform)(context)
             members.append(Platform(block.platform, block, service))

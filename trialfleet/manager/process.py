@@ -33,7 +33,7 @@ from trialfleet.status import ExperimentStatus
 from trialfleet.storage import ExperimentStore, manifest
 from trialfleet.storage.disk import release_space, reserve_space
 from trialfleet.storage.manager_lock import ManagerLock
-from trialfleet.training_services.registry import get_training_service_class
+from trialfleet.training_services.base import get_training_service_class
 
 log = logging.getLogger("trialfleet.manager")
 

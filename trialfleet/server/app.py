@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from trialfleet.access import AccessPolicy
+from trialfleet.nni_view.reader import ExperimentReader
 from trialfleet.server import routes_files, routes_read, routes_tensorboard, routes_write
 from trialfleet.server.auth import AccessMiddleware
 from trialfleet.server.cache import CachedReadsMiddleware, ChangeCounter, ResponseCache
@@ -29,7 +30,6 @@ from trialfleet.server.http_errors import (
 )
 from trialfleet.server.lists import FORGET_AFTER, WholeLists
 from trialfleet.server.models import ERROR_RESPONSES
-from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
 from trialfleet.tensorboard import TensorboardTasks
 from trialfleet.webui import mount as mount_webui

@@ -1,6 +1,6 @@
 """The NNI payload shapes as pydantic models, for the OpenAPI schema only.
 
-Routes build their payloads with :mod:`trialfleet.server.payloads` and return them as ready JSON (validating
+Routes build their payloads with :mod:`trialfleet.nni_view.payloads` and return them as ready JSON (validating
 100,000 metric records on every poll would cost more than building them), so these models document the
 answers without being applied to them. The schemathesis test checks that every answer conforms.
 """

@@ -318,10 +318,6 @@ class ExperimentStore:
                 data = {k: v for k, v in fields.items() if k != "config"}
                 self._event(conn, event, None, data, now if now is not None else time.time())
 
-    def save_tuner_checkpoint(self, data: str | None) -> None:
-        with self._transaction() as conn:
-            conn.execute("UPDATE experiment SET tuner_checkpoint = ?", (data,))
-
     # ---- trials ----------------------------------------------------------------------------------
 
     def add_trial(

@@ -148,9 +148,11 @@ class Seen:
     metrics: list[TrialMetric] = field(default_factory=list)
     problems: list[TrialProblem] = field(default_factory=list)
     ended: dict[str, TrialEnded] = field(default_factory=dict)
+    waiting_reasons: list[str] = field(default_factory=list)  # every waiting reason reported, in order
 
     def add(self, batch: PollBatch) -> None:
         self.started += [s.trial_id for s in batch.started]
+        self.waiting_reasons += [w.reason for w in batch.waiting]
         self.metrics += batch.metrics
         self.problems += batch.problems
         for ended in batch.ended:
@@ -159,13 +161,18 @@ class Seen:
 
 
 async def poll_until(
-    service: TrainingService, done: Callable[[Seen], bool], seen: Seen | None = None
+    service: TrainingService,
+    done: Callable[[Seen], bool],
+    seen: Seen | None = None,
+    *,
+    guard: float = HANG_GUARD,
 ) -> Seen:
+    """Poll as the manager does (woken by the service, or every ``poll_interval``) until ``done(seen)``."""
     seen = seen if seen is not None else Seen()
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + HANG_GUARD
+    deadline = loop.time() + guard
     while not done(seen):
-        assert loop.time() < deadline, f"stuck: condition not reached after {HANG_GUARD}s; seen {seen}"
+        assert loop.time() < deadline, f"stuck: condition not reached after {guard}s; seen {seen}"
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(service.wakeup.wait(), service.poll_interval)
         seen.add(await service.poll())

@@ -1,6 +1,7 @@
 """The training-service seam: what every platform (local, remote, slurm, kubernetes …) implements.
 
-Contract (every implementation passes ``tests/contract``):
+Contract (every built-in platform passes the suite :mod:`trialfleet.testing.contract` ships, run per platform
+from ``tests/contract`` and ``tests/integration/<platform>``; a plugin runs it the same way):
 
 * ``start()`` checks the platform and prepares it (connect, upload code). It raises
   :class:`~trialfleet.errors.PlatformError` with a per-host/per-resource explanation when it cannot.
@@ -23,8 +24,9 @@ Contract (every implementation passes ``tests/contract``):
   running it is polled from then on; if it ended meanwhile the next ``poll`` reports its metrics and real
   outcome; if it vanished without a final record it is reported FAILED with reason "lost" and
   ``failure_kind=INFRASTRUCTURE``.
-* ``read_trial_file(trial_id, name)`` returns ``trial.stdout``, ``trial.stderr``, ``trial.log`` or any
-  file under the trial directory, while the trial runs and after it ended.
+* ``read_trial_file(trial_id, handle, name)`` returns ``trial.stdout``, ``trial.stderr``, ``trial.log`` or any
+  file under the trial directory, while the trial runs and after it ended, from the trial's stored handle (so
+  a trial no longer live, or of an earlier manager, is read too).
 * ``close(kill_trials)`` releases everything; with ``kill_trials=False`` trials keep running detached
   (a manager that is being restarted must not kill them).
 
@@ -36,7 +38,8 @@ config model (``config_class``), found by name through :mod:`.registry` — buil
 What several platforms share lives once beside this module: the trial spec and events (:mod:`.spec`,
 :mod:`.events`), the trial environment (:mod:`.environment`), attempt naming (:mod:`.naming`), the trial directory
 protocol (:mod:`.trial_dir`, :mod:`.metric_channels`), reading trial directories here or over SSH
-(:mod:`.trial_files`), the support bundle (:mod:`.support`) and SSH links with back-off (:mod:`.ssh`).
+(:mod:`.trial_files`), the support bundle (:mod:`.support`), SSH links with back-off (:mod:`.ssh`), and what the
+batch-job platforms share: job watcher, outcome table, collect loop (:mod:`.batch`).
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from trialfleet.errors import PlatformNotAvailableError
 from trialfleet.status import TrialStatus
 from trialfleet.training_services.events import PollBatch, TrialWaiting
+from trialfleet.training_services.registry import get_platform
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 
 if TYPE_CHECKING:
@@ -102,9 +107,6 @@ class TrainingService(ABC):
     platform: ClassVar[str]
     #: the platform's config model (a subclass of ``trialfleet.config.TrainingServiceConfig``)
     config_class: ClassVar[type[TrainingServiceConfig]]
-    #: optional abilities, read by the manager, the REST server and the contract suite
-    supports_gpu_scheduling: ClassVar[bool] = False
-    supports_readoption: ClassVar[bool] = True
     #: how often the manager should call poll() when nothing wakes it earlier (seconds)
     poll_interval: ClassVar[float] = 1.0
     #: trials run a copy of the code directory that the platform packs, uploads or copies (``code_packing``):
@@ -257,3 +259,14 @@ class TrainingService(ABC):
                 sorted(waiting),
                 timeout,
             )
+
+
+def get_training_service_class(name: str) -> type[TrainingService]:
+    """The training service of the platform ``name`` (built-in or plugin, :mod:`.registry`)."""
+    platform = get_platform(name)
+    cls = platform.service_class()
+    if not (isinstance(cls, type) and issubclass(cls, TrainingService)):
+        raise PlatformNotAvailableError(
+            f"platform {name!r} ({platform.source}): {platform.service} is not a TrainingService subclass"
+        )
+    return cls

@@ -40,6 +40,17 @@ def gpu_variables(gpu_number: int | None, gpus: Sequence[int] | None) -> dict[st
     return variables
 
 
+def job_variables(
+    platform: str, experiment_id: str, spec: TrialSpec, *, trial_dir: str, code_dir: str
+) -> dict[str, str]:
+    """What a cluster job's launch script sets for its trial: NNI's variables, the spec's own, and none of the
+    GPUs for a trial given none (otherwise the cluster's scheduler sets ``CUDA_VISIBLE_DEVICES`` itself)."""
+    env = nni_variables(platform, experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir)
+    env.update(spec.env)
+    env.update(gpu_variables(spec.gpu_number, None))
+    return env
+
+
 def trial_environment(
     platform: str,
     experiment_id: str,

@@ -22,7 +22,6 @@ from trialfleet.extras import install_hint, missing_module
 
 if TYPE_CHECKING:
     from trialfleet.config.service import TrainingServiceConfig
-    from trialfleet.training_services.base import TrainingService
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +43,18 @@ class Platform:
         if self.config is not None:
             cls: type[TrainingServiceConfig] = _load(self.config, self)
             return cls
-        return self.service_class().config_class
+        config: type[TrainingServiceConfig] = self.service_class().config_class
+        return config
 
-    def service_class(self) -> type[TrainingService]:
+    def service_class(self) -> Any:
+        """The service class (``base.get_training_service_class`` checks that it is a ``TrainingService``: the
+        registry sits below the seam, which validates configs with it)."""
         if self.service is None:
             raise PlatformNotAvailableError(
                 f"platform {self.name!r} is not available yet in this trialfleet version; "
                 f"available: {', '.join(available_platforms())}"
             )
-        cls: type[TrainingService] = _load(self.service, self)
-        return cls
+        return _load(self.service, self)
 
     @property
     def available(self) -> bool:
@@ -147,10 +148,6 @@ def get_platform(name: str) -> Platform:
             f"unknown platform {name!r}{hint}; expected one of {', '.join(sorted(platforms()))}"
         )
     return platform
-
-
-def get_training_service_class(name: str) -> type[TrainingService]:
-    return get_platform(name).service_class()
 
 
 def _load(target: str, platform: Platform) -> Any:

@@ -15,7 +15,7 @@ from tests.emulators.container import remove_created_mountpoints
 
 from .arm import ArmRoutes, Urls
 from .blob import BlobStore
-from .clock import Clock, ManualClock
+from .clock import Clock, ManualClock, SystemClock
 from .control import ControlRoutes
 from .faults import FaultPlan
 from .identity import EntraRoutes, ServicePrincipal, TokenIssuer
@@ -51,7 +51,7 @@ class AmlEmulator:
         self.root = Path(tempfile.mkdtemp(prefix="aml-emulator-")) if root is None else root
         self.config = config or WorkspaceConfig()
         self.timing = timing or Timing()
-        self.clock = clock or Clock()
+        self.clock = clock or SystemClock()
         self.requested_port = port
         self.principal = ServicePrincipal(str(uuid.uuid4()), str(uuid.uuid4()), secrets.token_urlsafe(24))
         self.issuer = TokenIssuer(self.clock, self.principal, token_lifetime)

@@ -7,10 +7,11 @@ read from this clock, so a test with a :class:`ManualClock` decides when a delay
 from __future__ import annotations
 
 import email.utils
-import threading
 import time
 from datetime import datetime, timezone
 from typing import Protocol
+
+from tests.emulators.common import clock as common
 
 
 class Clock(Protocol):
@@ -22,23 +23,14 @@ class SystemClock:
         return time.time()
 
 
-class ManualClock:
+class ManualClock(common.ManualClock):
     """Stands still until :meth:`advance` is called. Starts at 2020-06-01T00:00:00Z unless told otherwise."""
 
     def __init__(self, start: float = 1590969600.0) -> None:
-        self._now = start
-        self._lock = threading.Lock()
+        super().__init__(start)
 
     def time(self) -> float:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> float:
-        if seconds < 0:
-            raise ValueError("a clock does not go backwards")
-        with self._lock:
-            self._now += seconds
-            return self._now
+        return self.now()
 
 
 def iso_utc(moment: float, *, whole_seconds: bool = False) -> str:

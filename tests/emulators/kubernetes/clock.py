@@ -7,38 +7,9 @@ real time.
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import datetime, timezone
-from typing import Protocol
 
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Seconds since the epoch."""
-        ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.time()
-
-
-class ManualClock:
-    """A clock that stands still until :meth:`advance`; starts at the real time of its creation."""
-
-    def __init__(self, start: float | None = None) -> None:
-        self._now = time.time() if start is None else start
-        self._lock = threading.Lock()
-
-    def now(self) -> float:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> float:
-        with self._lock:
-            self._now += seconds
-            return self._now
+from tests.emulators.common.clock import Clock, ManualClock, SystemClock
 
 
 def rfc3339(seconds: float) -> str:
@@ -48,3 +19,6 @@ def rfc3339(seconds: float) -> str:
 
 def parse_rfc3339(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+__all__ = ["Clock", "ManualClock", "SystemClock", "parse_rfc3339", "rfc3339"]

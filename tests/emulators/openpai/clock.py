@@ -1,42 +1,7 @@
-"""Time as an object: the emulator's controller, rate limits and token expiry all read it.
-
-A test that wants to skip an hour (a rate-limit window, a token's lifetime, a slow state) uses
-:class:`ManualClock` and advances it; processes still run in real time.
-"""
+"""The emulator's time (:mod:`tests.emulators.common.clock`)."""
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import Protocol
-
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Seconds since the epoch."""
-        ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.time()
-
-
-class ManualClock:
-    """Starts at the current time and moves only when advanced."""
-
-    def __init__(self, start: float | None = None) -> None:
-        self._now = time.time() if start is None else start
-        self._lock = threading.Lock()
-
-    def now(self) -> float:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> float:
-        with self._lock:
-            self._now += seconds
-            return self._now
-
+from tests.emulators.common.clock import Clock, ManualClock, SystemClock
 
 __all__ = ["Clock", "ManualClock", "SystemClock"]

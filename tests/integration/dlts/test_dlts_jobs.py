@@ -4,8 +4,6 @@ an overloaded dashboard, and the job log read with its cursor."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -57,16 +55,8 @@ async def submit(service: DltsTrainingService, trial: TrialSpec) -> Submitted:
 
 async def run_to_end(service: DltsTrainingService, trial_id: str) -> tuple[Seen, list[str]]:
     """Poll as the manager does until the trial ended; what was seen and every waiting reason reported."""
-    seen, reasons = Seen(), []
-    deadline = asyncio.get_running_loop().time() + 60
-    while trial_id not in seen.ended:
-        assert asyncio.get_running_loop().time() < deadline, f"stuck: {seen}"
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(service.wakeup.wait(), service.poll_interval)
-        batch = await service.poll()
-        reasons += [w.reason for w in batch.waiting]
-        seen.add(batch)
-    return seen, reasons
+    seen = await poll_until(service, lambda seen: trial_id in seen.ended)
+    return seen, seen.waiting_reasons
 
 
 async def test_every_state_is_read_and_waiting_reasons_reported(

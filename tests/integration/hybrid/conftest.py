@@ -3,7 +3,6 @@ single-node Slurm (tests/integration/slurm), both for the whole session."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,7 @@ for _fixtures in ("remote", "slurm"):
 
 from fleet import Fleet  # noqa: E402
 from fleet import missing_components as missing_fleet_components  # noqa: E402
-from slurm_cluster import SlurmCluster  # noqa: E402
-from slurm_cluster import missing_components as missing_slurm_components  # noqa: E402
+from slurm_cluster import SlurmCluster, running_cluster  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,24 +35,8 @@ def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """The running cluster; ``SLURM_CONF`` points at it for this process and every manager it starts."""
-    missing = missing_slurm_components()
-    if missing:
-        pytest.fail(f"the hybrid tests need {', '.join(missing)} (scripts/system-packages.txt)")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    saved = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    try:
-        try:
-            cluster.start()
-        except RuntimeError as exc:
-            pytest.fail(f"the Slurm daemons did not start: {exc}")
+    with running_cluster(tmp_path_factory.mktemp("slurm"), "the hybrid tests") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
 
 
 @pytest.fixture

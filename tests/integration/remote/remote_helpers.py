@@ -8,7 +8,7 @@ from typing import Any
 
 from fleet import Host
 
-from trialfleet.config import RemoteConfig, RemoteMachineConfig
+from trialfleet import RemoteConfig, RemoteMachineConfig
 from trialfleet.testing import make_context
 from trialfleet.training_services.base import ExperimentContext
 

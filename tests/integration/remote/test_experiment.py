@@ -13,7 +13,7 @@ import pytest
 import yaml
 from fleet import Fleet
 
-from trialfleet.config import RemoteConfig
+from trialfleet import RemoteConfig
 from trialfleet.config.loader import load_config
 from trialfleet.errors import PlatformError
 from trialfleet.manager.experiment_manager import ExperimentManager

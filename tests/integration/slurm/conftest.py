@@ -4,7 +4,6 @@ of it, and (for the sacct tests) a second cluster with job accounting."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 import sys
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 from login_node import LoginFleet, missing_fleet_components, start_login_node
-from slurm_cluster import SlurmCluster, missing_components
+from slurm_cluster import SlurmCluster, running_cluster
 from slurm_helpers import OverTimeLimit, slurm_context, submitted, trial_spec
 
 from trialfleet.training_services.slurm import SlurmTrainingService
@@ -21,24 +20,8 @@ from trialfleet.training_services.slurm import SlurmTrainingService
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """The running cluster; ``SLURM_CONF`` points at it for this process and everything it starts."""
-    missing = missing_components()
-    if missing:
-        pytest.fail(f"the Slurm tests need {', '.join(missing)} (scripts/system-packages.txt)")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    saved = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    try:
-        try:
-            cluster.start()
-        except RuntimeError as exc:
-            pytest.fail(f"the Slurm daemons did not start: {exc}")
+    with running_cluster(tmp_path_factory.mktemp("slurm"), "the Slurm tests") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
 
 
 @pytest.fixture(scope="session")
@@ -64,18 +47,9 @@ def login_fleet(login_node: LoginFleet) -> Iterator[LoginFleet]:
 @pytest.fixture(scope="module")
 def accounting_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """A second cluster, with slurmdbd and MariaDB, that forgets finished jobs after 2 s (MinJobAge)."""
-    missing = missing_components(accounting=True)
-    if missing:
-        pytest.fail(f"the sacct tests need {', '.join(missing)} (scripts/system-packages.txt)")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-accounting"), accounting=True, min_job_age=2)
-    try:
-        try:
-            cluster.start()
-        except RuntimeError as exc:
-            pytest.fail(f"the Slurm daemons with accounting did not start: {exc}")
+    directory = tmp_path_factory.mktemp("slurm-accounting")
+    with running_cluster(directory, "the sacct tests", accounting=True, min_job_age=2) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
 from fleet import Fleet, Host
 from fleet import missing_components as missing_fleet_components
 
-from trialfleet.config import RemoteMachineConfig
+from trialfleet import RemoteMachineConfig
 
 
 class LoginFleet(Fleet):

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
@@ -273,3 +274,35 @@ class SlurmCluster:
             if left.returncode != 0 or not left.stdout.split():
                 return
             time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def running_cluster(
+    directory: Path, needed_by: str, *, accounting: bool = False, **options: int
+) -> Iterator[SlurmCluster]:
+    """A started cluster in ``directory`` until the block ends; a missing component or daemons that do not start
+    fail the tests that need it (``needed_by``: "the Slurm tests"), never skip them. ``SLURM_CONF`` points at
+    the session's plain cluster (for this process and all it starts); a cluster with ``accounting`` is reached
+    through its own configuration (``cluster.env``)."""
+    import pytest
+
+    missing = missing_components(accounting=accounting)
+    if missing:
+        pytest.fail(f"{needed_by} need {', '.join(missing)} (scripts/system-packages.txt)")
+    cluster = SlurmCluster(directory, accounting=accounting, **options)
+    saved = os.environ.get("SLURM_CONF")
+    if not accounting:
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        try:
+            cluster.start()
+        except RuntimeError as exc:
+            pytest.fail(f"the Slurm daemons{' with accounting' * accounting} did not start: {exc}")
+        yield cluster
+    finally:
+        cluster.stop()
+        if not accounting:
+            if saved is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = saved

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trialfleet.config import SlurmConfig
+from trialfleet import SlurmConfig
 from trialfleet.testing import Seen, make_context
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 from trialfleet.training_services.events import PollBatch

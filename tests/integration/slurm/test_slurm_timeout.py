@@ -7,8 +7,6 @@ re-adopted here from its handle.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import pytest
 from slurm_helpers import OverTimeLimit
 
 from trialfleet.status import FailureKind, TrialStatus
-from trialfleet.testing import Seen
+from trialfleet.testing import poll_until
 from trialfleet.training_services.slurm import SlurmTrainingService
 
 pytestmark = pytest.mark.slurm
@@ -29,14 +27,7 @@ async def test_a_trial_over_its_time_limit_is_early_stopped(over_time_limit: Ove
     await service.start()
     try:
         await service.adopt("overtime", over_time_limit.handle, {})
-        seen = Seen()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + GUARD
-        while "overtime" not in seen.ended:
-            assert loop.time() < deadline, f"stuck: the trial did not time out within {GUARD}s"
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(service.wakeup.wait(), service.poll_interval)
-            seen.add(await service.poll())
+        seen = await poll_until(service, lambda seen: "overtime" in seen.ended, guard=GUARD)
     finally:
         await service.close()
     ended = seen.ended["overtime"]

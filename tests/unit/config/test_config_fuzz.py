@@ -24,6 +24,8 @@ KNOWN_KEYS = sorted(
         for e in fields_of(cls).values()
     }
 )
+
+pytestmark = pytest.mark.slow  # hypothesis/schemathesis: the fast tier (-m 'not slow') leaves it out
 KNOWN_KEYS += [
     "machineList",
     "host",

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.config.conftest import MINIMAL
-from trialfleet.config import ExperimentConfig, LocalConfig, load_config
+from trialfleet import LocalConfig
+from trialfleet.config import ExperimentConfig, load_config
 from trialfleet.errors import ConfigError
 
 EXAMPLES = [

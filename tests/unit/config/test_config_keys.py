@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.config.conftest import MINIMAL
-from trialfleet.config import ExperimentConfig, RemoteConfig, load_config
+from trialfleet import RemoteConfig
+from trialfleet.config import ExperimentConfig, load_config
 from trialfleet.config.keys import fold
 from trialfleet.errors import ConfigError
 

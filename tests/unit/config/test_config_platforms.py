@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trialfleet.config import (
+from trialfleet import (
     AmlConfig,
-    ExperimentConfig,
     FrameworkControllerConfig,
     K8sAzureStorageConfig,
     K8sNfsConfig,
@@ -17,8 +16,8 @@ from trialfleet.config import (
     OpenpaiConfig,
     RemoteConfig,
     SlurmConfig,
-    load_config,
 )
+from trialfleet.config import ExperimentConfig, load_config
 from trialfleet.errors import ConfigError
 
 

@@ -9,16 +9,15 @@ from typing import Any
 import pytest
 import yaml
 
-from trialfleet.config import (
+from trialfleet import (
     AdlConfig,
     DltsConfig,
     FrameworkControllerConfig,
     KubeflowConfig,
     OpenpaiConfig,
     RemoteConfig,
-    convert_v1_to_v2,
-    load_config,
 )
+from trialfleet.config import convert_v1_to_v2, load_config
 from trialfleet.config.convert_v1 import V1Conversion, convert_v1
 from trialfleet.errors import ConfigError
 

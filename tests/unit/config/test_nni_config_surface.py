@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from trialfleet.config import ExperimentConfig, LoadedConfig, LocalConfig, RemoteConfig, load_config
+from trialfleet import LocalConfig, RemoteConfig
+from trialfleet.config import ExperimentConfig, LoadedConfig, load_config
 from trialfleet.errors import ConfigError, PlatformNotAvailableError
 
 V2_BASE: dict[str, Any] = {

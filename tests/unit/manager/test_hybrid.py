@@ -24,8 +24,8 @@ from trialfleet.errors import PlatformError
 from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import create_experiment
 from trialfleet.manager.platforms import PlatformState
+from trialfleet.nni_view.payloads import trial_job_info
 from trialfleet.server.app import create_app
-from trialfleet.server.payloads import trial_job_info
 from trialfleet.status import ExperimentStatus, TrialStatus
 from trialfleet.training_services import LocalConfig, LocalTrainingService
 from trialfleet.training_services.base import ExperimentContext

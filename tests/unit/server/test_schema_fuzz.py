@@ -23,6 +23,8 @@ from trialfleet.manager.launcher import create_experiment
 from trialfleet.server.app import create_app
 from trialfleet.storage import ExperimentStore
 
+pytestmark = pytest.mark.slow  # hypothesis/schemathesis: the fast tier (-m 'not slow') leaves it out
+
 EXAMPLES = int(os.environ.get("TRIALFLEET_FUZZ_EXAMPLES", "50"))
 
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trialfleet.manager.decisions import parameter_record
+from trialfleet.nni_view.reader import ExperimentReader
 from trialfleet.server.encoding import encoded_list
 from trialfleet.server.lists import WholeLists
-from trialfleet.server.reader import ExperimentReader
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric
 from trialfleet.storage.kept import SplicedList

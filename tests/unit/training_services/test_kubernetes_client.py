@@ -17,7 +17,7 @@ def test_loading_the_platforms_does_not_import_the_client() -> None:
     code = (
         "import sys\n"
         "import trialfleet.training_services.kubernetes.service\n"
-        "from trialfleet.training_services.registry import get_training_service_class\n"
+        "from trialfleet.training_services.base import get_training_service_class\n"
         "get_training_service_class('adl')\n"
         "print(sorted(m for m in sys.modules if m == 'kubernetes' or m.startswith('kubernetes.')))\n"
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trialfleet.config import RemoteMachineConfig, SlurmConfig
+from trialfleet import RemoteMachineConfig, SlurmConfig
 from trialfleet.errors import PlatformError
 from trialfleet.testing import make_context
 from trialfleet.training_services.slurm import SlurmTrainingService

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import shlex
 from pathlib import Path
@@ -32,21 +30,15 @@ def smi_reader() -> list[GpuInfo]:
     return read_gpus_nvidia_smi() or []
 
 
-HANG_GUARD = 60.0  # seconds before a wait is declared stuck: a failure message, not a timing check
+HANG_GUARD = harness.HANG_GUARD
 
 
 async def poll_until_ended(
     service: TrainingService, trial_ids: set[str], seen: dict[str, TrialEnded]
 ) -> None:
     """Poll (woken by the service or every poll_interval) until every trial in ``trial_ids`` ended."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + HANG_GUARD
-    while not trial_ids <= seen.keys():
-        assert loop.time() < deadline, f"stuck: {trial_ids - seen.keys()} did not end; ended: {seen}"
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(service.wakeup.wait(), service.poll_interval)
-        for ended in (await service.poll()).ended:
-            seen[ended.trial_id] = ended
+    polled = await harness.poll_until(service, lambda polled: trial_ids <= seen.keys() | polled.ended.keys())
+    seen.update(polled.ended)
 
 
 async def wait_for_file(path: Path) -> str:

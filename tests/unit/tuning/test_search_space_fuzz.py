@@ -37,6 +37,8 @@ values = st.recursive(
     max_leaves=25,
 )
 
+pytestmark = pytest.mark.slow  # hypothesis/schemathesis: the fast tier (-m 'not slow') leaves it out
+
 
 @st.composite
 def near_valid_spaces(draw: st.DrawFn) -> Any:

@@ -13,6 +13,8 @@ from tuning_spaces import search_spaces
 from trialfleet.tuning import NoMoreTrialError, create_tuner, validate_search_space
 from trialfleet.tuning.search_space import contains
 
+pytestmark = pytest.mark.slow  # hypothesis/schemathesis: the fast tier (-m 'not slow') leaves it out
+
 # tuners that take every type, nested choices included
 TUNERS = {
     "Random": {"seed": 1},

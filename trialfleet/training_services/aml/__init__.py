@@ -5,9 +5,10 @@ The service is imported only when asked for; the Azure SDK only when the platfor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trialfleet.training_services.aml.config import AmlConfig
+from trialfleet.training_services.lazy_service import service_attribute
 
 if TYPE_CHECKING:
     from trialfleet.training_services.aml.service import AmlTrainingService
@@ -15,9 +16,4 @@ if TYPE_CHECKING:
 __all__ = ["AmlConfig", "AmlTrainingService"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "AmlTrainingService":
-        from trialfleet.training_services.aml.service import AmlTrainingService
-
-        return AmlTrainingService
-    raise AttributeError(name)
+__getattr__ = service_attribute(__name__, "AmlTrainingService")

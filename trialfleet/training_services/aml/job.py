@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trialfleet.training_services.environment import gpu_variables
 from trialfleet.training_services.naming import nni_job_name
 
 SUPPORT_DIR = ".trialfleet"  # in the code snapshot
@@ -61,9 +62,7 @@ def trial_variables(
     nni: Mapping[str, str], spec_env: Mapping[str, str], parameters: str, command: str, gpu_number: int | None
 ) -> dict[str, str]:
     """The job's environment: NNI's variables, the trial's own, then what the forwarder needs."""
-    env = {**nni, **spec_env}
-    if gpu_number == 0:
-        env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
+    env = {**nni, **spec_env, **gpu_variables(gpu_number, None)}
     env["TRIALFLEET_AML_PARAMETERS"] = parameters
     env["TRIALFLEET_AML_COMMAND"] = command
     return env

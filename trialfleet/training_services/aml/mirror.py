@@ -23,7 +23,6 @@ from trialfleet.training_services.trial_dir import relative_file
 log = logging.getLogger(__name__)
 
 FILES_TAG = "trialfleet.files"
-TAG_PREFIX = "trialfleet."
 
 
 def chunks_by_file(tags: Mapping[str, str]) -> dict[str, list[tuple[int, bytes]]]:

@@ -6,7 +6,7 @@ forwarder (:mod:`.forwarder`), which runs the keeper and ships the trial directo
 manager mirrors the run into the trial's directory here (:mod:`.mirror`) and reads it as every platform does,
 so metrics arrive in order and exactly once through the cursors. Job names are chosen here per attempt
 (:func:`~.job.job_name`) and kept in the handle: ``submit`` finds a job it launched already, and a restarted
-manager re-adopts its jobs. Reads of the workspace back off while nothing changes (:class:`LookPacer`).
+manager re-adopts its jobs. Reads of the workspace back off while nothing changes (:class:`JobWatcher`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ import logging
 import os
 import shutil
 import tarfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from trialfleet.errors import PlatformError
-from trialfleet.status import FailureKind
 from trialfleet.training_services.aml.client import AmlClient, AmlUnavailable
 from trialfleet.training_services.aml.config import AmlConfig
 from trialfleet.training_services.aml.job import (
@@ -35,17 +33,18 @@ from trialfleet.training_services.aml.job import (
     trial_variables,
 )
 from trialfleet.training_services.aml.mirror import apply_chunks
-from trialfleet.training_services.aml.status import RESULT_GRACE, AmlJob, trial_outcome
-from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services.aml.status import AML_OUTCOMES, AmlJob, AmlOutcomes
+from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.batch.watcher import JobWatcher as BatchJobWatcher
 from trialfleet.training_services.code_packing import check_code_dir
 from trialfleet.training_services.environment import nni_variables
-from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
 from trialfleet.training_services.mounted_storage import code_copy_name
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.support import extract_archive, support_archive
-from trialfleet.training_services.trial_dir import KEEPER_RECORD, RESULT_RECORD
-from trialfleet.training_services.trial_files import LocalTrialFiles, TrialLook
+from trialfleet.training_services.trial_dir import RESULT_RECORD
+from trialfleet.training_services.trial_files import LocalTrialFiles, TrialFiles, TrialLook
 
 log = logging.getLogger(__name__)
 
@@ -56,24 +55,54 @@ SHUTDOWN_WAIT = 60.0
 SHIP_PERIOD = 1.0
 
 
-class LookPacer:
-    """When the workspace is due a look: ``min_interval`` apart while something changes, backing off to
-    ``max_interval`` while nothing does; :meth:`hurry` brings the next look forward."""
+class JobWatcher(BatchJobWatcher[AmlJob]):
+    """Reads every watched job of the workspace and its MLflow run when a look is due, shipping what the run
+    holds into the trial's mirror (a shipment counts as a change); see :mod:`..batch.watcher`."""
 
-    def __init__(self, min_interval: float = 1.0, max_interval: float = 10.0) -> None:
-        self.min_interval, self.max_interval = min_interval, max_interval
-        self._interval = min_interval
-        self._next = 0.0
+    platform = "aml"
+    missing_looks = None  # a job not found is not visible yet: Azure ML keeps the jobs it accepted
+    requery_ended = True  # an ended job's run may still hold files the mirror lacks
 
-    def due(self) -> bool:
-        return time.monotonic() >= self._next
+    MIN_INTERVAL, MAX_INTERVAL = 1.0, 10.0
 
-    def hurry(self) -> None:
-        self._interval, self._next = self.min_interval, 0.0
+    def __init__(self) -> None:
+        super().__init__()
+        self.client: AmlClient | None = None
+        self.mirrors: dict[str, Path] = {}  # job name → the trial directory its run is shipped into
+        self._shipped = 0
 
-    def looked(self, changed: bool) -> None:
-        self._interval = self.min_interval if changed else min(self._interval * 1.5, self.max_interval)
-        self._next = time.monotonic() + self._interval
+    def mirror(self, name: str, trial_dir: Path) -> None:
+        self.mirrors[name] = trial_dir
+        self.watch(name)
+
+    def forget(self, job_id: str) -> None:
+        super().forget(job_id)
+        self.mirrors.pop(job_id, None)
+
+    async def query(self, job_ids: list[str]) -> dict[str, AmlJob]:
+        self._shipped = 0
+        answers = await asyncio.gather(
+            *(asyncio.to_thread(self._read, name) for name in job_ids), return_exceptions=True
+        )
+        found = {}
+        for name, answer in zip(job_ids, answers, strict=True):
+            if isinstance(answer, PlatformError):
+                self.unread(name, answer)
+            elif isinstance(answer, BaseException):
+                raise answer
+            elif answer is not None:
+                found[name] = answer
+        return found
+
+    def _read(self, name: str) -> AmlJob | None:
+        assert self.client is not None, "start() first"
+        job = self.client.job(name)
+        tags = self.client.run_tags(name) if job is not None else None
+        self._shipped += apply_chunks(self.mirrors[name], tags or {})
+        return job
+
+    async def _looked(self, found: Mapping[str, AmlJob], changed: bool) -> bool:
+        return self._shipped > 0
 
 
 def stage_snapshot(code_dir: Path, root: Path) -> Path:
@@ -95,11 +124,12 @@ def stage_snapshot(code_dir: Path, root: Path) -> Path:
     return target
 
 
-class AmlTrainingService(TrainingService):
+class AmlTrainingService(BatchJobService[AmlJob]):
     platform = "aml"
     config_class = AmlConfig
-    supports_gpu_scheduling = True  # Azure ML places each job on a node of the compute target
     poll_interval = 1.0
+    job_key = "job_name"
+    ends_abandoned_jobs = True  # a trial given up while its job may run on (a node lost, a pause)
     ships_code = True  # staged as a snapshot and uploaded with the first job
 
     def __init__(self, context: ExperimentContext) -> None:
@@ -107,14 +137,11 @@ class AmlTrainingService(TrainingService):
         self.config = cast(AmlConfig, context.service_config)
         self.client: AmlClient | None = None
         self.trials = LocalTrialFiles()  # the mirrors of the jobs' trial directories
-        self.pacer = LookPacer()
-        self.jobs: dict[str, AmlJob] = {}  # by job name: the last status read
-        self.ended_at: dict[str, float] = {}
+        self.watcher = JobWatcher()
         self._snapshots: dict[Path, Path] = {}
-        self._failing: str | None = None
 
     async def _prepare(self) -> None:
-        self.client = await asyncio.to_thread(AmlClient, self.config)
+        self.client = self.watcher.client = await asyncio.to_thread(AmlClient, self.config)
         await asyncio.to_thread(self.client.check)
 
     @property
@@ -164,104 +191,46 @@ class AmlTrainingService(TrainingService):
 
     def _submitted(self, name: str, trial_dir: Path) -> Submitted:
         trial_dir.mkdir(parents=True, exist_ok=True)
-        self.pacer.hurry()
+        self.watcher.mirror(name, trial_dir)
         handle = {"job_name": name, "trial_dir": str(trial_dir)}
         return Submitted(handle, f"aml:{self.config.workspace_name}:{name}", started=False)
 
     # ---- polling ---------------------------------------------------------------------------------------
 
+    @property
+    def job_watcher(self) -> JobWatcher:
+        return self.watcher
+
+    @property
+    def trial_files(self) -> TrialFiles:
+        return self.trials
+
+    def _outcomes(self, trial: LiveTrial) -> AmlOutcomes:
+        return AML_OUTCOMES
+
     async def _adopt(self, trial: LiveTrial) -> None:
+        self.watcher.mirror(trial.handle["job_name"], Path(trial.handle["trial_dir"]))
         Path(trial.handle["trial_dir"]).mkdir(parents=True, exist_ok=True)
-        trial.started = await self.trials.exists(trial.handle["trial_dir"], KEEPER_RECORD)
-        self.pacer.hurry()
-        self.wakeup.set()  # it may have ended while nobody watched
+        await super()._adopt(trial)
 
-    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
-        if self.pacer.due():
-            changed = await self._look(trials)
-            self.pacer.looked(changed)
-        looks = await self.trials.look(trials)
-        batch = PollBatch()
-        for trial in trials:
-            batch.extend(self._collect_one(trial, looks[trial.trial_id]))
-        ended = [e for e in batch.ended if e.failure_kind is FailureKind.INFRASTRUCTURE]
-        for event in ended:  # a trial given up while its job may run on (a node lost, a pause)
-            job = self.jobs.get(self.live[event.trial_id].handle["job_name"])
-            if job is None or not job.ended:
-                await self._cancel_job(self.live[event.trial_id].handle["job_name"])
-        for event in batch.ended:
-            name = self.live[event.trial_id].handle["job_name"]
-            self.jobs.pop(name, None)
-            self.ended_at.pop(name, None)
-        return batch
+    def _job_running(self, job: AmlJob) -> bool:
+        return job.status == "Running"
 
-    async def _look(self, trials: list[LiveTrial]) -> bool:
-        """One read of every live trial's job and MLflow run; the runs' shipments go into the mirrors."""
-        answers = await asyncio.gather(
-            *(asyncio.to_thread(self._read, t) for t in trials), return_exceptions=True
-        )
-        changed = False
-        for trial, answer in zip(trials, answers, strict=True):
-            if isinstance(answer, PlatformError):
-                if self._failing != str(answer):
-                    log.warning("aml: cannot read job %s (retried): %s", trial.handle["job_name"], answer)
-                self._failing = str(answer)
-                continue
-            if isinstance(answer, BaseException):
-                raise answer
-            self._failing = None
-            changed |= answer
-        return changed
+    def _end_near(self, trial: LiveTrial, look: TrialLook) -> bool:
+        ended = self.watcher.ended_for(trial.handle["job_name"]) is not None
+        return ended or super()._end_near(trial, look)
 
-    def _read(self, trial: LiveTrial) -> bool:
-        name = trial.handle["job_name"]
-        job = self._client.job(name)
-        tags = self._client.run_tags(name) if job is not None else None
-        added = apply_chunks(Path(trial.handle["trial_dir"]), tags or {})
-        changed = added > 0 or self.jobs.get(name) != job
-        if job is not None:
-            self.jobs[name] = job
-            if job.ended:
-                self.ended_at.setdefault(name, time.monotonic())
-        return changed
+    async def _end_job(self, trial: LiveTrial) -> None:
+        await self._cancel_job(trial.handle["job_name"])
 
-    def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
-        name = trial.handle["job_name"]
-        job = self.jobs.get(name)
-        keeper_started = bool(trial.state.get("keeper_started") or look.keeper_started)
-        trial.state["keeper_started"] = keeper_started
-        batch = PollBatch()
-        if not trial.started and (keeper_started or (job is not None and job.status == "Running")):
-            batch.started.append(TrialStarted(trial.trial_id, time.time()))
-        batch.waiting = self._waiting(trial, job)
-        since = self.ended_at.get(name)
-        ended = trial_outcome(
-            trial.trial_id,
-            look.result,
-            job,
-            keeper_started=keeper_started,
-            cancel_status=trial.cancel_status,
-            settled=since is not None and time.monotonic() - since >= RESULT_GRACE,
-        )
-        if ended is None and (
-            look.result is not None or trial.cancel_status is not None or since is not None
-        ):
-            self.pacer.hurry()  # the end is near: learn Azure ML's side of it soon
-        batch.metrics, batch.problems = look.read_metrics(ended is not None)
-        if ended is not None:
-            batch.ended.append(ended)
-        return batch
-
-    @staticmethod
-    def _waiting(trial: LiveTrial, job: AmlJob | None) -> list[TrialWaiting]:
-        reason = job.meaning.reason if job is not None and job.waiting else None
-        return trial.waiting_changed(reason)
+    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+        return None  # a running trial's files are shipped on demand by _read_file
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 
     async def _kill(self, trial: LiveTrial) -> None:
         """Azure ML cancels the job: its processes get SIGTERM, the keeper ends the trial's tree."""
-        self.pacer.hurry()
+        self.watcher.hurry()
         await self._cancel_job(trial.handle["job_name"])
 
     async def _cancel_job(self, name: str) -> None:

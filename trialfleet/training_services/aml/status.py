@@ -13,14 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.batch.outcome import JobRecord, JobView, OutcomeTable
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.job_states import INFRA, USER, StateMeaning, state_meaning
 from trialfleet.training_services.job_states import running as _running
 from trialfleet.training_services.job_states import waiting as _waiting
-from trialfleet.training_services.trial_dir import cut_short, ended_from_result, lost
-
-#: how long a job may be ended before the mirror must hold result.json (the forwarder ships it before exiting)
-RESULT_GRACE = 3.0
+from trialfleet.training_services.trial_dir import cut_short, ended_from_result
 
 AML_STATES: Mapping[str, StateMeaning] = {
     "NotStarted": _waiting("submitted to Azure ML, not started yet"),
@@ -47,7 +45,7 @@ def aml_state_meaning(status: str | None) -> StateMeaning:
 
 
 @dataclass(frozen=True)
-class AmlJob:
+class AmlJob(JobRecord):
     """What one read of a job says."""
 
     name: str
@@ -58,54 +56,37 @@ class AmlJob:
     def meaning(self) -> StateMeaning:
         return aml_state_meaning(self.status)
 
-    @property
-    def ended(self) -> bool:
-        return self.meaning.status.is_terminal
-
-    @property
-    def waiting(self) -> bool:
-        return self.meaning.status is TrialStatus.WAITING
-
     def describe(self) -> str:
         text = f"Azure ML job {self.name} {self.status}"
         return f"{text}: {self.error}" if self.error else text
 
 
-def trial_outcome(
-    trial_id: str,
-    result: Mapping[str, Any] | None,
-    job: AmlJob | None,
-    *,
-    keeper_started: bool,
-    cancel_status: TrialStatus | None,
-    settled: bool,
-) -> TrialEnded | None:
-    """How the trial ended, or None while that is not known yet (``settled``: the job ended a while ago)."""
-    if result is not None:
+class AmlOutcomes(OutcomeTable[AmlJob]):
+    never_started_kind = INFRA  # the trial never ran: the image, the environment or the node failed it
+    log_hint = "see the job's std_log.txt"
+
+    def from_result(
+        self, trial_id: str, result: Mapping[str, Any], view: JobView[AmlJob]
+    ) -> TrialEnded | None:
+        job, cancel_status = view.job, view.cancel_status
         if result.get("canceled") and cancel_status is None and job is not None and job.status != "Canceled":
             if not job.ended:
                 return None  # Azure ML will say why soon
             if job.meaning.status is TrialStatus.SUCCEEDED:  # another node of the job ended it first
                 return cut_short(trial_id, result, job.describe())
-            return _aml_ended(trial_id, job)  # the node went away, or the job was paused
+            return self.job_ended(trial_id, job)  # the node went away, or the job was paused
         return ended_from_result(trial_id, result, cancel_status)
-    if job is None or not job.ended:
-        return None
-    if cancel_status is not None:
-        message = f"canceled ({job.describe()})"
-        return TrialEnded(trial_id, cancel_status, time.time(), None, message, FailureKind.CANCELED)
-    if not settled:
-        return None
-    if job.status in ("Completed", "Failed"):
-        if keeper_started:
-            return lost(trial_id, f"lost: the trial keeper ended without a final record ({job.describe()})")
-        # the trial never ran: the image, the environment or the node failed it
-        message = f"the job ended before the trial started ({job.describe()}); see the job's std_log.txt"
+
+    def exited(self, job: AmlJob) -> bool:
+        return job.status in ("Completed", "Failed")
+
+    def never_started(self, trial_id: str, job: AmlJob) -> TrialEnded:
+        message = f"the job ended before the trial started ({job.describe()}); {self.log_hint}"
         return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, INFRA)
-    return _aml_ended(trial_id, job)
 
 
-def _aml_ended(trial_id: str, job: AmlJob) -> TrialEnded:
-    meaning = job.meaning
-    message = f"{meaning.reason} ({job.describe()})"
-    return TrialEnded(trial_id, meaning.status, time.time(), None, message, meaning.failure_kind)
+AML_OUTCOMES = AmlOutcomes()
+
+
+#: how the trial ended, or None while that is not known yet (see AML_OUTCOMES's class)
+trial_outcome = AML_OUTCOMES.decide

@@ -6,9 +6,10 @@ by every config load.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trialfleet.training_services.dlts.config import DltsConfig
+from trialfleet.training_services.lazy_service import service_attribute
 
 if TYPE_CHECKING:
     from trialfleet.training_services.dlts.service import DltsTrainingService
@@ -16,9 +17,4 @@ if TYPE_CHECKING:
 __all__ = ["DltsConfig", "DltsTrainingService"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "DltsTrainingService":
-        from trialfleet.training_services.dlts.service import DltsTrainingService
-
-        return DltsTrainingService
-    raise AttributeError(name)
+__getattr__ = service_attribute(__name__, "DltsTrainingService")

@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trialfleet.compat import REAL_NNI_PROBE
-from trialfleet.training_services.environment import CHANNEL_VARIABLES
+from trialfleet.training_services.batch.launch import keeper_line, shim_lines
 from trialfleet.training_services.naming import nni_job_name
 
 SCRIPT_NAME = "dlts.sh"
@@ -119,12 +118,7 @@ def launch_script(job: TrialJob) -> str:
         "#!/bin/bash",
         f"# trialfleet: trial {job.trial_id}, attempt {job.attempt}, of experiment {job.experiment_id}.",
         f"# Run by DLTS job {job.job_id} ({job.name}), submitted by the trialfleet manager.",
-        f"unset {' '.join(CHANNEL_VARIABLES)}",
-        "# the nni shim only for a python3 that has no real nni installed",
-        f'if [ "$(python3 -c {q(REAL_NNI_PROBE)} 2>/dev/null)" != yes ]; then',
-        f'    export PYTHONPATH={q(job.shim_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-        "fi",
     ]
-    assignments = " ".join(q(f"{name}={value}") for name, value in job.env.items())
-    lines.append(f"exec env -- {assignments} python3 -I -S {q(job.keeper)} {q(job.trial_dir)}")
+    lines += shim_lines(job.shim_dir)
+    lines.append("exec " + keeper_line(job.env, job.keeper, q(job.trial_dir)))
     return "\n".join(lines) + "\n"

@@ -11,28 +11,28 @@ handle, so ``submit`` finds a job it launched already and a restarted manager re
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
-from trialfleet.status import FailureKind
-from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services.batch.outcome import JobView
+from trialfleet.training_services.batch.service import BatchJobService
 from trialfleet.training_services.dlts.client import DashboardClient, DltsRefused, DltsUnavailable
 from trialfleet.training_services.dlts.config import DltsConfig
 from trialfleet.training_services.dlts.job import SCRIPT_NAME, JobSettings, TrialJob, job_body, launch_script
-from trialfleet.training_services.dlts.status import RESULT_GRACE, DltsJob, JobWatcher, trial_outcome
-from trialfleet.training_services.environment import nni_variables
-from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
+from trialfleet.training_services.dlts.status import DLTS_OUTCOMES, DltsJob, DltsOutcomes, JobWatcher
+from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.mounted_storage import MountedStorage, on_storage
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
-from trialfleet.training_services.trial_dir import KEEPER_RECORD, command_record, input_files
-from trialfleet.training_services.trial_files import TrialLook
+from trialfleet.training_services.trial_dir import command_record, input_files
+from trialfleet.training_services.trial_files import TrialFiles, TrialLook
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +65,11 @@ def storage_mounts(config: DltsConfig, working_directory: Path) -> tuple[Path, s
     return (local or Path(str(container))), str(container)
 
 
-class DltsTrainingService(TrainingService):
+class DltsTrainingService(BatchJobService[DltsJob]):
     platform = "dlts"
     config_class = DltsConfig
-    supports_gpu_scheduling = True  # DLTS places each job's GPUs (resourcegpu)
     poll_interval = 1.0  # trial directories; the dashboard itself is read by the watcher's back-off
+    ends_abandoned_jobs = True  # a paused or requeued job must not run this attempt again
     ships_code = True  # copied to the storage, unless it is there already
 
     @classmethod
@@ -89,7 +89,6 @@ class DltsTrainingService(TrainingService):
         self.watcher: JobWatcher | None = None
         self.team = ""
         self.gpu_type = ""
-        self._unreadable: str | None = None
 
     def _mounts(self) -> tuple[Path, str]:
         return storage_mounts(self.config, self.context.experiment_dir.parent)
@@ -152,12 +151,9 @@ class DltsTrainingService(TrainingService):
         await self.storage.trials.write(job.trial_dir, files)
 
     def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
-        env = nni_variables(
+        env = job_variables(
             self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
         )
-        env.update(spec.env)
-        if spec.gpu_number == 0:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
         return TrialJob(
             experiment_id=self.context.experiment_id,
             trial_id=spec.trial_id,
@@ -187,55 +183,25 @@ class DltsTrainingService(TrainingService):
 
     # ---- polling ---------------------------------------------------------------------------------------
 
-    async def _adopt(self, trial: LiveTrial) -> None:
-        self._watcher.watch(trial.handle["job_id"])
-        trial.started = await self.storage.trials.exists(trial.handle["trial_dir"], KEEPER_RECORD)
-        self.wakeup.set()  # it may have ended while nobody watched
+    @property
+    def job_watcher(self) -> JobWatcher:
+        return self._watcher
 
-    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
-        await self._watcher.refresh()
-        try:
-            looks = await self.storage.trials.look(trials)
-        except (OSError, PlatformError) as exc:  # nothing read: the next look starts at the same cursors
-            if self._unreadable is None:
-                log.warning("dlts: cannot read the trial directories (retried): %s", exc)
-            self._unreadable = str(exc)
-            return PollBatch()
-        self._unreadable = None
-        batch = PollBatch()
-        for trial in trials:
-            batch.extend(await self._collect_one(trial, looks[trial.trial_id]))
-        return batch
+    def _outcomes(self, trial: LiveTrial) -> DltsOutcomes:
+        return DLTS_OUTCOMES
 
-    async def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
-        watcher, job_id = self._watcher, trial.handle["job_id"]
-        job = watcher.jobs.get(job_id)
-        keeper_started = bool(trial.state.get("keeper_started") or look.keeper_started)
-        trial.state["keeper_started"] = keeper_started
-        batch = PollBatch()
-        if not trial.started and (keeper_started or (job is not None and job.status == "running")):
-            batch.started.append(TrialStarted(trial.trial_id, time.time()))
-        batch.waiting = self._waiting(trial, job)
-        since = watcher.ended_for(job_id)
-        current = self._current(trial, look, job)
-        ended = trial_outcome(
-            trial.trial_id,
-            look.result,
-            current,
-            keeper_started=keeper_started,
-            cancel_status=trial.cancel_status,
-            gone=watcher.gone(job_id),
-            settled=since is not None and since >= RESULT_GRACE,
-        )
-        if ended is None and (look.result is not None or trial.cancel_status is not None):
-            watcher.hurry()  # the end is near: learn DLTS's side of it soon
-        batch.metrics, batch.problems = look.read_metrics(ended is not None)
-        if ended is not None:
-            if ended.failure_kind is FailureKind.INFRASTRUCTURE and (current is None or not current.ended):
-                await self._kill_job(job_id)  # paused or requeued: it must not run this attempt again
-            batch.ended.append(ended)
-            watcher.forget(job_id)
-        return batch
+    @property
+    def trial_files(self) -> TrialFiles:
+        return self.storage.trials
+
+    def _job_running(self, job: DltsJob) -> bool:
+        return job.status == "running"
+
+    def _view(
+        self, trial: LiveTrial, look: TrialLook, job: DltsJob | None, keeper_started: bool
+    ) -> JobView[DltsJob]:
+        view = super()._view(trial, look, job, keeper_started)
+        return dataclasses.replace(view, job=self._current(trial, look, job))
 
     def _current(self, trial: LiveTrial, look: TrialLook, job: DltsJob | None) -> DltsJob | None:
         """The job's state, or None when the keeper recorded a cancel nobody here asked for and DLTS has not
@@ -248,20 +214,16 @@ class DltsTrainingService(TrainingService):
             return None
         return job
 
-    @staticmethod
-    def _waiting(trial: LiveTrial, job: DltsJob | None) -> list[TrialWaiting]:
-        """Why DLTS still holds the job (approval, GPUs, pod creation), reported once per change."""
-        reason = job.meaning.reason if job is not None and job.waiting else None
-        return trial.waiting_changed(reason)
-
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 
     async def _kill(self, trial: LiveTrial) -> None:
         """DLTS deletes the job's pod: the keeper, its main process, gets SIGTERM and ends the trial's tree."""
         self._watcher.hurry()
-        await self._kill_job(trial.handle["job_id"])
+        await self._end_job(trial)
 
-    async def _kill_job(self, job_id: str) -> None:
+    async def _end_job(self, trial: LiveTrial) -> None:
+        """Also for a trial given up as paused or requeued: it must not run this attempt again."""
+        job_id = trial.handle["job_id"]
         try:
             await self._client.kill(job_id)
         except PlatformError as exc:
@@ -270,10 +232,7 @@ class DltsTrainingService(TrainingService):
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
         if name == JOB_LOG:
             return (await self._client.log(handle["job_id"])).encode()
-        return await self.storage.trials.read(handle["trial_dir"], name)
-
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
-        return self.storage.trials.here(handle["trial_dir"])
+        return await super()._read_file(handle, name)
 
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials and self.client is not None:

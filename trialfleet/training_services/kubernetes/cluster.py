@@ -92,7 +92,6 @@ class TrialJob:
 
 
 class KubernetesTrainingService(TrainingService):
-    supports_readoption = True
     poll_interval = 1.0
     #: its operator restarts replicas it signalled (AdaptDL rescales), so the entry point lets them run again
     restartable: ClassVar[bool] = False

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trialfleet.training_services.environment import gpu_variables
 from trialfleet.training_services.kubernetes.storage import VOLUME_NAME
 
 #: the container's replica index, from the label its operator puts on the pod (read through the downward API)
@@ -87,9 +88,7 @@ def environment(replica: Replica, variables: Mapping[str, str]) -> list[dict[str
     for name, label in zip(index_variables(replica), replica.index_labels, strict=False):
         path = f"metadata.labels['{label}']"
         env.append({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-    merged = {**variables, **replica.extra_env}
-    if not replica.gpus:
-        merged["CUDA_VISIBLE_DEVICES"] = ""
+    merged = {**variables, **replica.extra_env, **gpu_variables(replica.gpus or 0, None)}
     env += [{"name": name, "value": escaped(value)} for name, value in merged.items()]
     return env
 

@@ -67,7 +67,6 @@ _KEEPER_SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 class LocalTrainingService(TrainingService):
     platform = "local"
     config_class = LocalConfig
-    supports_gpu_scheduling = True
     poll_interval = 0.25
     light_preparation = True
 

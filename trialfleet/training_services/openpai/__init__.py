@@ -6,8 +6,9 @@ reads the config before anything else).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from trialfleet.training_services.lazy_service import service_attribute
 from trialfleet.training_services.openpai.config import OpenpaiConfig
 
 if TYPE_CHECKING:
@@ -16,9 +17,4 @@ if TYPE_CHECKING:
 __all__ = ["OpenpaiConfig", "OpenpaiTrainingService"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "OpenpaiTrainingService":
-        from trialfleet.training_services.openpai.service import OpenpaiTrainingService
-
-        return OpenpaiTrainingService
-    raise AttributeError(name)
+__getattr__ = service_attribute(__name__, "OpenpaiTrainingService")

@@ -28,6 +28,7 @@ from trialfleet.config.base import (
     raise_problems,
 )
 from trialfleet.config.service import DEFAULT_IMAGE, TrainingServiceConfig
+from trialfleet.training_services.openpai.template import mount_point_problem, template_problems
 
 #: OpenPAI's own rule for virtual-cluster names (rest server, ``virtual-cluster`` routes)
 VC_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -116,8 +117,6 @@ class OpenpaiConfig(TrainingServiceConfig):
 
     @model_validator(mode="after")
     def _check_openpai(self, info: ValidationInfo) -> OpenpaiConfig:
-        from trialfleet.training_services.openpai.template import template_problems
-
         problems: list[tuple[KeyPath, str]] = []
         if self.openpai_config is not None and self.openpai_config_file is not None:
             problems.append(
@@ -153,14 +152,3 @@ def read_protocol_file(path: Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise ValueError(f"the OpenPAI config file {path} does not hold a job protocol (a YAML mapping)")
     return loaded
-
-
-def mount_point_problem(path: str) -> str | None:
-    """Why ``path`` cannot be where jobs see the storage; None when it can."""
-    if not path.startswith("/"):
-        return f"expected an absolute path in the container, got {path!r}"
-    if "\0" in path:
-        return "a path cannot contain a NUL character"
-    if "<%" in path:  # OpenPAI renders job commands as <% %> templates
-        return f"cannot contain '<%' (OpenPAI would read it as a template in the job's commands): {path!r}"
-    return None

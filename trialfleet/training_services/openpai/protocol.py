@@ -21,8 +21,7 @@ from typing import Any
 
 import yaml
 
-from trialfleet.compat import REAL_NNI_PROBE
-from trialfleet.training_services.environment import CHANNEL_VARIABLES
+from trialfleet.training_services.batch.launch import keeper_line, shim_lines
 from trialfleet.training_services.naming import nni_job_name
 from trialfleet.training_services.openpai.template import JobTemplate
 
@@ -142,17 +141,10 @@ def task_script(task: TaskScript) -> str:
             '    cp "$trial_dir/command-$1.json" "$task_dir/command.json"',
             "fi",
         ]
-    lines += [
-        f"unset {' '.join(CHANNEL_VARIABLES)}",
-        "# the nni shim only for a python3 that has no real nni installed",
-        f'if [ "$(python3 -c {q(REAL_NNI_PROBE)} 2>/dev/null)" != yes ]; then',
-        f'    export PYTHONPATH={q(task.shim_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-        "fi",
-    ]
-    assignments = " ".join(q(f"{name}={value}") for name, value in task.env.items())
+    lines += shim_lines(task.shim_dir)
     own_dir = '"NNI_SYS_DIR=$task_dir" "NNI_OUTPUT_DIR=$task_dir"'
     lines += [
-        f'env -- {own_dir} {assignments} python3 -I -S {q(task.keeper)} "$task_dir"',
+        keeper_line(task.env, task.keeper, '"$task_dir"', before=own_dir),
         "keeper=$?",
         'if [ "$keeper" != 0 ]; then exit "$keeper"; fi',
         f'exec python3 -I -S -c {q(RESULT_EXIT)} "$task_dir"',

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
-from trialfleet.training_services.environment import nni_variables
-from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
+from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services.batch.outcome import JobView
+from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.environment import job_variables
+from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.openpai import cluster
 from trialfleet.training_services.openpai.client import OpenpaiClient, PaiApiError, RateLimited
@@ -38,9 +40,10 @@ from trialfleet.training_services.openpai.protocol import (
     task_script,
 )
 from trialfleet.training_services.openpai.status import (
+    OUTCOMES,
+    OpenpaiOutcomes,
     PaiJob,
     result_grace,
-    trial_outcome,
     waiting_reason,
 )
 from trialfleet.training_services.openpai.template import JobTemplate
@@ -53,7 +56,7 @@ from trialfleet.training_services.trial_dir import (
     command_record,
     input_files,
 )
-from trialfleet.training_services.trial_files import LocalTrialFiles, TrialLook
+from trialfleet.training_services.trial_files import LocalTrialFiles, TrialFiles, TrialLook
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +64,11 @@ SHUTDOWN_WAIT = 60.0
 JOB_LOG = "openpai.log"  # the job's first task's own log (OpenPAI's log manager), for what the keeper could not write
 
 
-class OpenpaiTrainingService(TrainingService):
+class OpenpaiTrainingService(BatchJobService[PaiJob]):
     platform = "openpai"
     config_class = OpenpaiConfig
-    supports_gpu_scheduling = True  # OpenPAI places the GPUs a job asks for
     poll_interval = 1.0  # trial directories on the storage; OpenPAI itself is asked by the watcher's back-off
+    job_key = "job"
     #: after OpenPAI refused a submission (60 jobs an hour per user), how often to try again before the
     #: limit's window has passed (the limit may have been raised, or the window's end misread)
     submit_retry_interval = 60.0
@@ -205,14 +208,11 @@ class OpenpaiTrainingService(TrainingService):
         return command_record(argv, code_dir, None, relay=relay)
 
     def _task(self, spec: TrialSpec, name: str, container_dir: str, code_dir: str) -> TaskScript:
-        env = nni_variables(
+        env = job_variables(
             self.platform, self.context.experiment_id, spec, trial_dir=container_dir, code_dir=code_dir
         )
         for own in ("NNI_SYS_DIR", "NNI_OUTPUT_DIR"):  # each task's own directory, set by the script
             env.pop(own)
-        env.update(spec.env)
-        if spec.gpu_number == 0:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
         return TaskScript(
             experiment_id=self.context.experiment_id,
             trial_id=spec.trial_id,
@@ -228,61 +228,40 @@ class OpenpaiTrainingService(TrainingService):
 
     # ---- polling ---------------------------------------------------------------------------------------
 
-    async def _adopt(self, trial: LiveTrial) -> None:
-        self.watcher.watch(trial.handle["job"])
-        trial.started = await self.trials.exists(trial.handle["trial_dir"], KEEPER_RECORD)
-        self.wakeup.set()  # it may have ended while nobody watched
+    @property
+    def job_watcher(self) -> JobWatcher:
+        return self.watcher
 
-    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
+    @property
+    def trial_files(self) -> TrialFiles:
+        return self.trials
+
+    def _outcomes(self, trial: LiveTrial) -> OpenpaiOutcomes:
+        return OUTCOMES[trial.handle.get("tasks", 1) == 1]
+
+    async def _look(self, trials: list[LiveTrial]) -> dict[str, TrialLook] | None:
         await self._send_stops(trials)
-        looks = await self.trials.look(trials)
+        looks = await self._read_trial_dirs(trials)
+        if looks is None:
+            return None
         # a job running the trial alone ends with its keeper's result.json: OpenPAI need not be asked about it
         decided = {t.handle["job"] for t in trials if _result_decides(t, looks[t.trial_id])}
         await self.watcher.refresh(skip=decided)
-        batch = PollBatch()
-        for trial in trials:
-            batch.extend(await self._collect_one(trial, looks[trial.trial_id]))
-        return batch
+        return looks
 
-    async def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
-        name = trial.handle["job"]
-        job = self.watcher.jobs.get(name)
-        keeper_started = trial.state.get("keeper_started") or look.keeper_started
-        trial.state["keeper_started"] = keeper_started
-        batch = PollBatch()
-        if not trial.started and (
-            keeper_started or (job is not None and job.state in ("RUNNING", "STOPPING"))
-        ):
-            batch.started.append(TrialStarted(trial.trial_id, time.time()))
-        batch.waiting = self._waiting(trial, job)
-        since = self.watcher.ended_for(name)
-        ended = trial_outcome(
-            trial.trial_id,
-            look.result,
-            job,
-            keeper_started=keeper_started,
-            cancel_status=trial.cancel_status,
-            gone=self.watcher.gone(name),
-            single_task=trial.handle.get("tasks", 1) == 1,
-            settled=job is not None and since is not None and since >= result_grace(job, keeper_started),
-        )
-        if ended is None and (look.result is not None or trial.cancel_status is not None):
-            self.watcher.hurry()  # the end is near: learn OpenPAI's side of it soon
-        batch.metrics, batch.problems = look.read_metrics(ended is not None)
-        if ended is not None:
-            batch.ended.append(ended)
-            if look.result is None and job is not None:
-                await self._keep_job_log(trial)
-            self.watcher.forget(name)
-            self._stops.pop(trial.trial_id, None)
-        return batch
+    def _waiting_reason(self, job: PaiJob) -> str | None:
+        """Why OpenPAI keeps the job waiting, with its virtual cluster's usage."""
+        if job.state != "WAITING":
+            return None
+        return waiting_reason(job, self.watcher.virtual_clusters.get(job.virtual_cluster or "default"))
 
-    def _waiting(self, trial: LiveTrial, job: PaiJob | None) -> list[TrialWaiting]:
-        """Why OpenPAI keeps the job waiting, with its virtual cluster's usage, reported once per change."""
-        reason = None
-        if job is not None and job.state == "WAITING":
-            reason = waiting_reason(job, self.watcher.virtual_clusters.get(job.virtual_cluster or "default"))
-        return trial.waiting_changed(reason)
+    def _result_grace(self, job: PaiJob, keeper_started: bool) -> float:
+        return result_grace(job, keeper_started)
+
+    async def _trial_ended(self, trial: LiveTrial, ended: TrialEnded, view: JobView[PaiJob]) -> None:
+        if view.result is None and view.job is not None:
+            await self._keep_job_log(trial)
+        self._stops.pop(trial.trial_id, None)
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 
@@ -320,11 +299,6 @@ class OpenpaiTrainingService(TrainingService):
             if name != JOB_LOG:
                 raise
         return (await cluster.job_log(self.client, handle["job"], self.template.primary)).encode()
-
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
-        """On the storage mounted here, or the relay's mirror: here either way. The web UI then streams the
-        trial's files; ``openpai.log`` is there once a trial ended without result.json (:meth:`_keep_job_log`)."""
-        return self.trials.here(handle["trial_dir"])
 
     async def _keep_job_log(self, trial: LiveTrial) -> None:
         """A trial that ended without result.json: keep what OpenPAI's log manager has of its first task."""

@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.batch.outcome import RESULT_GRACE, JobView, OutcomeTable
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.job_states import INFRA, USER, StateMeaning
 from trialfleet.training_services.openpai.protocol import STORAGE_MISSING, STORAGE_MISSING_EXIT
 from trialfleet.training_services.trial_dir import cut_short, ended_from_result, lost
 
-#: how long an ended job may go without result.json showing up on the storage (NFS caches) …
-RESULT_GRACE = 3.0
-#: … and when the job succeeded after the keeper started: the task script found result.json, so it exists
+#: how long an ended job may go without result.json showing up on the storage when the job succeeded after the keeper started: the task script found result.json, so it exists
 RESULT_GRACE_AFTER_SUCCESS = 60.0
 
 _FAILURE_KINDS: Mapping[str, FailureKind] = {
@@ -143,87 +142,72 @@ def result_grace(job: PaiJob, keeper_started: bool) -> float:
     return RESULT_GRACE_AFTER_SUCCESS if keeper_started and job.state == "SUCCEEDED" else RESULT_GRACE
 
 
-def trial_outcome(
-    trial_id: str,
-    result: Mapping[str, Any] | None,
-    job: PaiJob | None,
-    *,
-    keeper_started: bool,
-    cancel_status: TrialStatus | None,
-    gone: bool,
-    single_task: bool,
-    settled: bool,
-) -> TrialEnded | None:
-    """How the trial ended, or None while that is not known yet.
+class OpenpaiOutcomes(OutcomeTable[PaiJob]):
+    """``single_task``: the job runs the trial alone, so result.json ends it (a job with more tasks ends when
+    OpenPAI says so)."""
 
-    ``result`` is the keeper's result.json; ``job`` the last state OpenPAI reported; ``gone`` means OpenPAI no
-    longer knows the job; ``single_task``: the job runs the trial alone, so result.json ends it (a job with more
-    tasks ends when OpenPAI says so); ``settled``: the job ended long enough ago for result.json to be visible.
-    """
-    if result is not None:
-        ended = _outcome_from_result(trial_id, result, job, cancel_status, single_task)
-        if ended is None and gone:  # OpenPAI cannot say more: the keeper's record is all there is
-            if result.get("canceled") and cancel_status is None:
+    gone_reason = "OpenPAI no longer knows the job"
+
+    def __init__(self, single_task: bool) -> None:
+        self.single_task = single_task
+
+    def from_result(
+        self, trial_id: str, result: Mapping[str, Any], view: JobView[PaiJob]
+    ) -> TrialEnded | None:
+        ended = self._from_result(trial_id, result, view.job, view.cancel_status)
+        if ended is None and view.gone:  # OpenPAI cannot say more: the keeper's record is all there is
+            if result.get("canceled") and view.cancel_status is None:
                 # signalled from outside, and not a STOP (that shows as STOPPED first): the job's pods were
                 # deleted with it, which the retry policy is for
                 why = "OpenPAI no longer knows the job and its trial keeper was ended from outside"
                 return lost(trial_id, f"lost: {why} ({ended_from_result(trial_id, result).message})")
-            return ended_from_result(trial_id, result, cancel_status)
+            return ended_from_result(trial_id, result, view.cancel_status)
         return ended
-    if gone:
+
+    def _from_result(
+        self, trial_id: str, result: Mapping[str, Any], job: PaiJob | None, cancel_status: TrialStatus | None
+    ) -> TrialEnded | None:
+        ours = ended_from_result(trial_id, result, cancel_status)
         if cancel_status is not None:
-            return TrialEnded(trial_id, cancel_status, time.time(), None, "canceled", FailureKind.CANCELED)
-        return lost(
-            trial_id, "lost: OpenPAI no longer knows the job and the trial keeper left no final record"
-        )
-    if job is None or not job.ended:
-        return None
-    if cancel_status is not None:
-        message = f"canceled ({job.describe()})"
-        return TrialEnded(trial_id, cancel_status, time.time(), None, message, FailureKind.CANCELED)
-    return _settled_outcome(trial_id, job, keeper_started) if settled else None
-
-
-def _settled_outcome(trial_id: str, job: PaiJob, keeper_started: bool) -> TrialEnded:
-    """A job that ended, long enough ago, without the keeper's result.json."""
-    if job.storage_missing:
-        where = f"({job.describe()}): {job.log_tail(1)}"
-        message = f"the job's task found no trial directory on the storage {where}"
-        return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, USER)
-    meaning = job.meaning
-    users = meaning.failure_kind is USER or meaning.status is TrialStatus.USER_CANCELED
-    if keeper_started and not users:
-        return lost(trial_id, f"lost: the trial keeper ended without a final record ({job.describe()})")
-    if not keeper_started and meaning.status is TrialStatus.SUCCEEDED:
-        meaning = StateMeaning(TrialStatus.FAILED, INFRA, "the job ended without running the trial")
-    return _job_ended(trial_id, job, meaning, keeper_started)
-
-
-def _outcome_from_result(
-    trial_id: str,
-    result: Mapping[str, Any],
-    job: PaiJob | None,
-    cancel_status: TrialStatus | None,
-    single_task: bool,
-) -> TrialEnded | None:
-    ours = ended_from_result(trial_id, result, cancel_status)
-    if cancel_status is not None:
-        return ours
-    if result.get("canceled"):
-        # the keeper was signalled, not by us: the job was stopped in OpenPAI, or its pod evicted or deleted, or
-        # another task role finished first and OpenPAI ended the job
+            return ours
+        if result.get("canceled"):
+            # the keeper was signalled, not by us: the job was stopped in OpenPAI, or its pod evicted or deleted, or
+            # another task role finished first and OpenPAI ended the job
+            if job is None or not job.ended:
+                return None
+            if job.state == "SUCCEEDED":
+                return cut_short(trial_id, result, job.describe())
+            return _job_ended(trial_id, job, job.meaning, True, result)
+        if self.single_task:
+            return ours
         if job is None or not job.ended:
-            return None
-        if job.state == "SUCCEEDED":
-            return cut_short(trial_id, result, job.describe())
-        return _job_ended(trial_id, job, job.meaning, True, result)
-    if single_task:
+            return None  # the job's other tasks still run
+        if ours.status is TrialStatus.SUCCEEDED and job.state != "SUCCEEDED":
+            return _job_ended(trial_id, job, job.meaning, True, result)  # another task failed the job
         return ours
-    if job is None or not job.ended:
-        return None  # the job's other tasks still run
-    if ours.status is TrialStatus.SUCCEEDED and job.state != "SUCCEEDED":
-        return _job_ended(trial_id, job, job.meaning, True, result)  # another task failed the job
-    return ours
+
+    def settled(self, trial_id: str, job: PaiJob, keeper_started: bool) -> TrialEnded:
+        if job.storage_missing:
+            where = f"({job.describe()}): {job.log_tail(1)}"
+            message = f"the job's task found no trial directory on the storage {where}"
+            return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, USER)
+        meaning = job.meaning
+        users = meaning.failure_kind is USER or meaning.status is TrialStatus.USER_CANCELED
+        if keeper_started and not users:
+            return lost(trial_id, f"lost: the trial keeper ended without a final record ({job.describe()})")
+        if not keeper_started and meaning.status is TrialStatus.SUCCEEDED:
+            meaning = StateMeaning(TrialStatus.FAILED, INFRA, "the job ended without running the trial")
+        return _job_ended(trial_id, job, meaning, keeper_started)
+
+
+OUTCOMES = {True: OpenpaiOutcomes(single_task=True), False: OpenpaiOutcomes(single_task=False)}
+
+
+def trial_outcome(
+    trial_id: str, result: Mapping[str, Any] | None, job: PaiJob | None, *, single_task: bool, **view: Any
+) -> TrialEnded | None:
+    """:class:`OpenpaiOutcomes` for a job that runs the trial alone (``single_task``) or with other tasks."""
+    return OUTCOMES[single_task].decide(trial_id, result, job, **view)
 
 
 def _job_ended(

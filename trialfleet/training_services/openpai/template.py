@@ -13,16 +13,30 @@ import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from trialfleet.config.base import KeyPath
-from trialfleet.training_services.openpai.config import mount_point_problem
 
-if TYPE_CHECKING:
-    from trialfleet.training_services.openpai.config import OpenpaiConfig
 NNI_ROLE = "taskrole"
 NNI_IMAGE = "docker_image_0"
 ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class TemplateSettings(Protocol):
+    """What the template reads of an ``openpai`` block: :class:`~.config.OpenpaiConfig`, which checks itself
+    with :func:`template_problems` (the config model imports this module, not the other way round)."""
+
+    trial_cpu_number: int | None
+    trial_gpu_number: int | None
+    trial_memory_size: int | None
+    storage_config_name: str | None
+    docker_image: str
+    virtual_cluster: str | None
+    container_storage_mount_point: str | None
+    openpai_config: dict[str, Any] | None
+
+    @property
+    def model_fields_set(self) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -49,12 +63,14 @@ class _Checked:
     overridden: list[str] = field(default_factory=list)
 
 
-def template_problems(config: OpenpaiConfig, protocol: Mapping[str, Any] | None) -> list[tuple[KeyPath, str]]:
+def template_problems(
+    config: TemplateSettings, protocol: Mapping[str, Any] | None
+) -> list[tuple[KeyPath, str]]:
     return job_template(config, protocol)[1]
 
 
 def job_template(
-    config: OpenpaiConfig, protocol: Mapping[str, Any] | None
+    config: TemplateSettings, protocol: Mapping[str, Any] | None
 ) -> tuple[JobTemplate | None, list[tuple[KeyPath, str]]]:
     """The template from the block and the user's protocol (None: NNI's protocol), or the problems found."""
     if protocol is None:
@@ -62,7 +78,7 @@ def job_template(
     return _user_template(config, protocol)
 
 
-def _nni_template(config: OpenpaiConfig) -> tuple[JobTemplate | None, list[tuple[KeyPath, str]]]:
+def _nni_template(config: TemplateSettings) -> tuple[JobTemplate | None, list[tuple[KeyPath, str]]]:
     values = {key: value for key, _, value in _block_resources(config)}
     missing = [(block_key,) for _, block_key, value in _block_resources(config) if value is None]
     if config.storage_config_name is None:
@@ -98,7 +114,7 @@ def _nni_template(config: OpenpaiConfig) -> tuple[JobTemplate | None, list[tuple
 
 
 def _user_template(
-    config: OpenpaiConfig, given: Mapping[str, Any]
+    config: TemplateSettings, given: Mapping[str, Any]
 ) -> tuple[JobTemplate | None, list[tuple[KeyPath, str]]]:
     where: KeyPath = ("openpaiConfig",) if config.openpai_config is not None else ("openpaiConfigFile",)
     protocol: dict[str, Any] = copy.deepcopy(dict(given))
@@ -128,7 +144,7 @@ def _user_template(
 
 
 def _check_role(
-    config: OpenpaiConfig,
+    config: TemplateSettings,
     protocol: dict[str, Any],
     path: KeyPath,
     name: str,
@@ -167,7 +183,9 @@ def _check_role(
     return " && ".join(commands)  # as NNI joined them
 
 
-def _fill_resources(config: OpenpaiConfig, role: str, resources: dict[str, Any], checked: _Checked) -> None:
+def _fill_resources(
+    config: TemplateSettings, role: str, resources: dict[str, Any], checked: _Checked
+) -> None:
     """A role's cpu, memoryMB and gpu: the protocol's, else the block's, else a problem."""
     for key, block_key, value in _block_resources(config):
         if key not in resources and value is None:
@@ -179,7 +197,7 @@ def _fill_resources(config: OpenpaiConfig, role: str, resources: dict[str, Any],
             checked.overridden.append(block_key)
 
 
-def _block_resources(config: OpenpaiConfig) -> list[tuple[str, str, int | None]]:
+def _block_resources(config: TemplateSettings) -> list[tuple[str, str, int | None]]:
     """(protocol key, block key, the block's value) of each resource a task role asks for."""
     return [
         ("cpu", "trialCpuNumber", config.trial_cpu_number),
@@ -197,7 +215,7 @@ def _add_nni_image(protocol: dict[str, Any], image: str) -> None:
 
 
 def _place_storage(
-    config: OpenpaiConfig, protocol: dict[str, Any], where: KeyPath, checked: _Checked
+    config: TemplateSettings, protocol: dict[str, Any], where: KeyPath, checked: _Checked
 ) -> tuple[str | None, str | None]:
     """The storage holding trialfleet's files among the protocol's ``extras.storages`` (added when absent)."""
     extras = protocol.setdefault("extras", {})
@@ -249,3 +267,14 @@ def _storage_problems(storage: str) -> list[tuple[KeyPath, str]]:
             (("storageConfigName",), f"cannot contain '<%' (OpenPAI reads it as a template): {storage!r}")
         ]
     return []
+
+
+def mount_point_problem(path: str) -> str | None:
+    """Why ``path`` cannot be where jobs see the storage; None when it can."""
+    if not path.startswith("/"):
+        return f"expected an absolute path in the container, got {path!r}"
+    if "\0" in path:
+        return "a path cannot contain a NUL character"
+    if "<%" in path:  # OpenPAI renders job commands as <% %> templates
+        return f"cannot contain '<%' (OpenPAI would read it as a template in the job's commands): {path!r}"
+    return None

@@ -6,8 +6,9 @@ reads the config before anything else).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from trialfleet.training_services.lazy_service import service_attribute
 from trialfleet.training_services.ray.config import RayConfig
 
 if TYPE_CHECKING:
@@ -16,9 +17,4 @@ if TYPE_CHECKING:
 __all__ = ["RayConfig", "RayTrainingService"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RayTrainingService":
-        from trialfleet.training_services.ray.service import RayTrainingService
-
-        return RayTrainingService
-    raise AttributeError(name)
+__getattr__ = service_attribute(__name__, "RayTrainingService")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -24,8 +25,10 @@ from typing import Any, cast
 
 from trialfleet.errors import PlatformError
 from trialfleet.extras import install_hint
-from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
-from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
+from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services.batch.outcome import JobView
+from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.mounted_storage import code_copy_name
 from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.ray.config import RayConfig
@@ -34,7 +37,7 @@ from trialfleet.training_services.ray.entry import PAUSE as FORWARD_PERIOD
 from trialfleet.training_services.ray.jobs import RayJobs, RequestRefused, SubmittedAlready
 from trialfleet.training_services.ray.log_channel import LogMirror
 from trialfleet.training_services.ray.package import build_package, shipped_paths
-from trialfleet.training_services.ray.status import JobWatcher, RayJob, trial_outcome
+from trialfleet.training_services.ray.status import RAY_OUTCOMES, JobWatcher, RayJob, RayOutcomes
 from trialfleet.training_services.ray.submission import (
     METADATA_ATTEMPT,
     METADATA_EXPERIMENT,
@@ -46,7 +49,7 @@ from trialfleet.training_services.ray.submission import (
 )
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.trial_dir import PARAMETER_FILE
-from trialfleet.training_services.trial_files import LocalTrialFiles
+from trialfleet.training_services.trial_files import LocalTrialFiles, TrialFiles, TrialLook
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +59,11 @@ DRAIN_ATTEMPTS = 3  # reads of an ended job's whole log before its node is taken
 SHUTDOWN_WAIT = 30.0
 
 
-class RayTrainingService(TrainingService):
+class RayTrainingService(BatchJobService[RayJob]):
     platform = "ray"
     config_class = RayConfig
-    supports_gpu_scheduling = True  # Ray places GPU requests and sets CUDA_VISIBLE_DEVICES
     poll_interval = 1.0
+    job_key = "submission_id"
 
     def __init__(self, context: ExperimentContext, *, jobs: RayJobs | None = None) -> None:
         super().__init__(context)
@@ -83,7 +86,7 @@ class RayTrainingService(TrainingService):
             for sid, job in known.items()
             if job.metadata.get(METADATA_EXPERIMENT) == self.context.experiment_id
         }
-        self.watcher.jobs.update(ours)  # trials adopted next start from what Ray says of their jobs
+        self.watcher.seed(ours)  # trials adopted next start from what Ray says of their jobs
         live = sum(not job.ended for job in ours.values())
         log.info(
             "ray: connected to %s; %d job(s) of this experiment there, %d live",
@@ -168,57 +171,47 @@ class RayTrainingService(TrainingService):
 
     # ---- polling ---------------------------------------------------------------------------------------
 
-    async def _adopt(self, trial: LiveTrial) -> None:
-        self.watcher.watch(trial.handle["submission_id"])
-        trial.started = await self.files.exists(trial.handle["trial_dir"], "keeper.json")
-        self.wakeup.set()  # it may have ended while nobody watched
+    @property
+    def job_watcher(self) -> JobWatcher:
+        return self.watcher
 
-    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
+    def _outcomes(self, trial: LiveTrial) -> RayOutcomes:
+        return RAY_OUTCOMES
+
+    @property
+    def trial_files(self) -> TrialFiles:
+        return self.files
+
+    async def _look(self, trials: list[LiveTrial]) -> dict[str, TrialLook]:
+        """The mirrors, once each job's log is followed (or, for an ended job, read to its end)."""
         await self.watcher.refresh()
-        batch = PollBatch()
+        looks = {}
         for trial in trials:
-            batch.extend(await self._collect_one(trial))
-        return batch
+            sid = trial.handle["submission_id"]
+            job = self.watcher.jobs.get(sid)
+            if job is not None and job.ended:
+                await self._drain(trial)
+            elif job is not None and job.placed and not self.watcher.gone(sid):
+                self._follow(trial)
+            looks[trial.trial_id] = self.files.look_one(trial)
+        return looks
 
-    async def _collect_one(self, trial: LiveTrial) -> PollBatch:
-        sid = trial.handle["submission_id"]
-        job, gone = self.watcher.jobs.get(sid), self.watcher.gone(sid)
-        if job is not None and job.ended:
-            await self._drain(trial)
-        elif job is not None and job.placed and not gone:
-            self._follow(trial)
-        look = self.files.look_one(trial)
-        batch = PollBatch()
-        if not trial.started and (look.keeper_started or (job is not None and job.status == "RUNNING")):
-            batch.started.append(TrialStarted(trial.trial_id, time.time()))
-        batch.waiting = self._waiting(trial, job)
-        ended = trial_outcome(
-            trial.trial_id,
-            look.result,
-            job,
-            keeper_started=look.keeper_started,
-            cancel_status=trial.cancel_status,
-            gone=gone,
-            drained=bool(trial.state.get("drained")),
-        )
-        if ended is None and trial.cancel_status is not None:
-            await self._stop_again(trial, job)
-        batch.metrics, batch.problems = look.read_metrics(ended is not None)
-        if ended is not None:
-            batch.ended.append(ended)
-            self._unfollow(sid)
-            self.watcher.forget(sid)
-        return batch
+    def _view(
+        self, trial: LiveTrial, look: TrialLook, job: RayJob | None, keeper_started: bool
+    ) -> JobView[RayJob]:
+        view = super()._view(trial, look, job, keeper_started)
+        return dataclasses.replace(view, settled=bool(trial.state.get("drained")))  # the log read to its end
 
-    @staticmethod
-    def _waiting(trial: LiveTrial, job: RayJob | None) -> list[TrialWaiting]:
+    def _waiting_reason(self, job: RayJob) -> str | None:
         """Why Ray keeps the job PENDING (no node has the resources, the runtime env is being set up)."""
-        reason = (
-            f"Ray: {job.message or 'the job is pending'}"
-            if job is not None and job.status == "PENDING"
-            else None
-        )
-        return trial.waiting_changed(reason)
+        return f"Ray: {job.message or 'the job is pending'}" if job.status == "PENDING" else None
+
+    async def _still_ending(self, trial: LiveTrial, job: RayJob | None) -> None:
+        if trial.cancel_status is not None:
+            await self._stop_again(trial, job)
+
+    async def _trial_ended(self, trial: LiveTrial, ended: TrialEnded, view: JobView[RayJob]) -> None:
+        self._unfollow(trial.handle["submission_id"])
 
     # ---- the job's log -----------------------------------------------------------------------------------
 

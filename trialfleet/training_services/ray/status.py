@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.batch.outcome import JobView, OutcomeTable, canceled
+from trialfleet.training_services.batch.watcher import JobWatcher as BatchJobWatcher
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.job_states import INFRA, USER, StateMeaning
 from trialfleet.training_services.job_states import failed as _failed
-from trialfleet.training_services.trial_dir import ended_from_result, lost
+from trialfleet.training_services.trial_dir import lost
 
 log = logging.getLogger(__name__)
-
-_MISSING_QUERIES_BEFORE_GONE = 2
 
 
 #: (JobStatus, JobErrorType or "") → ours; "" is any error type the table does not name
@@ -89,124 +88,61 @@ class RayJob:
         return text
 
 
-def trial_outcome(
-    trial_id: str,
-    result: Mapping[str, Any] | None,
-    job: RayJob | None,
-    *,
-    keeper_started: bool,
-    cancel_status: TrialStatus | None,
-    gone: bool,
-    drained: bool,
-) -> TrialEnded | None:
-    """How the trial ended, or None while that is not known yet.
+class RayOutcomes(OutcomeTable[RayJob]):
+    gone_reason = "Ray no longer knows the job (the head restarted, or the job was deleted)"
+    never_started_kind = INFRA
+    log_hint = ""
 
-    ``result`` is the mirrored result.json; ``job`` the last state Ray reported; ``gone`` means Ray no longer
-    knows the job; ``drained`` that the log of the ended job was read to its end.
-    """
-    if result is not None:
-        return ended_from_result(trial_id, result, cancel_status)
-    if cancel_status is not None and (gone or (job is not None and (job.ended or not job.placed))):
-        # a job stopped while still unplaced never runs its trial: Ray stops it as soon as it is placed
-        return TrialEnded(trial_id, cancel_status, time.time(), None, "canceled", FailureKind.CANCELED)
-    if gone:
-        return lost(
-            trial_id, "lost: Ray no longer knows the job (the head restarted, or the job was deleted)"
+    def without_result(self, trial_id: str, view: JobView[RayJob]) -> TrialEnded | None:
+        job = view.job
+        if view.cancel_status is not None and (
+            view.gone or (job is not None and (job.ended or not job.placed))
+        ):
+            # a job stopped while still unplaced never runs its trial: Ray stops it as soon as it is placed
+            return canceled(trial_id, view.cancel_status)
+        if view.gone:
+            return lost(trial_id, f"lost: {self.gone_reason}")
+        return super().without_result(trial_id, view)
+
+    def exited(self, job: RayJob) -> bool:
+        return job.status in ("SUCCEEDED", "FAILED") and job.error_type in (
+            None,
+            "JOB_ENTRYPOINT_COMMAND_ERROR",
         )
-    if job is None or not job.ended or not drained:
-        return None
-    if job.status in ("SUCCEEDED", "FAILED") and job.error_type in (None, "JOB_ENTRYPOINT_COMMAND_ERROR"):
-        if keeper_started:
-            return lost(trial_id, f"lost: the trial keeper ended without a final record ({job.describe()})")
-        message = f"the job ended before the trial keeper started ({job.describe()})"
-        return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), job.exit_code, message, INFRA)
-    meaning = job.meaning
-    return TrialEnded(
-        trial_id,
-        meaning.status,
-        time.time(),
-        job.exit_code,
-        f"{meaning.reason}: {job.describe()}",
-        meaning.failure_kind,
-    )
+
+    def exit_code(self, job: RayJob) -> int | None:
+        return job.exit_code
+
+    def job_ended(self, trial_id: str, job: RayJob, exit_code: int | None = None) -> TrialEnded:
+        meaning = job.meaning
+        message = f"{meaning.reason}: {job.describe()}"
+        return TrialEnded(trial_id, meaning.status, time.time(), exit_code, message, meaning.failure_kind)
+
+
+RAY_OUTCOMES = RayOutcomes()
+
+
+def trial_outcome(
+    trial_id: str, result: Mapping[str, Any] | None, job: RayJob | None, *, drained: bool, **view: Any
+) -> TrialEnded | None:
+    """:class:`RayOutcomes`; ``drained``: the log of the ended job was read to its end, which settles it."""
+    return RAY_OUTCOMES.decide(trial_id, result, job, settled=drained, **view)
 
 
 Query = Callable[[], Awaitable[dict[str, RayJob]]]
 
 
-class JobWatcher:
-    """The one place that asks Ray about trial jobs: one ``list_jobs`` for all of them when a query is due.
+class JobWatcher(BatchJobWatcher[RayJob]):
+    """The one place that asks Ray about trial jobs: one ``list_jobs`` for all of them when a query is due;
+    see :mod:`..batch.watcher`."""
 
-    Queries start ``min_interval`` apart and back off towards ``max_interval`` while nothing changes; a
-    change, a new job or :meth:`hurry` brings them back. Ended jobs are not asked about again. A failed
-    query (the head is down) is logged once and retried later; it never raises.
-    """
+    platform = "ray"
 
-    def __init__(
-        self,
-        query: Query,
-        *,
-        min_interval: float = 1.0,
-        max_interval: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.query = query
-        self.min_interval, self.max_interval = min_interval, max_interval
-        self.clock = clock
-        self.jobs: dict[str, RayJob] = {}
-        self.unreachable: str | None = None  # why the last query failed
-        self._missing: dict[str, int] = {}
-        self._interval = min_interval
-        self._next_query = 0.0
+    MIN_INTERVAL, MAX_INTERVAL = 1.0, 10.0
 
-    def watch(self, submission_id: str) -> None:
-        self._missing.setdefault(submission_id, 0)
-        self.hurry()
+    def __init__(self, list_jobs: Query, **pacing: Any) -> None:
+        super().__init__(**pacing)
+        self.list_jobs = list_jobs
 
-    def forget(self, submission_id: str) -> None:
-        self.jobs.pop(submission_id, None)
-        self._missing.pop(submission_id, None)
-
-    def hurry(self) -> None:
-        self._interval = self.min_interval
-        self._next_query = 0.0
-
-    def gone(self, submission_id: str) -> bool:
-        return self._missing.get(submission_id, 0) >= _MISSING_QUERIES_BEFORE_GONE
-
-    async def refresh(self) -> None:
-        live = [sid for sid in self._missing if not self.gone(sid) and not self._ended(sid)]
-        now = self.clock()
-        if now < self._next_query or not live:
-            return
-        try:
-            found = await self.query()
-        except PlatformError as exc:
-            if self.unreachable is None:
-                log.warning("ray: cannot list the cluster's jobs (retried): %s", exc)
-            self.unreachable = str(exc)
-            found = None
-        else:
-            if self.unreachable is not None:
-                log.info("ray: the cluster answers again")
-            self.unreachable = None
-        changed = found is not None and self._update(live, found)
-        self._interval = self.min_interval if changed else min(self._interval * 1.5, self.max_interval)
-        self._next_query = now + self._interval
-
-    def _ended(self, submission_id: str) -> bool:
-        job = self.jobs.get(submission_id)
-        return job is not None and job.ended
-
-    def _update(self, asked: Iterable[str], found: Mapping[str, RayJob]) -> bool:
-        changed = False
-        for sid in asked:
-            job = found.get(sid)
-            if job is None:
-                self._missing[sid] += 1
-                changed |= self.gone(sid)
-                continue
-            self._missing[sid] = 0
-            changed |= self.jobs.get(sid) != job
-            self.jobs[sid] = job
-        return changed
+    async def query(self, job_ids: list[str]) -> dict[str, RayJob]:
+        return await self.list_jobs()

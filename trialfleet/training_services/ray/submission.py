@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trialfleet.compat import REAL_NNI_PROBE
-from trialfleet.training_services.environment import CHANNEL_VARIABLES
+from trialfleet.training_services.environment import CHANNEL_VARIABLES, gpu_variables
 from trialfleet.training_services.naming import attempt_name, nni_job_name
 from trialfleet.training_services.spec import TrialSpec
 from trialfleet.training_services.trial_dir import PARAMETER_FILE, STALE_RECORDS, command_record
@@ -86,9 +86,8 @@ def payload(experiment_id: str, spec: TrialSpec, node_directory: str | None) -> 
         "NNI_TRIAL_JOB_ID": spec.trial_id,
         "NNI_TRIAL_SEQ_ID": str(spec.sequence_id),
         **spec.env,
+        **gpu_variables(spec.gpu_number, None),  # Ray sets the variable for the GPUs it gives
     }
-    if spec.gpu_number == 0:
-        env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
     command = command_record(["/bin/bash", "-c", spec.command], "", None, kill_grace=KILL_GRACE)
     for known_on_the_node in ("cwd", "env", "env_unset"):  # entry.py fills these in
         del command[known_on_the_node]

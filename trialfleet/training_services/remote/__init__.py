@@ -6,8 +6,9 @@ reads the config before anything else).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from trialfleet.training_services.lazy_service import service_attribute
 from trialfleet.training_services.remote.config import RemoteConfig, RemoteMachineConfig
 
 if TYPE_CHECKING:
@@ -16,9 +17,4 @@ if TYPE_CHECKING:
 __all__ = ["RemoteConfig", "RemoteMachineConfig", "RemoteTrainingService"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RemoteTrainingService":
-        from trialfleet.training_services.remote.service import RemoteTrainingService
-
-        return RemoteTrainingService
-    raise AttributeError(name)
+__getattr__ = service_attribute(__name__, "RemoteTrainingService")

@@ -66,7 +66,6 @@ LOG_COPY_DELAY = 0.3  # an ended trial's logs are copied to the manager this lon
 class RemoteTrainingService(TrainingService):
     platform = "remote"
     config_class = RemoteConfig
-    supports_gpu_scheduling = True
     poll_interval = 1.0
     ships_code = True  # packed and uploaded to every host
     concurrent_submits = True  # a launch reserves its host and GPUs before its first wait

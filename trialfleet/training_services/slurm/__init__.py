@@ -6,8 +6,9 @@ reads the config before anything else).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from trialfleet.training_services.lazy_service import service_attribute
 from trialfleet.training_services.slurm.config import SlurmConfig
 
 if TYPE_CHECKING:
@@ -16,9 +17,4 @@ if TYPE_CHECKING:
 __all__ = ["SlurmConfig", "SlurmTrainingService"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "SlurmTrainingService":
-        from trialfleet.training_services.slurm.service import SlurmTrainingService
-
-        return SlurmTrainingService
-    raise AttributeError(name)
+__getattr__ = service_attribute(__name__, "SlurmTrainingService")

@@ -20,8 +20,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from trialfleet.compat import REAL_NNI_PROBE
-from trialfleet.training_services.environment import CHANNEL_VARIABLES
+from trialfleet.training_services.batch.launch import keeper_line, shim_lines
 from trialfleet.training_services.naming import nni_job_name
 
 JOB_OUTPUT = "slurm.out"  # Slurm's own messages for the job ("CANCELLED DUE TO TIME LIMIT"), in the trial dir
@@ -117,13 +116,6 @@ def sbatch_script(job: TrialJob) -> str:
         lines += ["# --- setupScript ---", job.setup_script.rstrip("\n"), "# --- end of setupScript ---"]
     if job.python_path:
         lines.append(f'export PATH={q(job.python_path)}:"$PATH"')
-    lines += [
-        f"unset {' '.join(CHANNEL_VARIABLES)}",
-        "# the nni shim only for a python3 that has no real nni installed",
-        f'if [ "$(python3 -c {q(REAL_NNI_PROBE)} 2>/dev/null)" != yes ]; then',
-        f'    export PYTHONPATH={q(job.shim_dir)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-        "fi",
-    ]
-    assignments = " ".join(q(f"{name}={value}") for name, value in job.env.items())
-    lines.append(f"exec env -- {assignments} python3 -I -S {q(job.keeper)} {q(job.trial_dir)}")
+    lines += shim_lines(job.shim_dir)
+    lines.append("exec " + keeper_line(job.env, job.keeper, q(job.trial_dir)))
     return "\n".join(lines) + "\n"

@@ -17,15 +17,16 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, cast
+from typing import cast
 
 from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
-from trialfleet.training_services.environment import nni_variables
-from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
+from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services.batch.outcome import JobView
+from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.environment import job_variables
+from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.mounted_storage import MountedStorage, on_storage
 from trialfleet.training_services.naming import attempt_name, nni_job_name
 from trialfleet.training_services.shared_storage import shared_storage_for
@@ -43,16 +44,17 @@ from trialfleet.training_services.slurm.script import (
 )
 from trialfleet.training_services.slurm.shared_directory import SharedDirectory
 from trialfleet.training_services.slurm.status import (
+    SLURM_OUTCOMES,
     JobWatcher,
     SlurmJob,
+    SlurmOutcomes,
     accounting_enabled,
     result_grace,
-    trial_outcome,
 )
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 from trialfleet.training_services.ssh import SshLinkError
 from trialfleet.training_services.trial_dir import KEEPER_RECORD, command_record, input_files
-from trialfleet.training_services.trial_files import TrialLook
+from trialfleet.training_services.trial_files import TrialFiles
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +63,9 @@ ESCALATE_AFTER = 15.0
 SHUTDOWN_WAIT = 60.0
 
 
-class SlurmTrainingService(TrainingService):
+class SlurmTrainingService(BatchJobService[SlurmJob]):
     platform = "slurm"
     config_class = SlurmConfig
-    supports_gpu_scheduling = True  # Slurm places GPU requests; CUDA_VISIBLE_DEVICES comes from GRES
     poll_interval = 1.0  # trial directories; Slurm itself is asked by the watcher's back-off
     ships_code = True  # copied to the shared directory, or packed and uploaded through the login node
 
@@ -100,7 +101,6 @@ class SlurmTrainingService(TrainingService):
             self.runner = runner or SshCommandRunner(link)
         self.watcher = JobWatcher(self.runner, use_sacct=False)
         self._cancel_sent: dict[str, float] = {}
-        self._unreadable: str | None = None  # why the last look at the trial directories failed
         # with a shared storage the code comes from it; the nodes see it at remoteMountPoint
         self.shared_storage = shared_storage_for(context.config, context.experiment_id)
 
@@ -210,12 +210,9 @@ class SlurmTrainingService(TrainingService):
         return started if started.isdigit() else None
 
     def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
-        env = nni_variables(
+        env = job_variables(
             self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
         )
-        env.update(spec.env)
-        if spec.gpu_number == 0:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # as on every platform: 0 GPUs means none visible
         return TrialJob(
             experiment_id=self.context.experiment_id,
             trial_id=spec.trial_id,
@@ -244,68 +241,29 @@ class SlurmTrainingService(TrainingService):
 
     # ---- polling ---------------------------------------------------------------------------------------
 
-    async def _adopt(self, trial: LiveTrial) -> None:
-        self.watcher.watch(trial.handle["job_id"])
-        try:
-            trial.started = await self.shared.trials.exists(trial.handle["trial_dir"], KEEPER_RECORD)
-        except PlatformError as exc:  # the next poll looks again
-            log.warning("slurm: cannot look at trial %s yet: %s", trial.trial_id, exc)
-        self.wakeup.set()  # it may have ended while nobody watched
+    @property
+    def job_watcher(self) -> JobWatcher:
+        return self.watcher
 
-    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
-        await self.watcher.refresh()
-        try:
-            looks = await self.shared.trials.look(trials)
-        except PlatformError as exc:  # nothing was read: the next look starts from the same cursors
-            if self._unreadable is None:
-                log.warning("slurm: cannot read the trial directories (retried): %s", exc)
-            self._unreadable = str(exc)
-            return PollBatch()
-        if self._unreadable is not None:
-            log.info("slurm: the trial directories are readable again")
-            self._unreadable = None
-        batch = PollBatch()
-        for trial in trials:
-            batch.extend(await self._collect_one(trial, looks[trial.trial_id]))
-        return batch
+    def _outcomes(self, trial: LiveTrial) -> SlurmOutcomes:
+        return SLURM_OUTCOMES
 
-    async def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
-        job_id = trial.handle["job_id"]
-        job = self.watcher.jobs.get(job_id)
-        # not trial.started: Slurm says RUNNING while the setup script runs, before the keeper is there
-        keeper_started = trial.state.get("keeper_started") or look.keeper_started
-        trial.state["keeper_started"] = keeper_started
-        batch = PollBatch()
-        if not trial.started and (keeper_started or (job is not None and job.running)):
-            batch.started.append(TrialStarted(trial.trial_id, time.time()))
-        batch.waiting = self._waiting(trial, job)
-        since = self.watcher.ended_for(job_id)
-        ended = trial_outcome(
-            trial.trial_id,
-            look.result,
-            job,
-            keeper_started=keeper_started,
-            cancel_status=trial.cancel_status,
-            gone=self.watcher.gone(job_id),
-            settled=job is not None and since is not None and since >= result_grace(job, keeper_started),
-        )
-        if ended is None and (look.result is not None or trial.cancel_status is not None):
-            self.watcher.hurry()  # the end is near: learn Slurm's side of it soon
-            await self._escalate_cancel(trial)
-        if look.more:
-            ended = None  # metrics are still to be read: the end comes after them
-        batch.metrics, batch.problems = look.read_metrics(ended is not None)
-        if ended is not None:
-            batch.ended.append(ended)
-            self.watcher.forget(job_id)
-            self._cancel_sent.pop(trial.trial_id, None)
-        return batch
+    @property
+    def trial_files(self) -> TrialFiles:
+        return self.shared.trials
 
-    @staticmethod
-    def _waiting(trial: LiveTrial, job: SlurmJob | None) -> list[TrialWaiting]:
-        """Why Slurm keeps the job pending ("Resources", "Priority"), reported once per change."""
-        reason = job.reason if job is not None and job.waiting else None
-        return trial.waiting_changed(reason)
+    def _waiting_reason(self, job: SlurmJob) -> str | None:
+        """Why Slurm keeps the job pending ("Resources", "Priority")."""
+        return job.reason if job.waiting else None
+
+    def _result_grace(self, job: SlurmJob, keeper_started: bool) -> float:
+        return result_grace(job, keeper_started)
+
+    async def _still_ending(self, trial: LiveTrial, job: SlurmJob | None) -> None:
+        await self._escalate_cancel(trial)
+
+    async def _trial_ended(self, trial: LiveTrial, ended: TrialEnded, view: JobView[SlurmJob]) -> None:
+        self._cancel_sent.pop(trial.trial_id, None)
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
 
@@ -349,12 +307,6 @@ class SlurmTrainingService(TrainingService):
             log.warning("slurm: job %s still runs after its cancel; scancel again", trial.handle["job_id"])
             self._cancel_sent[trial.trial_id] = time.monotonic()
             await self._scancel(trial.handle["job_id"])
-
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
-        return await self.shared.trials.read(handle["trial_dir"], name)
-
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
-        return self.shared.trials.here(handle["trial_dir"])
 
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials:

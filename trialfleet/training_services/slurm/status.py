@@ -2,36 +2,33 @@
 
 The keeper's ``result.json`` decides how a trial ended whenever it exists; Slurm's state only fills in what the
 keeper could not say (node failure, time limit, preemption, a job cancelled before it started). Everything
-here but :class:`JobWatcher` is a pure function of its arguments.
+here but :class:`JobWatcher` is a pure function of its arguments; the rules every batch platform shares are
+in :mod:`..batch`.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.training_services.batch.outcome import RESULT_GRACE, JobRecord, JobView, OutcomeTable
+from trialfleet.training_services.batch.watcher import JobWatcher as BatchJobWatcher
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.job_states import INFRA, USER, StateMeaning, state_meaning
 from trialfleet.training_services.job_states import failed as _failed
 from trialfleet.training_services.job_states import running as _running
 from trialfleet.training_services.job_states import waiting as _waiting
 from trialfleet.training_services.slurm.runner import CommandRunner
-from trialfleet.training_services.trial_dir import ended_from_result, lost
-
-log = logging.getLogger(__name__)
+from trialfleet.training_services.trial_dir import ended_from_result
 
 SQUEUE_FORMAT = "JobID:|,State:|,exit_code:|,Reason:|"  # the reason last: it is free text
 SACCT_FORMAT = "JobIDRaw,State,ExitCode,Reason"
-#: how long an ended job may go without result.json showing up on the shared directory (NFS caches) …
-RESULT_GRACE = 3.0
-#: … and when the keeper exited by itself, so it must have written result.json before
+#: how long an ended job may go without result.json showing up on the shared directory (RESULT_GRACE) when the keeper exited by itself, so it must have written result.json before
 RESULT_GRACE_AFTER_KEEPER_EXIT = 60.0
-_MISSING_QUERIES_BEFORE_GONE = 2
 
 
 SLURM_STATES: Mapping[str, StateMeaning] = {
@@ -76,7 +73,7 @@ def normalise_state(state: str) -> str:
 
 
 @dataclass(frozen=True)
-class SlurmJob:
+class SlurmJob(JobRecord):
     job_id: str
     state: str  # normalised: "CANCELLED", never "CANCELLED by 0"
     reason: str | None = None  # "Resources", "Priority", "TimeLimit"; None for Slurm's "None"
@@ -86,18 +83,6 @@ class SlurmJob:
     @property
     def meaning(self) -> StateMeaning:
         return slurm_state_meaning(self.state)
-
-    @property
-    def ended(self) -> bool:
-        return self.meaning.status.is_terminal
-
-    @property
-    def waiting(self) -> bool:
-        return self.meaning.status is TrialStatus.WAITING
-
-    @property
-    def running(self) -> bool:
-        return self.meaning.status is TrialStatus.RUNNING
 
     def describe(self) -> str:
         """``Slurm job 12 FAILED, signal 9`` for messages."""
@@ -162,131 +147,53 @@ def result_grace(job: SlurmJob, keeper_started: bool) -> float:
     return RESULT_GRACE
 
 
-def trial_outcome(
-    trial_id: str,
-    result: Mapping[str, Any] | None,
-    job: SlurmJob | None,
-    *,
-    keeper_started: bool,
-    cancel_status: TrialStatus | None,
-    gone: bool,
-    settled: bool,
-) -> TrialEnded | None:
-    """How the trial ended, or None while that is not known yet.
+class SlurmOutcomes(OutcomeTable[SlurmJob]):
+    gone_reason = "the Slurm job is gone"
+    log_hint = "see slurm.out"
 
-    ``result`` is the keeper's result.json; ``job`` the last state Slurm reported; ``gone`` means Slurm no
-    longer knows the job; ``settled`` that the job ended long enough ago for result.json to be visible.
-    """
-    if result is not None:
-        return _outcome_from_result(trial_id, result, job, cancel_status)
-    if gone:
-        if cancel_status is not None:
-            return TrialEnded(trial_id, cancel_status, time.time(), None, "canceled", FailureKind.CANCELED)
-        return lost(trial_id, "lost: the Slurm job is gone and the trial keeper left no final record")
-    if job is None or not job.ended:
-        return None
-    if cancel_status is not None:
-        message = f"canceled ({job.describe()})"
-        return TrialEnded(trial_id, cancel_status, time.time(), None, message, FailureKind.CANCELED)
-    if not settled:
-        return None
-    if job.state in ("COMPLETED", "FAILED"):
-        if keeper_started:
-            return lost(trial_id, f"lost: the trial keeper ended without a final record ({job.describe()})")
+    def from_result(
+        self, trial_id: str, result: Mapping[str, Any], view: JobView[SlurmJob]
+    ) -> TrialEnded | None:
+        job = view.job
+        if not result.get("canceled") or view.cancel_status is not None or job is None:
+            return ended_from_result(trial_id, result, view.cancel_status)
+        # the keeper was signalled, not by us: by Slurm (time limit, preemption, scancel) or by hand
+        if not job.ended:
+            return None  # Slurm will say why soon
+        if self.exited(job):
+            return ended_from_result(trial_id, result)  # someone signalled the keeper itself
+        return self.job_ended(trial_id, job, result.get("exit_code"))
+
+    def exited(self, job: SlurmJob) -> bool:
+        return job.state in ("COMPLETED", "FAILED")
+
+    def exit_code(self, job: SlurmJob) -> int | None:
+        return job.exit_code
+
+    def never_started(self, trial_id: str, job: SlurmJob) -> TrialEnded:
         if job.reason == "JobLaunchFailure":  # Slurm could not start the batch script at all
             message = f"Slurm could not launch the job ({job.describe()}); see the slurmd log"
             return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, INFRA)
-        message = f"the job ended before the trial keeper started ({job.describe()}); see slurm.out"
-        return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), job.exit_code, message, USER)
-    return _slurm_ended(trial_id, job, exit_code=job.exit_code)
+        return super().never_started(trial_id, job)
 
 
-def _outcome_from_result(
-    trial_id: str, result: Mapping[str, Any], job: SlurmJob | None, cancel_status: TrialStatus | None
-) -> TrialEnded | None:
-    if not result.get("canceled") or cancel_status is not None or job is None:
-        return ended_from_result(trial_id, result, cancel_status)
-    # the keeper was signalled, not by us: by Slurm (time limit, preemption, scancel) or by hand
-    if not job.ended:
-        return None  # Slurm will say why soon
-    if job.state in ("COMPLETED", "FAILED"):
-        return ended_from_result(trial_id, result)  # someone signalled the keeper itself
-    return _slurm_ended(trial_id, job, exit_code=result.get("exit_code"))
+SLURM_OUTCOMES = SlurmOutcomes()
 
 
-def _slurm_ended(trial_id: str, job: SlurmJob, *, exit_code: int | None) -> TrialEnded:
-    meaning = job.meaning
-    return TrialEnded(
-        trial_id,
-        meaning.status,
-        time.time(),
-        exit_code,
-        f"{meaning.reason} ({job.describe()})",
-        meaning.failure_kind,
-    )
+#: how the trial ended, or None while that is not known yet (see SLURM_OUTCOMES's class)
+trial_outcome = SLURM_OUTCOMES.decide
 
 
-class JobWatcher:
-    """The one place that asks Slurm about jobs: one batched squeue for every live job when a query is due.
+class JobWatcher(BatchJobWatcher[SlurmJob]):
+    """The one place that asks Slurm about jobs: one batched squeue for every live job when a query is due
+    (then sacct for those squeue forgot, where the cluster has accounting); see :mod:`..batch.watcher`."""
 
-    Queries start 2 s apart and back off towards ``max_interval`` while nothing changes; a change, a new job
-    or :meth:`hurry` brings them back to 2 s. Ended jobs are kept and never asked about again. A failed
-    query is logged and retried later; it never raises.
-    """
+    platform = "slurm"
 
-    def __init__(
-        self,
-        runner: CommandRunner,
-        *,
-        use_sacct: bool,
-        min_interval: float = 2.0,
-        max_interval: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, runner: CommandRunner, *, use_sacct: bool, **pacing: Any) -> None:
+        super().__init__(**pacing)
         self.runner = runner
         self.use_sacct = use_sacct
-        self.min_interval, self.max_interval = min_interval, max_interval
-        self.clock = clock
-        self.jobs: dict[str, SlurmJob] = {}
-        self.ended_at: dict[str, float] = {}  # the cache of finished jobs: when each was first seen ended
-        self._missing: dict[str, int] = {}
-        self._interval = min_interval
-        self._next_query = 0.0
-
-    def watch(self, job_id: str) -> None:
-        self._missing.setdefault(job_id, 0)
-        self.hurry()
-
-    def forget(self, job_id: str) -> None:
-        for table in (self.jobs, self.ended_at, self._missing):
-            table.pop(job_id, None)
-
-    def hurry(self) -> None:
-        self._interval = self.min_interval
-        self._next_query = 0.0
-
-    def gone(self, job_id: str) -> bool:
-        """Slurm no longer knows the job (purged after MinJobAge, and no accounting to ask)."""
-        return self._missing.get(job_id, 0) >= _MISSING_QUERIES_BEFORE_GONE
-
-    def ended_for(self, job_id: str) -> float | None:
-        """Seconds since the job was first seen ended, None while it is live."""
-        since = self.ended_at.get(job_id)
-        return None if since is None else self.clock() - since
-
-    async def refresh(self) -> None:
-        now = self.clock()
-        live = [job for job in self._missing if job not in self.ended_at and not self.gone(job)]
-        if now < self._next_query or not live:
-            return
-        try:
-            found = await self.query(live)
-        except PlatformError as exc:
-            log.warning("slurm: job status query failed (retried later): %s", exc)
-            found = None
-        changed = found is not None and self._update(live, found, now)
-        self._interval = self.min_interval if changed else min(self._interval * 1.5, self.max_interval)
-        self._next_query = now + self._interval
 
     async def query(self, job_ids: Iterable[str]) -> dict[str, SlurmJob]:
         """One squeue for all ``job_ids`` (finished ones too, until MinJobAge), then sacct for the rest."""
@@ -309,18 +216,3 @@ class JobWatcher:
         if result.code != 0:
             raise PlatformError(f"sacct failed (exit {result.code}): {result.err.strip()}")
         return parse_sacct(result.out)
-
-    def _update(self, asked: list[str], found: dict[str, SlurmJob], now: float) -> bool:
-        changed = False
-        for job_id in asked:
-            job = found.get(job_id)
-            if job is None:
-                self._missing[job_id] += 1
-                changed |= self.gone(job_id)
-                continue
-            self._missing[job_id] = 0
-            changed |= self.jobs.get(job_id) != job
-            self.jobs[job_id] = job
-            if job.ended:
-                self.ended_at[job_id] = now
-        return changed

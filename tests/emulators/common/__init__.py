@@ -1,0 +1,1 @@
+"""What the protocol emulators share."""
