@@ -38,11 +38,15 @@ def resource_name(
     limit = MAX_NAME - room
     words = ["nni", "exp", experiment_id, "trial", trial_id] + (["attempt", str(attempt)] if attempt else [])
     separator, unwanted = ("", r"[^a-z0-9]") if compact else ("-", r"[^a-z0-9-]")
-    name = separator.join(re.sub(unwanted, "", word.lower()) for word in words)
+    kept = [re.sub(unwanted, "", word.lower()) for word in words]
+    name = separator.join(kept)
     if name == separator.join(words) and len(name) <= limit:
         return name
     digest = hashlib.sha256(f"{experiment_id}\0{trial_id}\0{attempt}".encode()).hexdigest()[:8]
-    head = name[: limit - len(digest) - len(separator)].rstrip("-")
+    # the experiment id gives way first: every trial of the experiment shares it, the trial's part tells them apart
+    overflow = len(name) + len(separator) + len(digest) - limit
+    kept[2] = kept[2][: max(len(kept[2]) - overflow, 0)].rstrip("-")
+    head = separator.join(kept)[: limit - len(digest) - len(separator)].rstrip("-")
     return f"{head}{separator}{digest}"
 
 
