@@ -29,7 +29,11 @@ IDS = {
     "40": "imported_from_nni-2026-12-04-resnet50-v2",
     "63": "Imported.From.Another.Machine-2026-12-04_resnet50-sweep-number7",
 }
-PS = {**FC_ROLE, "name": "ps", "frameworkAttemptCompletionPolicy": {"minFailedTaskCount": 1, "minSucceedTaskCount": -1}}
+PS = {
+    **FC_ROLE,
+    "name": "ps",
+    "frameworkAttemptCompletionPolicy": {"minFailedTaskCount": 1, "minSucceedTaskCount": -1},
+}
 
 
 def kinds(root: Path, cluster: KubernetesEmulator) -> dict[str, tuple[type, Any]]:

@@ -62,10 +62,14 @@ def test_names_leave_the_room_the_operator_asks_for(compact: bool, room: int) ->
             name = resource_name(experiment, "Ab3dE", attempt, compact=compact, room=room)
             assert len(name) + room <= 63, name
             assert name == resource_name(experiment, "Ab3dE", attempt, compact=compact, room=room)
-    assert resource_name("k3j2h1g0", "abcde", 0, room=14) == "nni-exp-k3j2h1g0-trial-abcde"  # readable when it fits
+    assert (
+        resource_name("k3j2h1g0", "abcde", 0, room=14) == "nni-exp-k3j2h1g0-trial-abcde"
+    )  # readable when it fits
     shortened = resource_name("x" * 32, "abcde", 1, room=9)  # 62 characters before shortening: the experiment
     assert shortened.startswith("nni-exp-" + "x" * 15 + "-trial-abcde-attempt-1-") and len(shortened) == 54
-    assert resource_name("x" * 32, "abcde", 1, compact=True, room=9).startswith("nniexp" + "x" * 22 + "trialabcdeattempt1")
+    assert resource_name("x" * 32, "abcde", 1, compact=True, room=9).startswith(
+        "nniexp" + "x" * 22 + "trialabcdeattempt1"
+    )
 
 
 def test_labels_take_only_valid_label_values() -> None:

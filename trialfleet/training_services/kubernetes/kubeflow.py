@@ -93,7 +93,9 @@ class KubeflowTrainingService(KubernetesTrainingService):
         (kubeflow/training-operator pkg/controller.v1/common/util.go, service.go; the same in tf-operator and
         pytorch-operator since v0.2), and a Service name is a DNS-1035 label of at most 63 characters.
         """
-        return max(len(f"-{REPLICA_TYPES[name].lower()}-{role.replicas - 1}") for name, role in self._roles().items())
+        return max(
+            len(f"-{REPLICA_TYPES[name].lower()}-{role.replicas - 1}") for name, role in self._roles().items()
+        )
 
     def _roles(self) -> dict[str, KubeflowRoleConfig]:
         """The configured roles, the primary's first: master, else worker."""
