@@ -140,6 +140,11 @@ def validate_pod_spec(spec: dict[str, Any], at: str) -> list[fe.FieldError]:
     policy = spec.get("restartPolicy")
     if policy is not None and policy not in RESTART_POLICIES:
         errors.append(fe.not_supported(fe.path(at, "restartPolicy"), policy, RESTART_POLICIES))
+    # ValidatePodSpec (kubernetes pkg/apis/core/validation/validation.go): a hostname or subdomain the pod sets
+    # is a DNS-1123 label, at most 63 characters (AdaptDL sets the hostname <job>-<group>-<rank>)
+    for field_name in ("hostname", "subdomain"):
+        if value := spec.get(field_name):
+            errors += [fe.invalid(fe.path(at, field_name), value, m) for m in names.dns1123_label(value)]
     return errors
 
 

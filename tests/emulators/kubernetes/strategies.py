@@ -116,6 +116,8 @@ class SecretStrategy(Strategy):
 
 
 class ServiceStrategy(Strategy):
+    # ValidateServiceName is apimachinery's NameIsDNS1035Label (kubernetes pkg/apis/core/validation): the
+    # training operator's <job>-<replicatype>-<index> services must fit in 63 characters
     name_check = staticmethod(names.dns1035_label)
     _addresses = itertools.count(10)
 

@@ -424,3 +424,21 @@ def test_deployments_are_accepted_and_recorded(cluster: KubernetesEmulator, api:
     assert [d.metadata.name for d in apps.list_namespaced_deployment(NS).items] == ["adaptdl-tensorboard-e1"]
     apps.delete_namespaced_deployment("adaptdl-tensorboard-e1", NS)
     assert apps.list_namespaced_deployment(NS).items == []
+
+
+def test_hostnames_and_service_names_longer_than_a_dns_label_are_refused(core: client.CoreV1Api) -> None:
+    """As the API server: ``ValidatePodSpec`` takes a pod's hostname and subdomain only as DNS-1123 labels
+    (AdaptDL's ``<job>-<group>-<rank>``), ``ValidateServiceName`` a Service's name only as a DNS-1035 label
+    (the training operator's ``<job>-<replicatype>-<index>``): at most 63 characters each."""
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod(NS, pod_manifest("long-host", "true", hostname="h" * 64, subdomain="Sub"))
+    body = json.loads(refused.value.body)
+    assert (refused.value.status, body["reason"]) == (422, "Invalid")
+    assert sorted(c["field"] for c in body["details"]["causes"]) == ["spec.hostname", "spec.subdomain"]
+    assert "must be no more than 63 characters" in body["message"]
+    core.create_namespaced_pod(NS, pod_manifest("host-63", "true", hostname="h" * 63))
+    service = {"metadata": {"name": "s" * 64}, "spec": {"clusterIP": "None", "ports": [{"port": 1}]}}
+    with pytest.raises(client.ApiException) as service_refused:
+        core.create_namespaced_service(NS, service)
+    assert service_refused.value.status == 422
+    assert "must be no more than 63 characters" in json.loads(service_refused.value.body)["message"]

@@ -141,10 +141,14 @@ def trial_spec(trial_id: str, command: str, code_dir: Path, **fields: Any) -> Tr
 
 @contextlib.asynccontextmanager
 async def started(
-    service_class: type[TrainingService], root: Path, config: Any, **experiment: Any
+    service_class: type[TrainingService],
+    root: Path,
+    config: Any,
+    experiment_id: str = "k8s",
+    **experiment: Any,
 ) -> AsyncIterator[Any]:
-    """A started service of experiment "k8s"; closed at the end, its trials killed."""
-    service = service_class(make_context(root / "experiment", config, "k8s", **experiment))
+    """A started service of experiment "k8s" (or ``experiment_id``); closed at the end, its trials killed."""
+    service = service_class(make_context(root / "experiment", config, experiment_id, **experiment))
     await service.start()
     try:
         yield service

@@ -53,6 +53,25 @@ def test_names_are_valid_distinct_per_attempt_and_stable(compact: bool) -> None:
     assert len(names) == len(ids) * 3  # trial ids differing only in case still get names of their own
 
 
+@pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("room", [0, 9, 10, 14])
+def test_names_leave_the_room_the_operator_asks_for(compact: bool, room: int) -> None:
+    """``-worker-0`` (9), AdaptDL's ``-99999-999`` (10), ``-worker-99999`` (13): the replica's names fit in 63."""
+    for experiment in ("k3j2h1g0", "x" * 32, "imported_from_nni-2026-12-04-resnet50-v2", "E.x" * 21):
+        for attempt in (0, 1, 12):
+            name = resource_name(experiment, "Ab3dE", attempt, compact=compact, room=room)
+            assert len(name) + room <= 63, name
+            assert name == resource_name(experiment, "Ab3dE", attempt, compact=compact, room=room)
+    assert (
+        resource_name("k3j2h1g0", "abcde", 0, room=14) == "nni-exp-k3j2h1g0-trial-abcde"
+    )  # readable when it fits
+    shortened = resource_name("x" * 32, "abcde", 1, room=9)  # 62 characters before shortening: the experiment
+    assert shortened.startswith("nni-exp-" + "x" * 15 + "-trial-abcde-attempt-1-") and len(shortened) == 54
+    assert resource_name("x" * 32, "abcde", 1, compact=True, room=9).startswith(
+        "nniexp" + "x" * 22 + "trialabcdeattempt1"
+    )
+
+
 def test_labels_take_only_valid_label_values() -> None:
     assert trial_labels("exp1", "Ab3dE", 1) == {
         "app": "nni-kubernetes-trial",

@@ -35,6 +35,10 @@ ADAPTDLJOB = ResourceKind(
 ROLE = "main"  # NNI's container name
 CLAIM_VOLUME = "adaptdl-pvc"
 CHECKPOINT_PATH, SHARE_PATH = "/adaptdl/checkpoint", "/adaptdl/share"
+#: adaptdl-sched sets each pod's hostname to ``<job>-<group>-<rank>`` (petuum/adaptdl
+#: sched/adaptdl_sched/controller.py, ``_create_pod``), a DNS-1123 label of at most 63 characters; the group
+#: counts the job's restarts. Room for 99999 restarts and 1000 replicas.
+HOSTNAME_ROOM = len("-99999-999")
 
 
 def adaptdl_manifest(job: TrialJob, replica: Replica, preemptible: bool) -> dict[str, Any]:
@@ -94,6 +98,9 @@ class AdlTrainingService(KubernetesTrainingService):
 
     def resource_kind(self) -> ResourceKind:
         return ADAPTDLJOB
+
+    def name_room(self) -> int:
+        return HOSTNAME_ROOM
 
     def storage_spec(self) -> StorageSpec:
         if self.config.nfs is None:

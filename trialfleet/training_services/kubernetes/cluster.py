@@ -140,6 +140,10 @@ class KubernetesTrainingService(TrainingService):
         """A version to use when the configured one is not served (Kubeflow: v1)."""
         return None
 
+    def name_room(self) -> int:
+        """Characters the operator appends to the resource's name in names capped at 63 (:mod:`.names`)."""
+        return 0
+
     # ---- preparation ---------------------------------------------------------------------------------
 
     @property
@@ -148,6 +152,13 @@ class KubernetesTrainingService(TrainingService):
         return self._storage
 
     async def _prepare(self) -> None:
+        try:
+            experiment_selector(self.context.experiment_id)
+        except ValueError as exc:  # an id from elsewhere (resume --experiment_dir): trialfleet's ids fit
+            raise PlatformError(
+                f"{self.platform}: {exc}: it labels every resource of the experiment (expId), so it must be at "
+                "most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+            ) from exc
         await asyncio.to_thread(self.client.connect)
         try:
             await self._check_kind()
@@ -207,7 +218,11 @@ class KubernetesTrainingService(TrainingService):
 
     def _name(self, spec: TrialSpec) -> str:
         return resource_name(
-            self.context.experiment_id, spec.trial_id, spec.attempt, compact=self.compact_names
+            self.context.experiment_id,
+            spec.trial_id,
+            spec.attempt,
+            compact=self.compact_names,
+            room=self.name_room(),
         )
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:

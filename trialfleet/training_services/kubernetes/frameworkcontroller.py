@@ -10,7 +10,13 @@ writes ``injector.sh``, sourced before the entry point, which exports ``FB_<ROLE
 container).
 
 Nothing is retried by FrameworkController (``maxRetryCount: 0`` for the Framework and its tasks):
-trialfleet's retry policy decides, in a fresh attempt. Its names take no hyphen (``^[a-z0-9]{1,63}$``).
+trialfleet's retry policy decides, in a fresh attempt. Its names take no hyphen (``^[a-z0-9]{1,63}$``, the CRD's
+``NamingConvention``, microsoft/frameworkcontroller pkg/apis/frameworkcontroller/v1/crd.go). What
+FrameworkController builds from a Framework's name needs no room in those 63 characters: its pods
+``<framework>-<taskrole>-<index>`` (``GetPodName``) and its ConfigMap ``<framework>-attempt``
+(``GetConfigMapName``, both in pkg/apis/frameworkcontroller/v1/funcs.go) are DNS-1123 subdomains (253
+characters), it creates no Service and sets no hostname (a pod's hostname is then its name, which the kubelet
+shortens to 63 characters).
 """
 
 from __future__ import annotations

@@ -86,6 +86,17 @@ class KubeflowTrainingService(KubernetesTrainingService):
     def storage_spec(self) -> StorageSpec:
         return storage_spec(self.config.storage)
 
+    def name_room(self) -> int:
+        """Room for the operator's Services, ``GenGeneralName``'s ``<job>-<replicatype>-<index>``.
+
+        The training operator names each replica's pod and headless Service with ``GenGeneralName``
+        (kubeflow/training-operator pkg/controller.v1/common/util.go, service.go; the same in tf-operator and
+        pytorch-operator since v0.2), and a Service name is a DNS-1035 label of at most 63 characters.
+        """
+        return max(
+            len(f"-{REPLICA_TYPES[name].lower()}-{role.replicas - 1}") for name, role in self._roles().items()
+        )
+
     def _roles(self) -> dict[str, KubeflowRoleConfig]:
         """The configured roles, the primary's first: master, else worker."""
         return {name: role for name in ROLE_NAMES if (role := getattr(self.config, name)) is not None}

@@ -5,6 +5,10 @@ NNI named a trial's job ``nni-exp-<exp>-trial-<trial>`` (Kubeflow, AdaptDL: lowe
 every attempt needs a name of its own, so trialfleet keeps NNI's shape, adds ``attempt<n>`` from the second
 attempt on, and, when lower-casing or shortening lost something, a digest of the exact ids: two attempts never
 share a name, and the same attempt always gets the same one (``submit`` finds it again by name).
+The operators build their replicas' names from the job's, and some of those names are capped at 63 characters
+too, so a platform asks for ``room``: the training operator's Services ``<job>-<replicatype>-<index>`` (DNS-1035
+labels), AdaptDL's pod hostnames ``<job>-<group>-<rank>`` (DNS-1123 labels). The name is shortened (with the
+digest) to leave that room; it stays the same for the same attempt and config.
 NNI's labels ``app``, ``expId``, ``trialId`` are kept, with the attempt beside them; NNI's job name
 (``nni_exp_<exp>_trial_<trial>``) is an annotation.
 """
@@ -24,15 +28,25 @@ MAX_NAME = 63
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
-def resource_name(experiment_id: str, trial_id: str, attempt: int, *, compact: bool = False) -> str:
-    """``nni-exp-<exp>-trial-<trial>[-attempt-<n>][-<digest>]``; ``compact``: FrameworkController's ``[a-z0-9]``."""
+def resource_name(
+    experiment_id: str, trial_id: str, attempt: int, *, compact: bool = False, room: int = 0
+) -> str:
+    """``nni-exp-<exp>-trial-<trial>[-attempt-<n>][-<digest>]``; ``compact``: FrameworkController's ``[a-z0-9]``.
+
+    At most ``MAX_NAME - room`` characters: ``room`` is what the operator appends to build its replicas' names.
+    """
+    limit = MAX_NAME - room
     words = ["nni", "exp", experiment_id, "trial", trial_id] + (["attempt", str(attempt)] if attempt else [])
     separator, unwanted = ("", r"[^a-z0-9]") if compact else ("-", r"[^a-z0-9-]")
-    name = separator.join(re.sub(unwanted, "", word.lower()) for word in words)
-    if name == separator.join(words) and len(name) <= MAX_NAME:
+    kept = [re.sub(unwanted, "", word.lower()) for word in words]
+    name = separator.join(kept)
+    if name == separator.join(words) and len(name) <= limit:
         return name
     digest = hashlib.sha256(f"{experiment_id}\0{trial_id}\0{attempt}".encode()).hexdigest()[:8]
-    head = name[: MAX_NAME - len(digest) - len(separator)].rstrip("-")
+    # the experiment id gives way first: every trial of the experiment shares it, the trial's part tells them apart
+    overflow = len(name) + len(separator) + len(digest) - limit
+    kept[2] = kept[2][: max(len(kept[2]) - overflow, 0)].rstrip("-")
+    head = separator.join(kept)[: limit - len(digest) - len(separator)].rstrip("-")
     return f"{head}{separator}{digest}"
 
 
