@@ -133,7 +133,13 @@ def run_together(
     """Run the experiments at once to their end; what their trials logged, and the GPU hand-overs between them
     (checked: every trial ran, no clash, and they did share GPUs)."""
     managers = [start_manager(experiment_dir, "create") for _, experiment_dir in created]
-    finish(managers, [experiment_dir for _, experiment_dir in created])
+    try:
+        finish(managers, [experiment_dir for _, experiment_dir in created])
+    finally:  # a failed run leaves no manager behind to hold leases or ports for the tests after it
+        for manager in managers:
+            if manager.poll() is None:
+                manager.kill()
+                manager.wait()
     records = runs(root)
     assert len(records) == trials * len(created)
     handovers = assert_no_clash(records)
