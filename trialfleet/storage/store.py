@@ -9,6 +9,8 @@ Contract:
 * Finished trials are never edited, except to append retry attempts.
 * One writer (the experiment's manager); any number of readers (CLI, REST threads) in other
   connections or processes. Rows returned are snapshots (plain dataclasses) that never change.
+* Another process may take the write lock (a ``sqlite3`` shell's ``BEGIN IMMEDIATE``): readers never wait
+  for it (WAL); a store opened with ``wait_for_lock=False`` raises StoreBusyError at once rather than wait.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialfleet.errors import NoSpaceError, StoreError
+from trialfleet.errors import NoSpaceError, StoreBusyError, StoreError
 from trialfleet.status import ExperimentStatus, TrialStatus
 from trialfleet.storage.schema import migrate
 from trialfleet.storage.sql import order_by
@@ -171,6 +173,8 @@ def _disk_full(exc: sqlite3.OperationalError, path: Path) -> bool:
 
 SQLITE_FULL = 13
 SQLITE_IOERR = 10
+SQLITE_BUSY = 5
+BUSY_TIMEOUT_MS = 30_000  # the connections' timeout=30
 NEARLY_FULL_BYTES = 1 << 20
 
 
@@ -191,9 +195,12 @@ def _refuse_corrupt(conn: sqlite3.Connection, path: Path) -> None:
 class ExperimentStore:
     """Access to one experiment's database. Thread-safe: one connection, guarded by a lock."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False, wait_for_lock: bool = True) -> None:
+        """``wait_for_lock=False``: a write finding the database locked by another process raises StoreBusyError
+        at once instead of waiting (up to 30 s) for it, so that an event loop never blocks on it."""
         self.path = Path(path)
         self.readonly = readonly
+        self.wait_for_lock = wait_for_lock
         try:
             if readonly:
                 if not self.path.exists():
@@ -216,8 +223,10 @@ class ExperimentStore:
         self._lock = threading.RLock()
 
     @classmethod
-    def for_experiment_dir(cls, experiment_dir: str | Path, *, readonly: bool = False) -> ExperimentStore:
-        return cls(Path(experiment_dir) / DB_RELATIVE_PATH, readonly=readonly)
+    def for_experiment_dir(
+        cls, experiment_dir: str | Path, *, readonly: bool = False, wait_for_lock: bool = True
+    ) -> ExperimentStore:
+        return cls(Path(experiment_dir) / DB_RELATIVE_PATH, readonly=readonly, wait_for_lock=wait_for_lock)
 
     def close(self) -> None:
         with self._lock:
@@ -233,7 +242,7 @@ class ExperimentStore:
         """One write transaction; a full disk is NoSpaceError naming the database, and leaves it as it was."""
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._begin()
                 try:
                     yield self._conn
                     self._conn.execute("COMMIT")
@@ -245,6 +254,21 @@ class ExperimentStore:
                 if _disk_full(exc, self.path):
                     raise NoSpaceError(self.path) from exc
                 raise
+
+    def _begin(self) -> None:
+        if self.wait_for_lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            return
+        # only the write lock is not waited for: reads of this connection keep the busy handler
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", SQLITE_BUSY) & 0xFF == SQLITE_BUSY and "locked" in str(exc):
+                raise StoreBusyError(self.path) from exc
+            raise
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
