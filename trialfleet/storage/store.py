@@ -28,6 +28,7 @@ from typing import Any
 
 from trialfleet.errors import NoSpaceError, StoreBusyError, StoreError
 from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.storage.damage import damaged, is_damage, refuse_corrupt
 from trialfleet.storage.schema import migrate
 from trialfleet.storage.sql import order_by
 
@@ -178,20 +179,6 @@ BUSY_TIMEOUT_MS = 30_000  # the connections' timeout=30
 NEARLY_FULL_BYTES = 1 << 20
 
 
-def _refuse_corrupt(conn: sqlite3.Connection, path: Path) -> None:
-    """StoreError saying what is wrong and how to recover when ``quick_check`` finds the database damaged: a
-    manager never writes into a corrupt database (one that opens still reads, page by page)."""
-    problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
-    if problems == ["ok"]:
-        return
-    raise StoreError(
-        f"{path}: the experiment database is corrupt (PRAGMA quick_check: {'; '.join(problems)}); it is not "
-        f"written to. Recover what can be read: `trialfleet experiment export <id> --type json --filename data.json` keeps "
-        f"the trials that read, and `sqlite3 {path} .recover | sqlite3 recovered.sqlite` copies every readable "
-        "row into a new database (put it in place of the old one, with the -wal and -shm files removed)"
-    )
-
-
 class ExperimentStore:
     """Access to one experiment's database. Thread-safe: one connection, guarded by a lock."""
 
@@ -213,11 +200,13 @@ class ExperimentStore:
                 self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
-                _refuse_corrupt(self._conn, self.path)
+                refuse_corrupt(self._conn, self.path)
                 migrate(self._conn, str(self.path))
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and _disk_full(exc, self.path):
                 raise NoSpaceError(self.path) from exc
+            if is_damage(exc):
+                raise damaged(self.path, str(exc)) from exc
             raise StoreError(f"{self.path}: cannot open experiment database: {exc}") from exc
         self._conn.isolation_level = None  # explicit BEGIN/COMMIT in _transaction
         self._lock = threading.RLock()
@@ -235,7 +224,7 @@ class ExperimentStore:
     def check_intact(self) -> None:
         """StoreError saying how to recover when ``quick_check`` finds the database damaged."""
         with self._lock:
-            _refuse_corrupt(self._conn, self.path)
+            refuse_corrupt(self._conn, self.path)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -275,6 +264,8 @@ class ExperimentStore:
             try:
                 return self._conn.execute(sql, args).fetchall()
             except sqlite3.DatabaseError as exc:
+                if is_damage(exc):
+                    raise damaged(self.path, str(exc)) from exc
                 raise StoreError(f"{self.path}: {exc}") from exc
 
     @staticmethod
