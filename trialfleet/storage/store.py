@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -28,6 +29,7 @@ from typing import Any
 
 from trialfleet.errors import NoSpaceError, StoreBusyError, StoreError
 from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.storage import readonly
 from trialfleet.storage.damage import damaged, is_damage, refuse_corrupt
 from trialfleet.storage.schema import migrate
 from trialfleet.storage.sql import order_by
@@ -188,13 +190,12 @@ class ExperimentStore:
         self.path = Path(path)
         self.readonly = readonly
         self.wait_for_lock = wait_for_lock
+        self._copy_dir: Path | None = None  # a copy read on a full disk (storage/readonly.py)
         try:
             if readonly:
                 if not self.path.exists():
                     raise StoreError(f"{self.path}: experiment database does not exist")
-                self._conn = sqlite3.connect(
-                    f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, timeout=30
-                )
+                self._conn = self._open_readonly()
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
@@ -211,6 +212,17 @@ class ExperimentStore:
         self._conn.isolation_level = None  # explicit BEGIN/COMMIT in _transaction
         self._lock = threading.RLock()
 
+    def _open_readonly(self) -> sqlite3.Connection:
+        conn, _ = readonly.connect(self.path)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # maps the -shm file, which may not grow
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if not _disk_full(exc, self.path):
+                raise
+            conn, self._copy_dir = readonly.connect(self.path, full_disk=True)
+        return conn
+
     @classmethod
     def for_experiment_dir(
         cls, experiment_dir: str | Path, *, readonly: bool = False, wait_for_lock: bool = True
@@ -220,6 +232,8 @@ class ExperimentStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        if self._copy_dir is not None:
+            shutil.rmtree(self._copy_dir, ignore_errors=True)
 
     def check_intact(self) -> None:
         """StoreError saying how to recover when ``quick_check`` finds the database damaged."""

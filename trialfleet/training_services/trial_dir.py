@@ -88,7 +88,9 @@ def open_trial_file(trial_dir: Path, name: str) -> BinaryIO:
         path = (base / relative_file(name, base)).resolve()
         inside_trial_dir(str(base), str(path), name)
         if is_private(str(path.relative_to(base))):
-            raise TrialFileRefusedError(f"{_shown(name)} leads to the keeper's private input; it is not served")
+            raise TrialFileRefusedError(
+                f"{_shown(name)} leads to the keeper's private input; it is not served"
+            )
         f = keeper.open_regular(str(path), name)
     except keeper.NotRegularFile as exc:
         raise TrialFileRefusedError(str(exc)) from None
@@ -100,7 +102,9 @@ def open_trial_file(trial_dir: Path, name: str) -> BinaryIO:
         raise TrialFileRefusedError(f"{_shown(name)} {why.get(errno_, 'cannot be read')}") from None
     if _links_private(f, base):
         f.close()
-        raise TrialFileRefusedError(f"{_shown(name)} is a hard link to the keeper's private input; it is not served")
+        raise TrialFileRefusedError(
+            f"{_shown(name)} is a hard link to the keeper's private input; it is not served"
+        )
     return f
 
 
@@ -254,6 +258,25 @@ def cut_short(trial_id: str, result: Mapping[str, Any], job: str) -> TrialEnded:
     return TrialEnded(
         trial_id, TrialStatus.FAILED, ended.timestamp, ended.exit_code, message, FailureKind.USER_CODE
     )
+
+
+def keeper_lost(trial_id: str, trial_dir: Path) -> TrialEnded:
+    """A keeper gone without its final record: on a full device, that is why (the record could not be written)."""
+    try:
+        device = os.statvfs(trial_dir)
+        full = device.f_bavail * device.f_frsize < NEARLY_FULL_BYTES
+    except OSError:
+        full = False
+    if not full:
+        return lost(trial_id)
+    return lost(
+        trial_id,
+        "lost: the trial keeper left no final record: no space left on device (ENOSPC) in "
+        f"{trial_dir}; what the trial reported is kept",
+    )
+
+
+NEARLY_FULL_BYTES = 1 << 20
 
 
 def lost(
