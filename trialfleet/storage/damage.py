@@ -55,8 +55,8 @@ def damaged(path: Path, detail: str) -> StoreError:
     return StoreError(
         f"{path}: the experiment database is corrupt: {what}; it is not written to. To recover: put back a copy "
         "of the file (with its -wal file) if there is one; "
-        f"`sqlite3 {path} .recover | sqlite3 recovered.sqlite` copies the rows SQLite can still read into a new "
-        "database (put it in place of the old one, with the -wal and -shm files removed); while the database "
+        f"`sqlite3 {path} .dump | sqlite3 recovered.sqlite` copies the tables' rows SQLite can still read into a "
+        "new database (put it in place of the old one, with the -wal and -shm files removed); while the database "
         "opens, `trialfleet experiment export <id> --type json --filename data.json` keeps the trials that read; "
         f"and each trial's directory ({trials}/<trial id>) still holds its parameters (parameter.cfg) and what it "
         "reported (.nni/metrics)"

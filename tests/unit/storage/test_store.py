@@ -306,7 +306,7 @@ def test_a_corrupt_database_is_refused_for_writing_saying_how_to_recover(store: 
         ExperimentStore(store.path)
     message = str(caught.value)
     assert "is corrupt" in message and "quick_check" in message
-    assert ".recover" in message and "experiment export" in message
+    assert ".dump" in message and "experiment export" in message
 
 
 def test_a_truncated_database_is_named_so_with_how_to_recover(store: ExperimentStore, tmp_path: Path) -> None:
@@ -328,7 +328,7 @@ def test_a_truncated_database_is_named_so_with_how_to_recover(store: ExperimentS
             opened()
         message = str(caught.value)
         assert f"is truncated: it holds {size // 2} of the {size} bytes" in message, message
-        assert ".recover" in message and "parameter.cfg" in message
+        assert ".dump" in message and "parameter.cfg" in message
     (tmp_path / "log").mkdir()
     (tmp_path / "log" / "nnictl_stderr.log").touch()  # the manager of `view` said nothing there
     said = _exited_while_starting(1, tmp_path, 0)
