@@ -52,9 +52,10 @@ BAD_TRIALS = [
 
 
 class HostileClients:
-    def __init__(self, port: int, database: Path) -> None:
-        self.base = f"http://127.0.0.1:{port}{API}"
+    def __init__(self, port: int, database: Path, long_hold: float = LONG_HOLD) -> None:
+        self.port = port  # where the manager of the moment listens: may be changed while they run
         self.database = database
+        self.long_hold = long_hold
         self.problems: list[str] = []
         self.requests = 0
         self._stop = threading.Event()
@@ -66,7 +67,7 @@ class HostileClients:
 
     def __enter__(self) -> HostileClients:
         self._lock_taker = subprocess.Popen(
-            [sys.executable, "-c", LOCK_TAKER, str(self.database), str(LONG_HOLD)]
+            [sys.executable, "-c", LOCK_TAKER, str(self.database), str(self.long_hold)]
         )
         for thread in self._threads:
             thread.start()
@@ -83,12 +84,12 @@ class HostileClients:
         self._lock_taker.wait()
 
     def _forever(self, step: Callable[[httpx.Client], None]) -> None:
-        with httpx.Client(base_url=self.base, timeout=10) as http:
-            while not self._stop.is_set():
-                # the manager is being killed and restarted: a refused connection or a cut answer is expected
-                with contextlib.suppress(httpx.TransportError):
-                    step(http)
-                self._stop.wait(0.05)
+        while not self._stop.is_set():
+            # the manager is being killed and restarted: a refused connection or a cut answer is expected
+            base = f"http://127.0.0.1:{self.port}{API}"
+            with httpx.Client(base_url=base, timeout=10) as http, contextlib.suppress(httpx.TransportError):
+                step(http)
+            self._stop.wait(0.05)
 
     def _check(self, response: httpx.Response, *, ok: bool = False) -> None:
         self.requests += 1
