@@ -268,14 +268,19 @@ def _metrics(store: ExperimentStore) -> set[tuple[int, str, int, str]]:
     return {(m.id, m.trial_id, m.sequence, m.data) for m in store.metrics(every_attempt=True)}
 
 
-def test_a_full_disk_ends_the_manager_in_error_saying_why_and_resume_continues(
-    tmp_path: Path, small_disk: Path
-) -> None:
+def _on_small_disk(tmp_path: Path, small_disk: Path) -> tuple[Cli, str, Path]:
+    """An experiment created on the small disk, its trials held running: the CLI, its id and directory."""
     cli = Cli.in_dir(tmp_path)
     cli.env["TRIALFLEET_HOME"] = str(small_disk / "home")
     config = _config(tmp_path, hold=True, workdir=small_disk / "experiments")
     experiment_id = _experiment_id(cli.ok("create", "--config", str(config), "--port", str(free_port())))
-    experiment_dir = small_disk / "experiments" / experiment_id
+    return cli, experiment_id, small_disk / "experiments" / experiment_id
+
+
+def test_a_full_disk_ends_the_manager_in_error_saying_why_and_resume_continues(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    cli, experiment_id, experiment_dir = _on_small_disk(tmp_path, small_disk)
     store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
     filler = small_disk / "filler"
     try:
@@ -352,11 +357,7 @@ def test_trials_ending_on_a_full_disk_keep_their_end_and_name_enospc(
     """Issue 44, item 7: trials that ran to their end while the disk was full were reported `lost: the trial
     keeper disappeared` (their keepers could not write result.json), `trial ls` said `disk I/O error` (the
     database's -shm file could not grow) and `view` that the manager 'recorded no reason'."""
-    cli = Cli.in_dir(tmp_path)
-    cli.env["TRIALFLEET_HOME"] = str(small_disk / "home")
-    config = _config(tmp_path, hold=True, workdir=small_disk / "experiments")
-    experiment_id = _experiment_id(cli.ok("create", "--config", str(config), "--port", str(free_port())))
-    experiment_dir = small_disk / "experiments" / experiment_id
+    cli, experiment_id, experiment_dir = _on_small_disk(tmp_path, small_disk)
     store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
     fillers = [small_disk / "filler", small_disk / "filler2"]
     try:

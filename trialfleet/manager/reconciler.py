@@ -54,14 +54,10 @@ def log_status_change(trial_id: str, before: TrialStatus, after: TrialStatus) ->
 
 class Reconciler:
     def __init__(
-        self,
-        store: ExperimentStore,
-        driver: AlgorithmDriver,
-        clock: Clock,
-        write: PatientWrites | None = None,
+        self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock, write: PatientWrites
     ) -> None:
         self.store = store
-        self.write = write or PatientWrites(store.path)
+        self.write = write  # the store's writes, waited out while another process holds its lock
         self.driver = driver
         self.clock = clock
         self.cancel_requested: set[str] = set()  # trials the manager asked to end (user, assessor, limits)

@@ -35,14 +35,10 @@ log = logging.getLogger("trialfleet.manager")
 
 class Scheduler:
     def __init__(
-        self,
-        store: ExperimentStore,
-        driver: AlgorithmDriver,
-        clock: Clock,
-        write: PatientWrites | None = None,
+        self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock, write: PatientWrites
     ) -> None:
         self.store = store
-        self.write = write or PatientWrites(store.path)
+        self.write = write  # the store's writes, waited out while another process holds its lock
         self.driver = driver
         self.clock = clock
         self.pending: list[str] = []  # WAITING trials not yet placed, in submission order
