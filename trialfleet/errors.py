@@ -8,6 +8,7 @@
     ├── AlgorithmError              unknown or broken tuner/assessor (built-in name, className, classArgs)
     ├── CodeDirectoryError          code directory too big or unreadable (lists the biggest offenders)
     ├── StoreError                  the experiment database is missing, locked, corrupt or too new
+    │   └── StoreBusyError          another process holds its write lock (the manager waits it out)
     ├── DirectoryError              a directory trialfleet writes cannot be used (names it and the cause)
     ├── NoSpaceError                no space left on the device of a file trialfleet writes (names the file)
     ├── ExperimentNotFoundError     no experiment matches an id (or the id is ambiguous)
@@ -112,6 +113,15 @@ class CodeDirectoryError(TrialfleetError):
 
 class StoreError(TrialfleetError):
     pass
+
+
+class StoreBusyError(StoreError):
+    """Another process holds the write lock of the database at ``path``: a write of the manager's event loop,
+    which never waits on a lock there, is tried again later (:mod:`trialfleet.storage.patience`)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        super().__init__(f"{self.path}: the experiment database is locked by another process")
 
 
 class DirectoryError(TrialfleetError):

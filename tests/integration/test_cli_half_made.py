@@ -268,14 +268,19 @@ def _metrics(store: ExperimentStore) -> set[tuple[int, str, int, str]]:
     return {(m.id, m.trial_id, m.sequence, m.data) for m in store.metrics(every_attempt=True)}
 
 
-def test_a_full_disk_ends_the_manager_in_error_saying_why_and_resume_continues(
-    tmp_path: Path, small_disk: Path
-) -> None:
+def _on_small_disk(tmp_path: Path, small_disk: Path) -> tuple[Cli, str, Path]:
+    """An experiment created on the small disk, its trials held running: the CLI, its id and directory."""
     cli = Cli.in_dir(tmp_path)
     cli.env["TRIALFLEET_HOME"] = str(small_disk / "home")
     config = _config(tmp_path, hold=True, workdir=small_disk / "experiments")
     experiment_id = _experiment_id(cli.ok("create", "--config", str(config), "--port", str(free_port())))
-    experiment_dir = small_disk / "experiments" / experiment_id
+    return cli, experiment_id, small_disk / "experiments" / experiment_id
+
+
+def test_a_full_disk_ends_the_manager_in_error_saying_why_and_resume_continues(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    cli, experiment_id, experiment_dir = _on_small_disk(tmp_path, small_disk)
     store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
     filler = small_disk / "filler"
     try:
@@ -344,3 +349,54 @@ def test_a_fatal_signal_is_the_managers_last_word(tmp_path: Path) -> None:
     finally:
         (tmp_path / "code" / "hold").unlink()
         cli.run("stop", "--all")
+
+
+def test_trials_ending_on_a_full_disk_keep_their_end_and_name_enospc(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """Issue 44, item 7: trials that ran to their end while the disk was full were reported `lost: the trial
+    keeper disappeared` (their keepers could not write result.json), `trial ls` said `disk I/O error` (the
+    database's -shm file could not grow) and `view` that the manager 'recorded no reason'."""
+    cli, experiment_id, experiment_dir = _on_small_disk(tmp_path, small_disk)
+    store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
+    fillers = [small_disk / "filler", small_disk / "filler2"]
+    try:
+        wait_until(lambda: store.metric_count() >= 12, "the four running trials' first metrics")
+        stored = _metrics(store)
+        running = [t.id for t in store.trials()]
+        store.close()
+        _fill(fillers[0])
+        wait_until(lambda: not manager_running(experiment_dir), "the manager to stop on the full disk")
+        _fill(fillers[1])  # what the manager gave back as it stopped
+        (tmp_path / "code" / "hold").unlink()  # the trials end, on a full disk
+        wait_until(
+            lambda: not processes_mentioning(str(experiment_dir)), "the trials and their keepers to end"
+        )
+
+        listed = cli.run("trial", "ls", experiment_id)
+        assert listed.returncode == 0, listed.stderr
+        assert all(trial_id in listed.stdout for trial_id in running), listed.stdout
+        viewed = cli.run("view", experiment_id, "--port", str(free_port()))
+        assert "recorded no reason" not in viewed.stderr
+        assert viewed.returncode == 0 or "no space left on device" in viewed.stderr, viewed.stderr
+        cli.run("stop", "--all")
+
+        for filler in fillers:
+            filler.unlink()
+        cli.ok("resume", experiment_id, "--port", str(free_port()))
+        store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
+        wait_until(
+            lambda: store.trial(running[0]).status.is_terminal, "the resumed manager to read their ends"
+        )
+        for trial_id in running:
+            trial = store.trial(trial_id)
+            assert trial.message is not None and "lost" not in trial.message, trial
+            assert "no space left on device (ENOSPC)" in trial.message, trial
+        assert stored <= _metrics(store)
+    finally:
+        for filler in fillers:
+            filler.unlink(missing_ok=True)
+        (tmp_path / "code" / "hold").unlink(missing_ok=True)
+        cli.run("stop", "--all")
+        store.close()
+    assert processes_mentioning(str(experiment_dir)) == []

@@ -12,6 +12,7 @@ stop ended is re-run, none comes back canceled, and its current attempt's metric
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.hostile_clients import HostileClients
 from trialfleet.config import ExperimentConfig
 from trialfleet.manager.launcher import create_experiment
 from trialfleet.status import TrialStatus
@@ -141,27 +143,37 @@ def sent_by(trial: TrialRow) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("hostile", [False, True], ids=["quiet", "hostile-clients"])
 def test_manager_killed_at_random_moments_loses_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hostile: bool
 ) -> None:
+    """``hostile-clients``: the same while the hostile clients of issue 44 (tests/integration/hostile_clients.py:
+    refused trials, bad file names, slow readers, another process taking the database's write lock) are at it,
+    none of them answered 500."""
     monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("METRICS_PER_TRIAL", str(METRICS_PER_TRIAL))  # inherited by the manager and its trials
     experiment_dir = busy_experiment(tmp_path, TRIALS, (0.001, 0.02))
     store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
     rng = random.Random(20261122)
+    port = free_ports(1)[0]  # every manager serves the same port, where the hostile clients find it
+    clients = HostileClients(port, experiment_dir / "db" / "trialfleet.sqlite")
 
-    manager = start_manager(experiment_dir, "create")
-    for _ in range(KILLS):
-        # each kill lands while trials run (however slow the machine), at a random moment of their run
-        if not wait_for_running_trial(store):
-            break
-        time.sleep(rng.uniform(0.0, 0.6))
-        manager.send_signal(signal.SIGKILL)
-        manager.wait()
-        manager = start_manager(experiment_dir, "resume")
-    wait_for_status(store, {"DONE", "ERROR"}, timeout=240)
+    with clients if hostile else contextlib.nullcontext():
+        manager = start_manager(experiment_dir, "create", port)
+        for _ in range(KILLS):
+            # each kill lands while trials run (however slow the machine), at a random moment of their run
+            if not wait_for_running_trial(store):
+                break
+            time.sleep(rng.uniform(0.0, 0.6))
+            manager.send_signal(signal.SIGKILL)
+            manager.wait()
+            manager = start_manager(experiment_dir, "resume", port)
+        wait_for_status(store, {"DONE", "ERROR"}, timeout=240)
     manager.send_signal(signal.SIGTERM)
     assert manager.wait(timeout=60) == 0
+    if hostile:
+        assert clients.problems == [], clients.problems
+        assert clients.requests > 0
 
     assert store.integrity_check() == "ok"
     trials = store.trials()
@@ -192,8 +204,9 @@ STOP_CYCLES = 6
 STOP_TRIALS = 40
 
 
-def racing_resumes(experiment_dir: Path) -> subprocess.Popen[bytes]:
-    """Two managers resume the experiment at once: one runs it, the other is refused by its lock."""
+def racing_resumes(experiment_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Two managers resume the experiment at once: one runs it (returned, with its port), the other is refused
+    by its lock."""
     ports = free_ports(2)  # a refusal must come from the experiment's lock, not from a taken port
     first, second = (start_manager(experiment_dir, "resume", port) for port in ports)
     deadline = time.monotonic() + 60
@@ -203,33 +216,42 @@ def racing_resumes(experiment_dir: Path) -> subprocess.Popen[bytes]:
     refused, winner = (first, second) if first.poll() is not None else (second, first)
     assert refused.returncode != 0, "a second manager ran the experiment beside the first"
     assert winner.poll() is None, "the manager that took the lock exited"
-    return winner
+    return winner, ports[0] if winner is first else ports[1]
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("hostile", [False, True], ids=["quiet", "hostile-clients"])
 def test_manager_killed_while_stopping_loses_no_trial(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hostile: bool
 ) -> None:
+    """``hostile-clients``: with issue 44's hostile clients at it (the database's write lock taken for 0.3 s
+    every second, not held long: a stop's status must reach the database within this test's waits)."""
     monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("METRICS_PER_TRIAL", "10")
     experiment_dir = busy_experiment(tmp_path, STOP_TRIALS, (0.05, 0.15))
     store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
     rng = random.Random(20261123)
+    port = free_ports(1)[0]
+    clients = HostileClients(port, experiment_dir / "db" / "trialfleet.sqlite", long_hold=0)
 
-    manager = start_manager(experiment_dir, "create")
-    for _ in range(STOP_CYCLES):
-        if not wait_for_running_trial(store):
-            break
-        time.sleep(rng.uniform(0.0, 0.4))
-        manager.send_signal(signal.SIGTERM)  # the stop cancels every running trial...
-        wait_for_status(store, {"STOPPING", "STOPPED"}, timeout=60)
-        time.sleep(rng.uniform(0.0, 0.3))
-        manager.send_signal(signal.SIGKILL)  # ...and the manager dies while they end
-        manager.wait()
-        manager = racing_resumes(experiment_dir)
-    wait_for_status(store, {"DONE", "ERROR"}, timeout=300)
+    with clients if hostile else contextlib.nullcontext():
+        manager = start_manager(experiment_dir, "create", port)
+        for _ in range(STOP_CYCLES):
+            if not wait_for_running_trial(store):
+                break
+            time.sleep(rng.uniform(0.0, 0.4))
+            manager.send_signal(signal.SIGTERM)  # the stop cancels every running trial...
+            wait_for_status(store, {"STOPPING", "STOPPED"}, timeout=60)
+            time.sleep(rng.uniform(0.0, 0.3))
+            manager.send_signal(signal.SIGKILL)  # ...and the manager dies while they end
+            manager.wait()
+            manager, clients.port = racing_resumes(experiment_dir)
+        wait_for_status(store, {"DONE", "ERROR"}, timeout=300)
     manager.send_signal(signal.SIGTERM)
     assert manager.wait(timeout=60) == 0
+    if hostile:
+        assert clients.problems == [], clients.problems
+        assert clients.requests > 0
 
     assert store.integrity_check() == "ok"
     trials = store.trials()

@@ -27,6 +27,7 @@ from trialfleet.manager.scheduler import Scheduler
 from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, TrialRow, secrets
 from trialfleet.storage.disk import is_no_space, release_space
+from trialfleet.storage.patience import PatientWrites
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 
 log = logging.getLogger("trialfleet.manager")
@@ -63,7 +64,9 @@ class ExperimentManager:
         self.experiment_dir = Path(experiment_dir)
         self.clock: Clock = clock or SystemClock()
         self.readonly = readonly
-        self.store = ExperimentStore.for_experiment_dir(self.experiment_dir)
+        # its writes never wait for SQLite's lock on the event loop: self.write waits them out (patience.py)
+        self.store = ExperimentStore.for_experiment_dir(self.experiment_dir, wait_for_lock=False)
+        self.write = PatientWrites(self.store.path)
         row = self.store.experiment()
         self.experiment_id = row.id
         self.config = secrets.manager_config(self.store, self.experiment_dir)
@@ -72,8 +75,8 @@ class ExperimentManager:
         self.exec_duration = row.exec_duration
         self.platforms: Platforms | None = None
         self.driver = AlgorithmDriver(on_failure=self.fail)
-        self.reconciler = Reconciler(self.store, self.driver, self.clock)
-        self.scheduler = Scheduler(self.store, self.driver, self.clock)
+        self.reconciler = Reconciler(self.store, self.driver, self.clock, self.write)
+        self.scheduler = Scheduler(self.store, self.driver, self.clock, self.write)
         self._service_factory = service_factory
         self.port = port
         self._kick = asyncio.Event()
@@ -158,7 +161,7 @@ class ExperimentManager:
         else:
             log.error("platform %s left the experiment; the others go on: %s", platform.name, message)
         data = {"platform": platform.name, "message": message}
-        self.store.add_event(f"PLATFORM_{state.value}", self.clock.time(), data=data)
+        self.write.soon(self.store.add_event, f"PLATFORM_{state.value}", self.clock.time(), data=data)
 
     async def run(self) -> ExperimentStatus:
         """The main loop; returns when ``request_stop`` is called (the experiment is then STOPPED)."""
@@ -205,7 +208,9 @@ class ExperimentManager:
     async def _trial_ended(self, trial: TrialRow) -> None:
         if trial.failure_kind == FailureKind.EXPERIMENT_STOPPED.value and self.status in _LOOP_STATUSES:
             # an interrupted stop's cancel reached it after this manager resumed: re-run it, as resume would
-            self.store.retry_trial(trial.id, self.clock.time(), "re-run: the experiment's stop ended it")
+            await self.write(
+                self.store.retry_trial, trial.id, self.clock.time(), "re-run: the experiment's stop ended it"
+            )
             self.scheduler.queue(trial.id)
             return
         if trial.status is TrialStatus.FAILED and self.first_failure is None:
@@ -214,7 +219,9 @@ class ExperimentManager:
         if decisions.should_retry(
             trial.status, trial.failure_kind, trial.attempt, self.config.max_trial_retries
         ):
-            self.store.retry_trial(trial.id, self.clock.time(), f"retry after: {trial.message}")
+            await self.write(
+                self.store.retry_trial, trial.id, self.clock.time(), f"retry after: {trial.message}"
+            )
             self.scheduler.queue(trial.id)
 
     async def _explain_failure(self, trial: TrialRow) -> None:
@@ -230,7 +237,9 @@ class ExperimentManager:
             except (OSError, ValueError, TrialfleetError) as exc:
                 tail = f"(its stderr cannot be read: {exc})"
         self.first_failure = {"trialId": trial.id, "message": trial.message or "", "stderrTail": tail}
-        self.store.add_event(FIRST_FAILURE_EVENT, self.clock.time(), trial.id, self.first_failure)
+        await self.write(
+            self.store.add_event, FIRST_FAILURE_EVENT, self.clock.time(), trial.id, self.first_failure
+        )
         log.warning(
             "trial %s failed (%s) before any succeeded; its stderr ends with:\n%s",
             trial.id,
@@ -264,6 +273,7 @@ class ExperimentManager:
         log.error("the manager stops: %s", reason, exc_info=failure)
         try:
             self.fail(reason)
+            await self.write.drain()
         finally:
             assert self.service is not None
             try:
@@ -295,8 +305,8 @@ class ExperimentManager:
         self._set_status(ExperimentStatus.STOPPING)
         assert self.platforms is not None
         live = list(self.platforms.live)
-        self.store.request_cancel(
-            live, TrialStatus.SYS_CANCELED
+        await self.write(
+            self.store.request_cancel, live, TrialStatus.SYS_CANCELED
         )  # before any is sent: see Reconciler._ending
         for trial_id in live:
             await self.platforms.cancel(trial_id, TrialStatus.SYS_CANCELED)
@@ -311,10 +321,18 @@ class ExperimentManager:
             kind = FailureKind.EXPERIMENT_STOPPED  # re-run by resume
             if trial.cancel_status in (TrialStatus.USER_CANCELED, TrialStatus.EARLY_STOPPED):
                 status, kind = trial.cancel_status, FailureKind.CANCELED  # as it was asked
-            self.store.end_trial(trial.id, status, now, message="experiment stopped", failure_kind=kind.value)
+            await self.write(
+                self.store.end_trial,
+                trial.id,
+                status,
+                now,
+                message="experiment stopped",
+                failure_kind=kind.value,
+            )
         self._tick_duration(force_persist=True)
         end_time = self.store.experiment().end_time if final is ExperimentStatus.DONE else now
         self._set_status(final, event=f"EXPERIMENT_{final.value}", end_time=end_time or now)
+        await self.write.drain()
         self.driver.close()
 
     # ---- status --------------------------------------------------------------------------------------
@@ -345,7 +363,7 @@ class ExperimentManager:
         if force_persist or now - self._last_persist >= _PERSIST_DURATION_EVERY:
             self._last_persist = now
             self._persisted_duration = self.exec_duration
-            self.store.update_experiment(exec_duration=self.exec_duration)
+            self.write.soon(self.store.update_experiment, exec_duration=self.exec_duration)
 
     def _set_status(self, status: ExperimentStatus, *, event: str | None = None, **fields: Any) -> None:
         if status is not self.status:  # NNI's lines, which users' scripts grep in nnimanager.log
@@ -355,7 +373,8 @@ class ExperimentManager:
             elif status is ExperimentStatus.STOPPED:
                 log.info("Experiment stopped.")
         self.status = status
-        self.store.update_experiment(
+        self.write.soon(
+            self.store.update_experiment,
             now=self.clock.time(),
             event=event,
             status=status.value,
@@ -394,14 +413,16 @@ class ExperimentManager:
             return
         self.reconciler.cancel_requested.add(trial_id)
         self.driver.forget(trial_id)
-        self.store.add_event(
+        await self.write(
+            self.store.add_event,
             "USER_TO_CANCEL" if status is TrialStatus.USER_CANCELED else "TO_EARLY_STOP",
             self.clock.time(),
             trial_id,
         )
         if trial.handle is None:
             self.scheduler.unqueue(trial_id)
-            self.store.end_trial(
+            await self.write(
+                self.store.end_trial,
                 trial_id,
                 status,
                 self.clock.time(),
@@ -410,7 +431,7 @@ class ExperimentManager:
             )
             await self._trial_ended(self.store.trial(trial_id))
         elif self.platforms is not None:
-            self.store.request_cancel([trial_id], status)  # durable before it is sent
+            await self.write(self.store.request_cancel, [trial_id], status)  # durable before it is sent
             await self.platforms.cancel(trial_id, status)
         self._kick.set()
 
@@ -430,7 +451,7 @@ class ExperimentManager:
                 "(PUT /experiment?update_type=MAX_TRIAL_NUM) to add one"
             )
         record = decisions.parameter_record(None, parameters, source="customized")
-        trial = self.store.add_trial(decisions.new_trial_id, record, self.clock.time())
+        trial = await self.write(self.store.add_trial, decisions.new_trial_id, record, self.clock.time())
         self.scheduler.queue(trial.id)
         if self.status is ExperimentStatus.DONE:
             self._set_status(ExperimentStatus.RUNNING, end_time=None)
@@ -452,8 +473,11 @@ class ExperimentManager:
                 where = f"searchSpace.{exc.key_path}" if exc.key_path else "searchSpace"
                 raise ConfigError(exc.message, file="update", key_path=where) from exc
         self.config = updated
-        self.store.update_experiment(
-            now=self.clock.time(), event="CONFIG_UPDATED", config=secrets.stored_form(self.config)[0]
+        await self.write(
+            self.store.update_experiment,
+            now=self.clock.time(),
+            event="CONFIG_UPDATED",
+            config=secrets.stored_form(self.config)[0],
         )
         if "search_space" in fields and self.driver.tuner is not None:
             assert self.config.search_space is not None
@@ -464,7 +488,7 @@ class ExperimentManager:
 
     async def import_data(self, records: list[dict[str, Any]]) -> None:
         self._require_writable()
-        self.store.add_imported_data(records, self.clock.time())
+        await self.write(self.store.add_imported_data, records, self.clock.time())
         if self.driver.tuner is not None:
             await self.driver.import_data(records)
 

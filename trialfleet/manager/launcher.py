@@ -414,16 +414,20 @@ def _exited_while_starting(code: int, experiment_dir: Path, offset: int) -> str:
 def _recorded_error(experiment_dir: Path) -> str | None:
     import sqlite3
 
-    from trialfleet.storage import ExperimentStore
+    from trialfleet.storage import DB_RELATIVE_PATH, ExperimentStore
 
-    try:  # no database yet, or one that cannot be read: nothing was recorded there
+    if not (experiment_dir / DB_RELATIVE_PATH).exists():
+        return None
+    try:  # a database that cannot be read is the reason (a corrupt one: what is wrong, how to recover)
         store = ExperimentStore.for_experiment_dir(experiment_dir, readonly=True)
         try:
             return store.experiment().error
         finally:
             store.close()
-    except (OSError, sqlite3.Error, TrialfleetError):
-        return None
+    except TrialfleetError as exc:
+        return str(exc)
+    except (OSError, sqlite3.Error) as exc:
+        return f"its database cannot be read: {exc}"
 
 
 def stop_manager(pid: int, experiment_dir: Path, timeout: float = 60.0) -> bool:

@@ -20,6 +20,7 @@ from trialfleet.manager.driver import AlgorithmDriver
 from trialfleet.manager.platforms import Platforms
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric, TrialRow
+from trialfleet.storage.patience import PatientWrites
 from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialProblem
 
 log = logging.getLogger("trialfleet.manager")
@@ -52,8 +53,11 @@ def log_status_change(trial_id: str, before: TrialStatus, after: TrialStatus) ->
 
 
 class Reconciler:
-    def __init__(self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock) -> None:
+    def __init__(
+        self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock, write: PatientWrites
+    ) -> None:
         self.store = store
+        self.write = write  # the store's writes, waited out while another process holds its lock
         self.driver = driver
         self.clock = clock
         self.cancel_requested: set[str] = set()  # trials the manager asked to end (user, assessor, limits)
@@ -61,16 +65,18 @@ class Reconciler:
     async def apply(self, batch: PollBatch, *, stopping: bool = False) -> Applied:
         applied = Applied()
         for waiting in batch.waiting:
-            self.store.set_waiting_reason(waiting.trial_id, waiting.reason, self.clock.time())
+            await self.write(
+                self.store.set_waiting_reason, waiting.trial_id, waiting.reason, self.clock.time()
+            )
         for started in batch.started:
             before = self.store.trial(started.trial_id).status
-            self.store.mark_running(started.trial_id, started.timestamp)
+            await self.write(self.store.mark_running, started.trial_id, started.timestamp)
             log_status_change(started.trial_id, before, TrialStatus.RUNNING)
         if batch.metrics or batch.problems:
-            self._store_metrics(batch)
+            await self._store_metrics(batch)
         for problem in batch.problems:
             log.warning("trial %s: %s", problem.trial_id, problem.message)
-            self.store.add_problem(problem.trial_id, problem.message, problem.timestamp)
+            await self.write(self.store.add_problem, problem.trial_id, problem.message, problem.timestamp)
         for metric in batch.metrics:
             if not await self._feed(metric):
                 applied.early_stop.append(metric.trial_id)
@@ -80,7 +86,8 @@ class Reconciler:
             self.cancel_requested.discard(ended.trial_id)
             self.driver.forget(ended.trial_id)
             before = stored.status
-            self.store.end_trial(
+            await self.write(
+                self.store.end_trial,
                 ended.trial_id,
                 status,
                 ended.timestamp,
@@ -123,7 +130,7 @@ class Reconciler:
         self.cancel_requested.add(metric.trial_id)  # its later metrics in this batch are not assessed again
         return False
 
-    def _store_metrics(self, batch: PollBatch) -> None:
+    async def _store_metrics(self, batch: PollBatch) -> None:
         # a live trial's metrics are its current attempt's: an earlier attempt ended before this one ran
         attempts = self.store.current_attempts({m.trial_id for m in batch.metrics})
         rows = []
@@ -144,7 +151,7 @@ class Reconciler:
             for channel, offset in (item.cursor or {}).items():
                 # metrics and problems interleave in a stream: the cursor is the furthest point read
                 cursor[channel] = max(offset, cursor.get(channel, offset))
-        self.store.add_metrics(rows, {tid: c for tid, c in cursors.items() if c})
+        await self.write(self.store.add_metrics, rows, {tid: c for tid, c in cursors.items() if c})
 
     # ---- resume --------------------------------------------------------------------------------------
 
@@ -159,10 +166,12 @@ class Reconciler:
             trials.append(trial)
             if what == "adopted":
                 adopted.append(trial.id)
-        self.store.add_trial_events("ADOPTED", self.clock.time(), adopted)  # one transaction for them all
+        await self.write(
+            self.store.add_trial_events, "ADOPTED", self.clock.time(), adopted
+        )  # one transaction for them all
         periodical = self.store.metrics(type="PERIODICAL") if self.driver.assessor is not None else []
         await self.driver.restore(trials, periodical)
-        self.store.add_event("EXPERIMENT_RESUMED", self.clock.time(), data=resumed.outcome)
+        await self.write(self.store.add_event, "EXPERIMENT_RESUMED", self.clock.time(), data=resumed.outcome)
         log.info(
             "resumed: %(adopted)d running trials re-adopted, %(rerun)d re-run, %(queued)d queued",
             resumed.outcome,
@@ -173,7 +182,9 @@ class Reconciler:
         self, platforms: Platforms, trial: TrialRow, queue: Callable[[str], None]
     ) -> tuple[TrialRow, str]:
         if trial.status is TrialStatus.SYS_CANCELED and trial.failure_kind == FailureKind.EXPERIMENT_STOPPED:
-            trial = self.store.retry_trial(trial.id, self.clock.time(), "re-run after resume")
+            trial = await self.write(
+                self.store.retry_trial, trial.id, self.clock.time(), "re-run after resume"
+            )
             queue(trial.id)
             return trial, "rerun"
         if trial.status.is_terminal:

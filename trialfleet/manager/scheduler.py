@@ -27,14 +27,18 @@ from trialfleet.manager.platforms import Platforms
 from trialfleet.manager.reconciler import log_status_change
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore, TrialRow
+from trialfleet.storage.patience import PatientWrites
 from trialfleet.training_services.spec import Deferred, TrialSpec
 
 log = logging.getLogger("trialfleet.manager")
 
 
 class Scheduler:
-    def __init__(self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock) -> None:
+    def __init__(
+        self, store: ExperimentStore, driver: AlgorithmDriver, clock: Clock, write: PatientWrites
+    ) -> None:
         self.store = store
+        self.write = write  # the store's writes, waited out while another process holds its lock
         self.driver = driver
         self.clock = clock
         self.pending: list[str] = []  # WAITING trials not yet placed, in submission order
@@ -79,12 +83,13 @@ class Scheduler:
             config.trial_concurrency, self.live_count(), self.budget(config), self.submitted_count()
         )
         for _ in range(wanted):
-            (parameter_id,) = self.store.allocate_parameter_ids(1)
+            (parameter_id,) = await self.write(self.store.allocate_parameter_ids, 1)
             proposal = await self.driver.propose(parameter_id)
             if proposal is None:
                 return
             record = decisions.parameter_record(parameter_id, proposal.parameters)
-            self.queue(self.store.add_trial(decisions.new_trial_id, record, self.clock.time()).id)
+            trial = await self.write(self.store.add_trial, decisions.new_trial_id, record, self.clock.time())
+            self.queue(trial.id)
 
     # ---- submission ----------------------------------------------------------------------------------
 
@@ -104,7 +109,7 @@ class Scheduler:
                 self.pending.pop(index)
                 continue
             if not placement_order(platforms.loads(), skip=round_.deferred):  # no platform takes one now
-                self._explain(trial, platforms, round_)
+                await self._explain(trial, platforms, round_)
                 break
             outcome = await self._offer(trial, platforms, round_)
             if outcome is None:
@@ -131,7 +136,7 @@ class Scheduler:
         round_ = _Round()
         loads = platforms.loads()
         if not placement_order(loads):  # the platform cannot take any now
-            self._explain(waiting[0], platforms, round_)
+            await self._explain(waiting[0], platforms, round_)
             return []
         if loads[0].limit is not None:  # the block's own trialConcurrency
             waiting = waiting[: loads[0].limit - loads[0].live]
@@ -144,11 +149,11 @@ class Scheduler:
                     refused.append(outcome)
         return refused
 
-    def _explain(self, trial: TrialRow, platforms: Platforms, round_: _Round) -> None:
+    async def _explain(self, trial: TrialRow, platforms: Platforms, round_: _Round) -> None:
         pinned = trial.platform if platforms.hybrid else None
         reason = unplaced_reason(platforms.loads(), round_.reasons, pinned)
         if trial.message != reason:
-            self.store.set_waiting_reason(trial.id, reason, self.clock.time())
+            await self.write(self.store.set_waiting_reason, trial.id, reason, self.clock.time())
 
     async def _offer(self, trial: TrialRow, platforms: Platforms, round_: _Round) -> TrialRow | None:
         """Offer one trial to the platforms in placement order: the trial as stored once one took it (or it
@@ -158,7 +163,9 @@ class Scheduler:
         refused: dict[str, str] = {}
         for platform in order:
             if platforms.hybrid and trial.platform != platform.name:
-                self.store.place_trial(trial.id, platform.name)  # durable before it is asked
+                await self.write(
+                    self.store.place_trial, trial.id, platform.name
+                )  # durable before it is asked
             try:
                 result = await platform.service.submit(self.spec(trial, platform.config))
             except TrialfleetError as exc:
@@ -173,7 +180,8 @@ class Scheduler:
                     placing = False
                     break
                 continue
-            self.store.mark_submitted(
+            await self.write(
+                self.store.mark_submitted,
                 trial.id,
                 result.handle,
                 result.location,
@@ -185,7 +193,8 @@ class Scheduler:
                 log_status_change(trial.id, TrialStatus.WAITING, TrialStatus.RUNNING)
             return self.store.trial(trial.id)
         if order and len(refused) == len(order):  # every platform asked refused it outright
-            self.store.end_trial(
+            await self.write(
+                self.store.end_trial,
                 trial.id,
                 TrialStatus.FAILED,
                 self.clock.time(),
@@ -195,8 +204,10 @@ class Scheduler:
             log_status_change(trial.id, TrialStatus.WAITING, TrialStatus.FAILED)
             return self.store.trial(trial.id)
         if placing and platforms.hybrid:
-            self.store.place_trial(trial.id, None)  # it deferred everywhere: free to go anywhere next time
-        self._explain(self.store.trial(trial.id), platforms, round_)
+            await self.write(
+                self.store.place_trial, trial.id, None
+            )  # it deferred everywhere: free to go anywhere next time
+        await self._explain(self.store.trial(trial.id), platforms, round_)
         return None
 
     @staticmethod

@@ -39,6 +39,11 @@ class CheckStatus(BaseModel):
         description="trialfleet, hybrid experiments: each platform's {platform, status (UP, UNAVAILABLE, FAILED), "
         "trials (live now), message (why it is not UP)}",
     )
+    warnings: list[str] | None = Field(
+        None,
+        description="trialfleet: while another process holds the database's write lock, since when (the "
+        "manager's writes wait for it; reads are answered)",
+    )
 
 
 class ExperimentProfile(BaseModel):

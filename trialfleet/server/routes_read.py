@@ -44,7 +44,8 @@ async def version() -> Response:
 @router.get(
     "/check-status",
     response_model=CheckStatus,
-    summary="{status, errors}: errors holds the experiment's error when it is ERROR",
+    summary="{status, errors}: errors holds the experiment's error when it is ERROR; warnings, while the "
+    "database is locked by another process",
 )
 async def check_status(ctx: ServerContext = Depends(context)) -> Response:
     manager = ctx.manager
@@ -52,6 +53,9 @@ async def check_status(ctx: ServerContext = Depends(context)) -> Response:
     status: dict[str, Any] = {"status": manager.status.value, "errors": errors}
     if manager.platforms is not None and manager.platforms.hybrid:
         status["platforms"] = manager.platforms.status()
+    busy = manager.write.warning()
+    if busy is not None:
+        status["warnings"] = [busy]
     return nni_json(status)
 
 

@@ -9,12 +9,15 @@ Contract:
 * Finished trials are never edited, except to append retry attempts.
 * One writer (the experiment's manager); any number of readers (CLI, REST threads) in other
   connections or processes. Rows returned are snapshots (plain dataclasses) that never change.
+* Another process may take the write lock (a ``sqlite3`` shell's ``BEGIN IMMEDIATE``): readers never wait
+  for it (WAL); a store opened with ``wait_for_lock=False`` raises StoreBusyError at once rather than wait.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -24,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trialfleet.errors import NoSpaceError, StoreError
+from trialfleet.errors import NoSpaceError, StoreBusyError, StoreError
 from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.storage import readonly
+from trialfleet.storage.damage import damaged, is_damage, refuse_corrupt
 from trialfleet.storage.schema import migrate
 from trialfleet.storage.sql import order_by
 
@@ -171,69 +176,76 @@ def _disk_full(exc: sqlite3.OperationalError, path: Path) -> bool:
 
 SQLITE_FULL = 13
 SQLITE_IOERR = 10
+SQLITE_BUSY = 5
+BUSY_TIMEOUT_MS = 30_000  # the connections' timeout=30
 NEARLY_FULL_BYTES = 1 << 20
-
-
-def _refuse_corrupt(conn: sqlite3.Connection, path: Path) -> None:
-    """StoreError saying what is wrong and how to recover when ``quick_check`` finds the database damaged: a
-    manager never writes into a corrupt database (one that opens still reads, page by page)."""
-    problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)")]
-    if problems == ["ok"]:
-        return
-    raise StoreError(
-        f"{path}: the experiment database is corrupt (PRAGMA quick_check: {'; '.join(problems)}); it is not "
-        f"written to. Recover what can be read: `trialfleet experiment export <id> --type json --filename data.json` keeps "
-        f"the trials that read, and `sqlite3 {path} .recover | sqlite3 recovered.sqlite` copies every readable "
-        "row into a new database (put it in place of the old one, with the -wal and -shm files removed)"
-    )
 
 
 class ExperimentStore:
     """Access to one experiment's database. Thread-safe: one connection, guarded by a lock."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False, wait_for_lock: bool = True) -> None:
+        """``wait_for_lock=False``: a write finding the database locked by another process raises StoreBusyError
+        at once instead of waiting (up to 30 s) for it, so that an event loop never blocks on it."""
         self.path = Path(path)
         self.readonly = readonly
+        self.wait_for_lock = wait_for_lock
+        self._copy_dir: Path | None = None  # a copy read on a full disk (storage/readonly.py)
         try:
             if readonly:
                 if not self.path.exists():
                     raise StoreError(f"{self.path}: experiment database does not exist")
-                self._conn = sqlite3.connect(
-                    f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, timeout=30
-                )
+                self._conn = self._open_readonly()
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
-                _refuse_corrupt(self._conn, self.path)
+                refuse_corrupt(self._conn, self.path)
                 migrate(self._conn, str(self.path))
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and _disk_full(exc, self.path):
                 raise NoSpaceError(self.path) from exc
+            if is_damage(exc):
+                raise damaged(self.path, str(exc)) from exc
             raise StoreError(f"{self.path}: cannot open experiment database: {exc}") from exc
         self._conn.isolation_level = None  # explicit BEGIN/COMMIT in _transaction
         self._lock = threading.RLock()
 
+    def _open_readonly(self) -> sqlite3.Connection:
+        conn, _ = readonly.connect(self.path)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # maps the -shm file, which may not grow
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if not _disk_full(exc, self.path):
+                raise
+            conn, self._copy_dir = readonly.connect(self.path, full_disk=True)
+        return conn
+
     @classmethod
-    def for_experiment_dir(cls, experiment_dir: str | Path, *, readonly: bool = False) -> ExperimentStore:
-        return cls(Path(experiment_dir) / DB_RELATIVE_PATH, readonly=readonly)
+    def for_experiment_dir(
+        cls, experiment_dir: str | Path, *, readonly: bool = False, wait_for_lock: bool = True
+    ) -> ExperimentStore:
+        return cls(Path(experiment_dir) / DB_RELATIVE_PATH, readonly=readonly, wait_for_lock=wait_for_lock)
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        if self._copy_dir is not None:
+            shutil.rmtree(self._copy_dir, ignore_errors=True)
 
     def check_intact(self) -> None:
         """StoreError saying how to recover when ``quick_check`` finds the database damaged."""
         with self._lock:
-            _refuse_corrupt(self._conn, self.path)
+            refuse_corrupt(self._conn, self.path)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; a full disk is NoSpaceError naming the database, and leaves it as it was."""
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._begin()
                 try:
                     yield self._conn
                     self._conn.execute("COMMIT")
@@ -246,11 +258,28 @@ class ExperimentStore:
                     raise NoSpaceError(self.path) from exc
                 raise
 
+    def _begin(self) -> None:
+        if self.wait_for_lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            return
+        # only the write lock is not waited for: reads of this connection keep the busy handler
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", SQLITE_BUSY) & 0xFF == SQLITE_BUSY and "locked" in str(exc):
+                raise StoreBusyError(self.path) from exc
+            raise
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             try:
                 return self._conn.execute(sql, args).fetchall()
             except sqlite3.DatabaseError as exc:
+                if is_damage(exc):
+                    raise damaged(self.path, str(exc)) from exc
                 raise StoreError(f"{self.path}: {exc}") from exc
 
     @staticmethod

@@ -78,6 +78,24 @@ def inside_trial_dir(base: str, resolved: str, name: str) -> None:
         raise ValueError(f"{name!r} leads outside the trial directory {base}")
 
 
+def refuse_private_target(base: str, resolved: str, name: str) -> None:
+    """TrialFileRefusedError when the real path ``resolved`` (inside the real trial directory ``base``), which a
+    symbolic link named ``name`` may lead to, is a private file: privacy is the file's, not the name's."""
+    if is_private(posixpath.relpath(resolved, base)):
+        raise TrialFileRefusedError(f"{_shown(name)} leads to the keeper's private input; it is not served")
+
+
+def hard_link_refused(name: str) -> TrialFileRefusedError:
+    return TrialFileRefusedError(
+        f"{_shown(name)} is a hard link to the keeper's private input; it is not served"
+    )
+
+
+#: a shell command printing a private file of the trial directory ``{base}`` that is the same file as ``{path}``
+#: (a hard link to it): how a trial directory read over SSH is checked, where SFTP tells no inode
+SAME_PRIVATE_FILE = "find {base} -name 'command*.json' -samefile {path} -print -quit"
+
+
 def open_trial_file(trial_dir: Path, name: str) -> BinaryIO:
     """Open a file of a trial directory on this machine for reading, links resolved: ValueError outside it,
     FileNotFoundError, TrialFileRefusedError for a private file (by the name asked, the file a link leads to,
@@ -87,8 +105,7 @@ def open_trial_file(trial_dir: Path, name: str) -> BinaryIO:
     try:
         path = (base / relative_file(name, base)).resolve()
         inside_trial_dir(str(base), str(path), name)
-        if is_private(str(path.relative_to(base))):
-            raise TrialFileRefusedError(f"{_shown(name)} leads to the keeper's private input; it is not served")
+        refuse_private_target(str(base), str(path), name)
         f = keeper.open_regular(str(path), name)
     except keeper.NotRegularFile as exc:
         raise TrialFileRefusedError(str(exc)) from None
@@ -100,7 +117,7 @@ def open_trial_file(trial_dir: Path, name: str) -> BinaryIO:
         raise TrialFileRefusedError(f"{_shown(name)} {why.get(errno_, 'cannot be read')}") from None
     if _links_private(f, base):
         f.close()
-        raise TrialFileRefusedError(f"{_shown(name)} is a hard link to the keeper's private input; it is not served")
+        raise hard_link_refused(name)
     return f
 
 
@@ -254,6 +271,25 @@ def cut_short(trial_id: str, result: Mapping[str, Any], job: str) -> TrialEnded:
     return TrialEnded(
         trial_id, TrialStatus.FAILED, ended.timestamp, ended.exit_code, message, FailureKind.USER_CODE
     )
+
+
+def keeper_lost(trial_id: str, trial_dir: Path) -> TrialEnded:
+    """A keeper gone without its final record: on a full device, that is why (the record could not be written)."""
+    try:
+        device = os.statvfs(trial_dir)
+        full = device.f_bavail * device.f_frsize < NEARLY_FULL_BYTES
+    except OSError:
+        full = False
+    if not full:
+        return lost(trial_id)
+    return lost(
+        trial_id,
+        "lost: the trial keeper left no final record: no space left on device (ENOSPC) in "
+        f"{trial_dir}; what the trial reported is kept",
+    )
+
+
+NEARLY_FULL_BYTES = 1 << 20
 
 
 def lost(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,13 @@ from trialfleet.training_services.ssh_link import Probe
 from trialfleet.training_services.trial_dir import (
     KEEPER_RECORD,
     RESULT_RECORD,
+    SAME_PRIVATE_FILE,
     STALE_RECORDS,
+    hard_link_refused,
     inside_trial_dir,
     read_local_file,
     read_record,
+    refuse_private_target,
     relative_file,
     write_trial_inputs,
 )
@@ -176,6 +180,10 @@ class ProbeTrialFiles:
             base = await ssh.realpath(trial_dir)
             path = await ssh.realpath(posixpath.join(trial_dir, relative))
             inside_trial_dir(base, path, name)  # a symbolic link the trial made may lead elsewhere
+            refuse_private_target(base, path, name)
+            same = await ssh.run(SAME_PRIVATE_FILE.format(base=shlex.quote(base), path=shlex.quote(path)))
+            if same.exit_status == 0 and same.stdout.strip():
+                raise hard_link_refused(name)
             return await ssh.read(path)
 
         return await self.probe.link.call(read)

@@ -39,6 +39,8 @@ class Forwarder:
         self.secret = relay["secret"]
         self.patience = float(relay.get("patience", 3600))
         self.sent = {name: 0 for name in STREAMS}  # how far the relay has each stream, as it last said
+        private = os.stat(os.path.join(trial_dir, "command.json"))
+        self.private = (private.st_dev, private.st_ino)  # never sent, also as a stream hard-linked to it
         self.records: list = []  # record files still to send
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="forwarder", daemon=True)
@@ -89,12 +91,16 @@ class Forwarder:
     def _send_stream(self, name: str) -> bool:
         """One chunk of ``name`` from where the relay is; True when the relay has the whole file."""
         offset = self.sent[name]
-        try:
-            with open(os.path.join(self.trial_dir, name), "rb") as f:
-                f.seek(offset)
-                data = f.read(CHUNK)
-        except FileNotFoundError:
+        try:  # never through a link the trial put in the stream's place (to command.json: the relay's secret)
+            fd = os.open(os.path.join(self.trial_dir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:  # missing, or a symbolic link (ELOOP)
             return True
+        with os.fdopen(fd, "rb") as f:
+            opened = os.fstat(f.fileno())
+            if (opened.st_dev, opened.st_ino) == self.private:
+                return True
+            f.seek(offset)
+            data = f.read(CHUNK)
         if not data:
             return True
         self.sent[name] = self._put(name, data, offset=offset)

@@ -29,6 +29,7 @@ parent may be gone.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -64,6 +65,54 @@ def write_json_atomically(path: str, data: dict, durable: bool = True) -> None:
         os.fsync(dir_fd)  # the rename itself must survive a host crash
     finally:
         os.close(dir_fd)
+
+
+RESULT_RESERVE = "result.reserve"
+RESERVE_SIZE = 16384  # a result record takes a few hundred bytes
+NO_SPACE = "no space left on device (ENOSPC) in the trial directory"
+NEARLY_FULL = 1 << 20
+
+
+def reserve_result_space(trial_dir: str) -> None:
+    """Room for result.json on a disk the trial may fill up: a file of spaces, written over in place then."""
+    with contextlib.suppress(OSError), open(os.path.join(trial_dir, RESULT_RESERVE), "wb") as f:
+        f.write(b" " * RESERVE_SIZE)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_result(trial_dir: str, record: dict) -> None:
+    """result.json, also on a full disk: then written over the reserve's spaces (whitespace after a JSON
+    document is still JSON), which takes no new block, and saying that the disk was full."""
+    path = os.path.join(trial_dir, "result.json")
+    reserve = os.path.join(trial_dir, RESULT_RESERVE)
+    if record.get("exit_code") != 0 and not record.get("canceled") and _nearly_full(trial_dir):
+        record = dict(record, disk_full=True, reason=f"{record['reason']}; {NO_SPACE}")
+    try:
+        write_json_atomically(path, record)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not os.path.exists(reserve):
+            raise
+        with contextlib.suppress(OSError):
+            os.unlink(f"{path}.tmp.{os.getpid()}")
+        if not record.get("disk_full"):
+            record = dict(record, disk_full=True, reason=f"{record['reason']}; {NO_SPACE}")
+        with open(reserve, "r+b") as f:
+            f.write(json.dumps(record).encode()[:RESERVE_SIZE])
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(reserve, path)
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(reserve)
+
+
+def _nearly_full(directory: str) -> bool:
+    try:
+        device = os.statvfs(directory)
+    except OSError:
+        return False
+    return device.f_bavail * device.f_frsize < NEARLY_FULL
 
 
 def proc_fields(pid: int) -> list[str] | None:
@@ -612,14 +661,12 @@ class KeeperFailed(Exception):
 
 
 def record_error(trial_dir: str, exc: BaseException) -> None:
-    path = os.path.join(trial_dir, "result.json")
-    write_json_atomically(path, result_record(f"keeper error: {exc}", error=repr(exc)))
+    write_result(trial_dir, result_record(f"keeper error: {exc}", error=repr(exc)))
 
 
 def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: Forwarder | None
-    result_path = os.path.join(trial_dir, "result.json")
     if set(CANCEL_SIGNALS) & signal.sigpending():
-        write_json_atomically(result_path, result_record("canceled", canceled=True))
+        write_result(trial_dir, result_record("canceled", canceled=True))
         return
     subreaper = become_subreaper()
     # written before the command exists: whoever finds this attempt already launched adopts this keeper
@@ -637,13 +684,14 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
     # launch.json and keeper.json describe live processes, which a host crash ends anyway (the boot id tells
     # a restarted manager so): their fsyncs bought nothing and cost ~10 ms before every trial could start
     write_json_atomically(os.path.join(trial_dir, "launch.json"), launch, durable=False)
+    reserve_result_space(trial_dir)
     try:
         lease_fds = hold_leases(command.get("leases") or ())
         pid = start(command, trial_dir, marker, tuple(lease_fds))
     except (OSError, ValueError) as exc:
         with open(os.path.join(trial_dir, "trial.stderr"), "a") as f:
             f.write(f"trialfleet: could not start the trial command: {exc}\n")
-        write_json_atomically(result_path, result_record(f"could not start: {exc}", error=str(exc)))
+        write_result(trial_dir, result_record(f"could not start: {exc}", error=str(exc)))
         remove_cgroup(cgroup)
         return
     record = keeper_record(pid, launch)
@@ -659,7 +707,7 @@ def supervised(trial_dir: str, command: dict, forwarder) -> None:  # forwarder: 
         # (scancel and a pod's deletion signal every process of the session), and the trial's own death by
         # that signal only came first
         cause = "canceled"
-    write_json_atomically(result_path, describe_end(trial.status, cause, command.get("max_duration")))
+    write_result(trial_dir, describe_end(trial.status, cause, command.get("max_duration")))
 
 
 def keep(trial_dir: str) -> int:

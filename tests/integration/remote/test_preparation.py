@@ -15,7 +15,7 @@ import pytest
 from fleet import Fleet, Host
 from remote_helpers import machines, remote_context
 
-from trialfleet.errors import PlatformError
+from trialfleet.errors import PlatformError, TrialFileRefusedError
 from trialfleet.status import TrialStatus
 from trialfleet.testing import poll_until
 from trialfleet.training_services.remote import RemoteTrainingService
@@ -274,6 +274,28 @@ async def test_logs_stay_readable_when_the_host_goes_away(
         assert json.loads(await service.read_trial_file("gone", handle, "result.json"))["exit_code"] == 0
         with pytest.raises(PlatformError, match="unreachable"):
             await service.read_trial_file("gone", handle, "listing.json")
+    finally:
+        await service.close()
+
+
+async def test_links_to_the_private_command_file_are_refused_on_a_host(
+    tmp_path: Path, fleet: Fleet, code_dir: Path
+) -> None:
+    """Issue 44, items 5 and 6: privacy is the resolved file's on an SSH host too (read over SFTP): a symbolic or
+    hard link the trial makes to its command.json (the environment, a relay's secret) is refused."""
+    service = RemoteTrainingService(remote_context(tmp_path / "e", fleet.hosts[:1]))
+    await service.start()
+    links = (
+        'ln -s command.json "$NNI_OUTPUT_DIR/soft.txt" && ln "$NNI_OUTPUT_DIR/command.json" "$NNI_OUTPUT_DIR/hard.txt"'
+        " && echo linked"
+    )
+    try:
+        handle, status = await run_to_end(service, spec("links", code_dir, command=links))
+        assert status is TrialStatus.SUCCEEDED
+        assert await service.read_trial_file("links", handle, "stdout") == b"linked\n"
+        for name, how in (("soft.txt", "leads to"), ("hard.txt", "is a hard link to")):
+            with pytest.raises(TrialFileRefusedError, match=f"'{name}' {how} the keeper's private input"):
+                await service.read_trial_file("links", handle, name)
     finally:
         await service.close()
 

@@ -22,6 +22,7 @@ from trialfleet.manager.launcher import create_experiment
 from trialfleet.manager.reconciler import Reconciler
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.storage import ExperimentStore
+from trialfleet.storage.patience import PatientWrites
 from trialfleet.training_services import LocalTrainingService
 from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialStarted
 from trialfleet.training_services.gpu import GpuInfo
@@ -43,7 +44,7 @@ async def test_a_batch_is_stored_before_the_tuner_hears_of_it(tmp_path: Path) ->
     await driver.start(manager.config.tuner, None, manager.config.search_space)
     received = []
     driver.tuner.receive_trial_result = lambda *args, **kwargs: received.append(store.trial("t1").final_data)  # type: ignore[union-attr, method-assign]
-    reconciler = Reconciler(store, driver, ManualClock())
+    reconciler = Reconciler(store, driver, ManualClock(), PatientWrites(store.path))
     batch = PollBatch(
         started=[TrialStarted("t1", 12.0)],
         metrics=[
@@ -73,7 +74,9 @@ async def test_a_trial_cancelled_when_the_experiment_stops_is_marked_for_a_rerun
     manager = make_manager(tmp_path, "", max_trial_number=1)
     store = manager.store
     store.add_trial("t1", {"parameter_id": 0, "parameters": {"x": 1}}, 10.0)
-    reconciler = Reconciler(store, AlgorithmDriver(on_failure=print), ManualClock())
+    reconciler = Reconciler(
+        store, AlgorithmDriver(on_failure=print), ManualClock(), PatientWrites(store.path)
+    )
     ended = TrialEnded("t1", TrialStatus.SYS_CANCELED, 12.0, message="canceled")
     await reconciler.apply(PollBatch(ended=[ended]), stopping=True)
     assert store.trial("t1").failure_kind == FailureKind.EXPERIMENT_STOPPED.value
@@ -95,7 +98,9 @@ async def test_a_cancel_ends_the_trial_with_the_reason_stored_before_it_was_sent
         TrialStatus.USER_CANCELED,
         TrialStatus.USER_CANCELED,
     ]
-    reconciler = Reconciler(store, AlgorithmDriver(on_failure=print), ManualClock())
+    reconciler = Reconciler(
+        store, AlgorithmDriver(on_failure=print), ManualClock(), PatientWrites(store.path)
+    )
     reported = [TrialEnded(t, TrialStatus.USER_CANCELED, 12.0, message="canceled") for t in ("stop", "user")]
     await reconciler.apply(PollBatch(ended=reported))
     stop, user = store.trial("stop"), store.trial("user")

@@ -306,7 +306,33 @@ def test_a_corrupt_database_is_refused_for_writing_saying_how_to_recover(store: 
         ExperimentStore(store.path)
     message = str(caught.value)
     assert "is corrupt" in message and "quick_check" in message
-    assert ".recover" in message and "experiment export" in message
+    assert ".dump" in message and "experiment export" in message
+
+
+def test_a_truncated_database_is_named_so_with_how_to_recover(store: ExperimentStore, tmp_path: Path) -> None:
+    """Issue 44, item 8: a file cut short (a copy interrupted) said only 'database disk image is malformed', and
+    `view` that its manager 'recorded no reason'."""
+    from trialfleet.manager.launcher import _exited_while_starting
+
+    for n in range(200):
+        store.add_trial(f"t{n}", record({"x": "y" * 100}), now=100.0 + n)
+    store.close()
+    size = store.path.stat().st_size
+    with store.path.open("r+b") as file:
+        file.truncate(size // 2)
+    for opened in (
+        lambda: ExperimentStore(store.path, readonly=True).trials(),
+        lambda: ExperimentStore(store.path),
+    ):
+        with pytest.raises(StoreError) as caught:
+            opened()
+        message = str(caught.value)
+        assert f"is truncated: it holds {size // 2} of the {size} bytes" in message, message
+        assert ".dump" in message and "parameter.cfg" in message
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "nnictl_stderr.log").touch()  # the manager of `view` said nothing there
+    said = _exited_while_starting(1, tmp_path, 0)
+    assert "recorded no reason" not in said and "is truncated" in said, said
 
 
 def test_resume_of_a_corrupt_experiment_is_refused_before_its_manager_starts(

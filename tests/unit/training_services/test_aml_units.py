@@ -218,6 +218,10 @@ def test_command_json_stays_in_the_job(tmp_path: Path, monkeypatch) -> None:
     shipper = forwarder.Shipper(str(tmp_path))
     assert [tag["key"] for tag in shipper.scan()] == ["trialfleet.0.0"]
     assert shipper.files == ["trial.stdout"]
+    (tmp_path / "soft.txt").symlink_to("command.json")  # links the trial makes to it (issue 44, item 5)
+    os.link(tmp_path / "command.json", tmp_path / "hard.txt")
+    assert [tag["key"] for tag in shipper.scan()] == []
+    assert shipper.files == ["trial.stdout"]
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     shipped = {FILES_TAG: json.dumps(["command.json"]), "trialfleet.0.0": chunk(0, b"{}")}

@@ -123,3 +123,13 @@ def test_fifos_the_trial_made_are_not_waited_on(tmp_path: Path) -> None:
     mirror.replay(done.stdout)
     assert sorted(p.name for p in mirror.trial_dir.iterdir()) == ["result.json", "trial.stderr"]
     assert (mirror.trial_dir / "trial.stderr").read_bytes() == b"err\n"
+
+
+def test_links_to_the_private_command_file_are_not_shipped(tmp_path: Path) -> None:
+    """Issue 44, item 5 on Ray: a symbolic or hard link the trial makes to its command.json (the environment the
+    job adds) is not an output the log channel carries to the manager's mirror."""
+    (tmp_path / "command.json").write_text('{"env": {"SECRET": "x"}}')
+    (tmp_path / "model.txt").write_text("weights\n")
+    (tmp_path / "soft.txt").symlink_to("command.json")
+    os.link(tmp_path / "command.json", tmp_path / "hard.txt")
+    assert entry.output_files(str(tmp_path)) == [("model.txt", 8)]

@@ -88,6 +88,38 @@ async def test_a_trials_files_reach_the_mirror_and_read_as_a_local_trial(tmp_pat
     assert (tmp_path / "experiment" / "relay-secret").stat().st_mode & 0o777 == 0o600
 
 
+LINKING_TRIAL = """
+import os
+os.remove("trial.stderr"); os.symlink("command.json", "trial.stderr")
+os.remove("trial.stdout"); os.link("command.json", "trial.stdout")
+"""
+
+
+async def test_a_stream_the_trial_links_to_command_json_is_not_sent(tmp_path: Path) -> None:
+    """Issue 44, item 5 for relayed trials: a stream the trial replaces with a link to its command.json (which
+    holds the relay's secret) is not sent through the relay, where the file routes would serve it."""
+    (tmp_path / "experiment").mkdir()
+    relay = Relay(tmp_path / "experiment", host="127.0.0.1")
+    await relay.start()
+    try:
+        trial_dir = tmp_path / "worker" / "t1"
+        settings = relay.keeper_settings("t1", "127.0.0.1", patience=HANG_GUARD)
+        argv = [sys.executable, "-c", LINKING_TRIAL]
+        record = command_record(argv, str(trial_dir), {"PATH": "/usr/bin:/bin"}, relay=settings)
+        write_trial_inputs(trial_dir, input_files("{}", record))
+        keeper = subprocess.Popen([sys.executable, "-I", "-S", str(KEEPER_SCRIPT), str(trial_dir)])
+        assert await wait_exit(keeper) == 0
+    finally:
+        await relay.close()
+    secret = json.loads((trial_dir / "command.json").read_text())["relay"]["secret"]
+    mirror = tmp_path / "experiment" / "trials" / "t1"
+    assert json.loads((mirror / "result.json").read_text())["exit_code"] == 0
+    copies = [copy for copy in mirror.rglob("*") if copy.is_file()]
+    assert copies
+    for copy in copies:
+        assert secret.encode() not in copy.read_bytes(), copy
+
+
 async def test_a_relay_that_lost_a_tail_gets_it_again_exactly_once(tmp_path: Path) -> None:
     (tmp_path / "experiment").mkdir()
     pause = tmp_path / "pause"

@@ -35,6 +35,19 @@ TRIAL_DIR = "outputs/trialfleet-trial"  # AML keeps ./outputs as the run's artif
 ENV_PREFIX = "TRIALFLEET_AML_"
 
 
+def _identity(path):
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
+def private_file(trial_dir):
+    """The (device, inode) of the trial directory's command.json, or None."""
+    return _identity(os.path.join(trial_dir, "command.json"))
+
+
 class Shipper:
     def __init__(self, trial_dir):
         uri = os.environ["MLFLOW_TRACKING_URI"]
@@ -52,14 +65,17 @@ class Shipper:
     def scan(self):
         """Tags for every byte the trial directory gained since the last scan."""
         found = []
+        private = private_file(self.trial_dir)
         for root, dirs, names in os.walk(self.trial_dir):
             dirs.sort()
             for name in sorted(names):
                 path = os.path.join(root, name)
                 if name.endswith(".tmp") or ".tmp." in name or not os.path.isfile(path):
                     continue  # a record being written atomically: shipped once renamed
-                if root == self.trial_dir and name == "command.json":
-                    continue  # the keeper's private input: the manager wrote it, and it holds environment values
+                if os.path.islink(path) or _identity(path) == private:
+                    # the keeper's private input (the manager wrote it, it holds environment values), also
+                    # through a link the trial made to it: a link is not shipped, a hard link is the same file
+                    continue
                 found.append(os.path.relpath(path, self.trial_dir))
         # result.json last: a manager that sees the trial's end has every byte written before it
         found.sort(key=lambda relative: relative == "result.json")

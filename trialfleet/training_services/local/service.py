@@ -48,7 +48,7 @@ from trialfleet.training_services.trial_dir import (
     command_record,
     ended_from_result,
     input_files,
-    lost,
+    keeper_lost,
     read_record,
 )
 from trialfleet.training_services.trial_files import LocalTrialFiles, TrialLook
@@ -243,7 +243,7 @@ class LocalTrainingService(TrainingService):
         elif not alive and cleanup is None and trial.cancel_status is not None:
             self._start_cleanup(trial, canceled=True)  # the keeper died before it could cancel
         elif not alive and (cleanup is None or cleanup.done()):
-            ended = lost(trial.trial_id)
+            ended = keeper_lost(trial.trial_id, Path(trial.handle["trial_dir"]))
             if cleanup is None:
                 self._start_cleanup(trial, canceled=False)  # leave nothing of it running unwatched
         batch = PollBatch()

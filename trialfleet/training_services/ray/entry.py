@@ -147,6 +147,7 @@ class Streamer:
 
 def output_files(trial_dir: str) -> list:
     found = []
+    private = _identity(os.path.join(trial_dir, "command.json"))
     for top, dirs, names in os.walk(trial_dir):
         rel_top = os.path.relpath(top, trial_dir)
         if rel_top == ".nni":
@@ -160,9 +161,19 @@ def output_files(trial_dir: str) -> list:
                 info = os.lstat(os.path.join(top, name))
             except OSError:
                 continue
+            if (info.st_dev, info.st_ino) == private:  # a hard link to the keeper's private input
+                continue
             if os.path.isfile(os.path.join(top, name)) and not os.path.islink(os.path.join(top, name)):
                 found.append((rel, info.st_size))
     return sorted(found)
+
+
+def _identity(path: str):  # -> tuple | None
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 def trial_environment(payload: dict, trial_dir: str, code_dir: str) -> tuple:
