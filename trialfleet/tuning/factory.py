@@ -12,7 +12,7 @@ import inspect
 from typing import Any
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning import registry
+from trialfleet.tuning import user_algorithms
 from trialfleet.tuning.base import Assessor, BuiltinTuner, Tuner
 from trialfleet.tuning.catalog import (
     BUILTIN_ASSESSORS,
@@ -107,7 +107,7 @@ def _resolve(name: str, kind: str) -> BuiltinAlgorithm | dict[str, Any]:
     entry = find_builtin(name, kind)
     if entry is not None:
         return entry
-    registered = registry.lookup(name, kind) if kind != "advisor" else None
+    registered = user_algorithms.lookup(name, kind) if kind != "advisor" else None
     if registered is not None:
         return registered
     available = _available_names(kind)
@@ -146,7 +146,7 @@ def _available_names(kind: str) -> list[str]:
     if kind == "advisor":
         return names
     return names + [
-        info.name for info in registry.list_algorithms() if info.kind == kind and info.source == "user"
+        info.name for info in user_algorithms.list_algorithms() if info.kind == kind and info.source == "user"
     ]
 
 

@@ -11,7 +11,7 @@ from tests.unit.config.conftest import MINIMAL
 from trialfleet.config import load_config
 from trialfleet.config.files import MAX_YAML_ALIASES, parse_yaml
 from trialfleet.errors import AlgorithmError, ConfigError
-from trialfleet.tuning.registry import register, registry_path
+from trialfleet.tuning.user_algorithms import register, registry_path
 
 Write = Callable[..., Path]
 
