@@ -15,9 +15,9 @@ import pytest
 
 LOCAL = "trialfleet.training_services.local.service"
 REMOTE = "trialfleet.training_services.remote.service"
-TPE = "trialfleet.tuning.optuna_algorithms"
-RANDOM = "trialfleet.tuning.random_tuner"
-MEDIANSTOP = "trialfleet.tuning.medianstop"
+TPE = "trialfleet.tuning.tuners.optuna_samplers"
+RANDOM = "trialfleet.tuning.tuners.random_search"
+MEDIANSTOP = "trialfleet.tuning.assessors.medianstop"
 WATCHED = (LOCAL, REMOTE, "asyncssh", TPE, RANDOM, MEDIANSTOP, "optuna", "custom_tuner")
 
 
@@ -67,7 +67,7 @@ def test_without_a_config_the_local_platform(tmp_path: Path) -> None:
         ("tuner: {name: TPE}", ["optuna", LOCAL, TPE]),
         ("tuner: {name: random}", [LOCAL, RANDOM]),  # names match as NNI's do, whatever their case
         ("tuner: {name: Random}\nassessor: {name: Medianstop}", [LOCAL, MEDIANSTOP, RANDOM]),
-        ("advisor: {name: BOHB}", ["optuna", LOCAL]),  # BOHB's own module is bohb_tuner
+        ("advisor: {name: BOHB}", ["optuna", LOCAL]),  # BOHB's own module is tuners.bohb
         ("tuner: {name: NoSuchTuner}", [LOCAL]),  # left for the start to report
         ("tuner: {className: custom_tuner.Mine, codeDirectory: .}", [LOCAL]),  # the user's code: the start's
     ],

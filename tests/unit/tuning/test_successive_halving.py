@@ -9,7 +9,7 @@ import pytest
 from trialfleet.errors import SearchSpaceError
 from trialfleet.status import TrialStatus
 from trialfleet.tuning import HistoryRecord, NoMoreTrialError, create_tuner
-from trialfleet.tuning.successive_halving import Bracket
+from trialfleet.tuning.tuners.successive_halving import Bracket
 
 SPACE = {"x": {"_type": "uniform", "_value": [0, 1]}, "c": {"_type": "choice", "_value": ["a", "b"]}}
 
