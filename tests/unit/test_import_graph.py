@@ -8,11 +8,13 @@ only) still ties two modules together for whoever reads or moves them.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "trialfleet"
+
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -38,7 +40,9 @@ def imported(module: str, path: Path, modules: set[str]) -> Iterator[str]:
                     yield base
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
+    """The graph of the package's modules (computed once per run: the tests only read it)."""
     paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     return {module: set(imported(module, path, set(paths))) - {module} for module, path in paths.items()}
 

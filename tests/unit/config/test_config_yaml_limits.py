@@ -68,6 +68,7 @@ def test_too_many_aliases_are_refused() -> None:
     assert parse_yaml(many.replace("*a]", "1]"))["b"].count(1) == MAX_YAML_ALIASES + 1
 
 
+@pytest.mark.slow
 def test_nesting_beyond_the_stack_is_refused() -> None:
     with pytest.raises(Exception, match="nested too deeply"):
         parse_yaml("[" * 100_000)

@@ -171,6 +171,7 @@ async def test_a_cancel_ends_the_trial_with_the_reason_stored_before_it_was_sent
     assert user.status is TrialStatus.USER_CANCELED and user.cancel_status is None
 
 
+@pytest.mark.slow
 async def test_the_scheduler_defers_a_trial_until_the_injected_service_has_a_gpu(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811
@@ -220,6 +221,7 @@ class _OverlapCounting(LocalTrainingService):
 @pytest.mark.parametrize(
     ("overlap", "block_limit", "at_once"), [(True, None, 4), (False, None, 1), (True, 2, 2)]
 )
+@pytest.mark.slow
 async def test_a_platform_whose_launches_may_overlap_is_offered_the_whole_queue_at_once(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811

@@ -33,6 +33,7 @@ def check_status(port: int) -> None:
 
 
 @pytest.mark.parametrize("light", [True, False])
+@pytest.mark.slow
 async def test_the_web_server_is_imported_beside_a_light_preparation_once_the_tuner_is_built_and_after_a_heavy_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, light: bool
 ) -> None:

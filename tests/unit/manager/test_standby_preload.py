@@ -48,6 +48,7 @@ def imported_by_preload(config: str | None, *, orders_came: bool = False) -> lis
         ("{platform: no-such-platform}", []),  # left for the start to report
     ],
 )
+@pytest.mark.slow
 def test_the_platforms_of_the_config_and_what_they_preload(
     tmp_path: Path, service: str, imported: list[str]
 ) -> None:
@@ -56,6 +57,7 @@ def test_the_platforms_of_the_config_and_what_they_preload(
     assert imported_by_preload(str(config)) == imported
 
 
+@pytest.mark.slow
 def test_without_a_config_the_local_platform(tmp_path: Path) -> None:
     assert imported_by_preload(None) == [LOCAL]  # resume and view: the platform nearly every experiment uses
     assert imported_by_preload(str(tmp_path / "missing.yml")) == []
@@ -72,6 +74,7 @@ def test_without_a_config_the_local_platform(tmp_path: Path) -> None:
         ("tuner: {className: custom_tuner.Mine, codeDirectory: .}", [LOCAL]),  # the user's code: the start's
     ],
 )
+@pytest.mark.slow
 def test_the_algorithms_of_the_config_and_their_libraries(
     tmp_path: Path, algorithms: str, imported: list[str]
 ) -> None:
@@ -83,6 +86,7 @@ def test_the_algorithms_of_the_config_and_their_libraries(
     assert imported_by_preload(str(config)) == imported
 
 
+@pytest.mark.slow
 def test_once_the_orders_came_the_algorithms_are_left_to_the_start(tmp_path: Path) -> None:
     """The start imports them in the driver's thread while the platforms prepare (SSH handshakes, a spawner)."""
     config = tmp_path / "config.yml"

@@ -10,6 +10,8 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
 from tests.unit.server.conftest import API, make_config
 from trialfleet.manager.launcher import bind_socket, create_experiment
 from trialfleet.manager.process import serve
@@ -77,6 +79,7 @@ def stop(port: int) -> None:
     connection.close()
 
 
+@pytest.mark.slow
 async def test_a_live_managers_keep_alive_connections_have_no_delay(tmp_path: Path) -> None:
     config = make_config(tmp_path)
     (Path(config.training_services[0].trial_code_directory) / "hold").touch()

@@ -145,6 +145,7 @@ def test_check_validates_the_space_for_the_tuner():
         check_algorithm(algo("Batch"), "tuner", {"x": {"_type": "uniform", "_value": [0, 1]}})
 
 
+@pytest.mark.slow
 def test_gp_runs_on_scikit_learn_without_pytorch():
     check_algorithm(algo("GPTuner"), "tuner", SPACE)
     tuner = create_tuner(
