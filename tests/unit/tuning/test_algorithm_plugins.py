@@ -11,35 +11,22 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from test_user_algorithms import TUNER_SOURCE
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning import create_assessor, create_tuner
 from trialfleet.tuning.moved import MOVED
 from trialfleet.tuning.user_algorithms import list_algorithms, show
 
-TUNER = """
-    from trialfleet.tuning.base import Tuner
-
-    class ConstantTuner(Tuner):
-        def __init__(self, value=1):
-            self.value = value
-        def update_search_space(self, search_space):
-            pass
-        def generate_parameters(self, parameter_id, **kwargs):
-            return {"x": self.value}
-        def receive_trial_result(self, parameter_id, parameters, value, **kwargs):
-            pass
-"""
-
 
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A distribution on sys.path (its module and its dist-info with entry points), as pip installs one."""
-    (tmp_path / "constant_algos.py").write_text(textwrap.dedent(TUNER))
+    (tmp_path / "constant_algos.py").write_text(textwrap.dedent(TUNER_SOURCE))
     info = tmp_path / "constant_algos-0.3.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: constant-algos\nVersion: 0.3\n")
-    (info / "entry_points.txt").write_text("[trialfleet.tuners]\nConstant = constant_algos:ConstantTuner\n")
+    (info / "entry_points.txt").write_text("[trialfleet.tuners]\nConstant = constant_algos:FixedTuner\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("TRIALFLEET_CONFIG_DIR", str(tmp_path / "config"))  # nothing registered
     yield
@@ -48,15 +35,15 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_an_installed_tuner_is_built_by_its_name(installed: None) -> None:
     tuner = create_tuner(SimpleNamespace(name="constant", class_args={"value": 7}), {})
-    assert type(tuner).__name__ == "ConstantTuner" and tuner.generate_parameters(0) == {"x": 7}
+    assert type(tuner).__name__ == "FixedTuner" and tuner.generate_parameters(0) == {"x": 7}
 
 
 def test_an_installed_tuner_is_listed_and_shown_with_its_package(installed: None) -> None:
     rows = [row for row in list_algorithms() if row.name == "Constant"]
     assert [(r.kind, r.source, r.module, r.class_name) for r in rows] == [
-        ("tuner", "constant-algos 0.3", "constant_algos", "ConstantTuner")
+        ("tuner", "constant-algos 0.3", "constant_algos", "FixedTuner")
     ]
-    assert show("Constant")["className"] == "constant_algos.ConstantTuner"
+    assert show("Constant")["className"] == "constant_algos.FixedTuner"
 
 
 def test_a_tuner_name_is_not_an_assessor(installed: None) -> None:
