@@ -82,12 +82,13 @@ def _requests(port: int, count: int) -> list[float]:
 
 async def _measure(root: Path, bind: Callable[[int], socket.socket], count: int) -> list[float]:
     from trialfleet.manager.process import serve
+    from trialfleet.server import load_app
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     sock = bind(port)
-    manager = asyncio.create_task(serve(_experiment(root), "create", sock))
+    manager = asyncio.create_task(serve(_experiment(root), "create", sock, load_app=load_app))
     times = await asyncio.to_thread(_requests, port, count)
     await asyncio.wait_for(manager, 60)
     return times

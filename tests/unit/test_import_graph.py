@@ -8,11 +8,13 @@ only) still ties two modules together for whoever reads or moves them.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "trialfleet"
+
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -38,7 +40,9 @@ def imported(module: str, path: Path, modules: set[str]) -> Iterator[str]:
                     yield base
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
+    """The graph of the package's modules (computed once per run: the tests only read it)."""
     paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     return {module: set(imported(module, path, set(paths))) - {module} for module, path in paths.items()}
 
@@ -88,6 +92,37 @@ def test_cycles_are_found_however_long() -> None:
 def test_the_graph_sees_lazy_and_typing_only_imports() -> None:
     """The check is not vacuous: edges that exist only inside a function or under TYPE_CHECKING are found."""
     graph = import_graph()
-    assert "trialfleet.server.app" in graph["trialfleet.manager.process"]  # inside a function
+    assert "trialfleet.server.app" in graph["trialfleet.server"]  # inside a function
     assert "trialfleet.config.experiment" in graph["trialfleet.training_services.base"]  # typing only
     assert "trialfleet.training_services.slurm.service" in graph["trialfleet.training_services.slurm"]
+
+
+#: the doors (docs/architecture.md): what people and programs call; everything else sits below them
+DOORS = ("trialfleet.cli", "trialfleet.server", "trialfleet.webui")
+DOOR_MODULES = {"trialfleet", "trialfleet.experiment", "trialfleet.client", "trialfleet.startup"}
+#: the manager process's entry point: it hands the manager its web server's loader (the composition root)
+ENTRY_POINTS = {"trialfleet.manager.__main__"}
+
+
+def is_door(module: str) -> bool:
+    return module in DOOR_MODULES or any(module == door or module.startswith(f"{door}.") for door in DOORS)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    return {
+        module: sorted(filter(is_door, targets))
+        for module, targets in sorted(graph.items())
+        if not is_door(module) and module not in ENTRY_POINTS and any(map(is_door, targets))
+    }
+
+
+def test_nothing_below_the_doors_imports_them_but_the_manager_entry_point() -> None:
+    """The manager (``process.py``) is handed the server's loader by ``python -m trialfleet.manager``."""
+    graph = import_graph()
+    assert upward_imports(graph) == {}
+    assert "trialfleet.server" in graph["trialfleet.manager.__main__"]
+
+
+def test_an_upward_import_is_found() -> None:
+    graph = {"trialfleet.manager.process": {"trialfleet.server.app"}, "trialfleet.server.app": set()}
+    assert upward_imports(graph) == {"trialfleet.manager.process": ["trialfleet.server.app"]}

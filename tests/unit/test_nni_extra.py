@@ -8,6 +8,7 @@ import re
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 import tomllib
 
 from trialfleet.tuning.catalog import BUILTIN_ASSESSORS, BUILTIN_TUNERS
@@ -36,6 +37,7 @@ def distributions(extra: str | None) -> set[str]:
     return found | (distributions(None) if extra is not None else set())
 
 
+@pytest.mark.slow
 def test_every_builtin_algorithms_library_comes_with_the_nni_extra() -> None:
     installed = distributions("nni")
     providers = metadata.packages_distributions()

@@ -16,18 +16,18 @@ def register(
     meta_path: Path = typer.Option(..., "--meta_path", "-m", help="the algorithm's meta YAML"),
 ) -> None:
     """Register the algorithm(s) a meta file describes (algoType, builtinName, className …)."""
-    from trialfleet.tuning import registry
+    from trialfleet.tuning import user_algorithms
 
-    for name in registry.register(meta_path):
+    for name in user_algorithms.register(meta_path):
         success(f"Registered {name}.")
 
 
 @app.command("unregister")
 def unregister(name: str = typer.Argument(..., help="the registered name")) -> None:
     """Forget a registered algorithm."""
-    from trialfleet.tuning import registry
+    from trialfleet.tuning import user_algorithms
 
-    registry.unregister(name)
+    user_algorithms.unregister(name)
     success(f"Unregistered {name}.")
 
 
@@ -36,9 +36,9 @@ def list_algorithms(as_json: bool = typer.Option(False, "--json", help="JSON ins
     """Built-in and registered algorithms."""
     from dataclasses import asdict
 
-    from trialfleet.tuning import registry
+    from trialfleet.tuning import user_algorithms
 
-    infos = registry.list_algorithms()
+    infos = user_algorithms.list_algorithms()
     if as_json:
         print_json([asdict(i) for i in infos])
         return
@@ -49,9 +49,9 @@ def list_algorithms(as_json: bool = typer.Option(False, "--json", help="JSON ins
 @app.command("show")
 def show(name: str = typer.Argument(..., help="a built-in or registered name")) -> None:
     """Everything known about one algorithm."""
-    from trialfleet.tuning import registry
+    from trialfleet.tuning import user_algorithms
 
-    print_json(registry.show(name))
+    print_json(user_algorithms.show(name))
 
 
 # nnictl's short aliases

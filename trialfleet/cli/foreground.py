@@ -52,6 +52,7 @@ async def _serve_with_progress(
     from rich.live import Live
 
     from trialfleet.manager.process import serve
+    from trialfleet.server import load_app
     from trialfleet.storage import ExperimentStore
 
     task = asyncio.create_task(
@@ -59,6 +60,7 @@ async def _serve_with_progress(
             experiment_dir,
             action,
             sock,
+            load_app=load_app,
             exit_when_finished=True,
             public_read=public_read,
             url_prefix=url_prefix,

@@ -128,12 +128,11 @@ class AlgorithmDriver:
             return None
         return Proposal(params)
 
-    async def final_result(self, trial: TrialRow) -> None:
-        """The trial's first FINAL metric (``trial.final_data``), for the tuner, once."""
-        if trial.final_data is None or trial.id in self._results_given or not self._tuner_wants(trial):
+    async def final_result(self, trial: TrialRow, value: object) -> None:
+        """The trial's first FINAL metric (``value``, decoded), for the tuner, once."""
+        if trial.id in self._results_given or not self._tuner_wants(trial):
             return
         self._results_given.add(trial.id)
-        value = decisions.decode_metric(trial.final_data)
         await self._guard(
             self._tuner().receive_trial_result,
             trial.parameter_id,
@@ -143,12 +142,13 @@ class AlgorithmDriver:
             trial_job_id=trial.id,
         )
 
-    async def keep_running(self, trial_id: str, sequence: int, data: str) -> bool:
-        """One intermediate result for the assessor; False when it says the trial should stop early."""
+    async def keep_running(self, trial_id: str, sequence: int, value: object) -> bool:
+        """One intermediate result (``value``, decoded) for the assessor; False when it says the trial should stop
+        early."""
         if self.assessor is None:
             return True
         points = self._points.setdefault(trial_id, {})
-        points[sequence] = decisions.decode_metric(data)
+        points[sequence] = value
         history = decisions.contiguous_history(points)
         if history is None:
             return True

@@ -105,13 +105,15 @@ async def serve(
     action: str,
     sock: socket.socket,
     *,
+    load_app: AppLoader,
     exit_when_finished: bool = False,
     public_read: bool = False,
     url_prefix: str = "",
 ) -> int:
-    """Run the manager and its server until stopped; returns a process exit code. Beyond loopback the
-    server asks for the experiment's access token (``public_read``: for changes only). The caller holds the
-    experiment's lock (:func:`hold_experiment`)."""
+    """Run the manager and its server until stopped; returns a process exit code. ``load_app`` imports the web
+    server and returns its app factory (the entry point's :func:`trialfleet.server.load_app`: the manager imports
+    nothing above it). Beyond loopback the server asks for the experiment's access token (``public_read``: for
+    changes only). The caller holds the experiment's lock (:func:`hold_experiment`)."""
     manager = ExperimentManager(experiment_dir, readonly=action == "view", port=sock.getsockname()[1])
     config = manager.config
     if not logging.getLogger().isEnabledFor(logging.DEBUG):  # --debug on the command line wins
@@ -135,9 +137,10 @@ async def serve(
         loop.add_signal_handler(sig, manager.abort, f"the manager received {sig.name}")
     # light preparation: the server is imported while the platforms prepare, once the tuner is built (Optuna's
     # import beside it took twice as long)
-    on_tuner_built = _SERVER_IMPORT.start if action != "view" and _light_preparation(config) else None
+    server_import = ServerImport(load_app)
+    on_tuner_built = server_import.start if action != "view" and _light_preparation(config) else None
     if action == "view":
-        _SERVER_IMPORT.start()
+        server_import.start()
     try:
         if action != "view":
             reserve_space(experiment_dir)  # room to say why, should the disk fill up
@@ -148,7 +151,7 @@ async def serve(
     # The loop runs while a thread imports the web server (FastAPI: ~0.3 s of CPU), so the first trials start,
     # and are replaced as they end, meanwhile; the socket already listens and queues early requests.
     running = asyncio.create_task(manager.run())
-    create_app = await _SERVER_IMPORT.result()
+    create_app = await server_import.result()
     import uvicorn
 
     app = create_app(manager, access=access, url_prefix=url_prefix)
@@ -288,7 +291,12 @@ def _algorithm_modules(algorithms: list[tuple[str, str]]) -> Iterator[tuple[str,
             yield (entry.target.partition(":")[0], *entry.requires)
 
 
-class _ServerImport:
+#: imports the web server (in a thread, off the loop) and returns its app factory, ``create_app(manager, *, access,
+#: url_prefix)``
+AppLoader = Callable[[], Callable[..., Any]]
+
+
+class ServerImport:
     """The web server's modules (FastAPI: ~0.2 s of CPU), imported in a thread while the loop goes on: while
     the platforms prepare if that is light work (:func:`_light_preparation`), from when the tuner is built, else
     once they are prepared.
@@ -297,7 +305,8 @@ class _ServerImport:
     a system call, waits for the switch interval (5 ms) to have it back: the first trials started 70-100 ms
     apart instead of 7. Meanwhile the interval is 0.1 ms."""
 
-    def __init__(self) -> None:
+    def __init__(self, load_app: AppLoader) -> None:
+        self._load_app = load_app
         self._done: concurrent.futures.Future[Callable[..., Any]] = concurrent.futures.Future()
         self._started = False
 
@@ -314,22 +323,11 @@ class _ServerImport:
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, 1e-4))
         try:
-            self._done.set_result(_import_server())
+            self._done.set_result(self._load_app())
         except BaseException as exc:  # re-raised where the server is made
             self._done.set_exception(exc)
         finally:
             sys.setswitchinterval(interval)
-
-
-_SERVER_IMPORT = _ServerImport()
-
-
-def _import_server() -> Callable[..., Any]:
-    import uvicorn  # noqa: F401 - imported here, off the event loop's thread
-
-    from trialfleet.server.app import create_app
-
-    return create_app
 
 
 async def _stop_when_finished(manager: ExperimentManager) -> None:
@@ -337,7 +335,8 @@ async def _stop_when_finished(manager: ExperimentManager) -> None:
     manager.request_stop(keep_status=True)  # it finished: DONE (or ERROR) stays, not STOPPED
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(load_app: AppLoader, argv: list[str] | None = None) -> int:
+    """The manager process, given the web server's loader by its entry point (``python -m trialfleet.manager``)."""
     parser = argparse.ArgumentParser(prog="python -m trialfleet.manager")
     parser.add_argument("--experiment-dir", type=Path, help="required, unless the --orders-fd bring it")
     parser.add_argument("--action", choices=["create", "resume", "view"], default="create")
@@ -388,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.experiment_dir,
                 args.action,
                 sock,
+                load_app=load_app,
                 exit_when_finished=args.foreground,
                 public_read=args.public_read,
                 url_prefix=args.url_prefix,

@@ -72,13 +72,12 @@ class Reconciler:
             before = self.store.trial(started.trial_id).status
             await self.write(self.store.mark_running, started.trial_id, started.timestamp)
             log_status_change(started.trial_id, before, TrialStatus.RUNNING)
-        if batch.metrics or batch.problems:
-            await self._store_metrics(batch)
+        finals = await self._store_metrics(batch) if batch.metrics or batch.problems else set()
         for problem in batch.problems:
             log.warning("trial %s: %s", problem.trial_id, problem.message)
             await self.write(self.store.add_problem, problem.trial_id, problem.message, problem.timestamp)
         for metric in batch.metrics:
-            if not await self._feed(metric):
+            if not await self._feed(metric, finals):
                 applied.early_stop.append(metric.trial_id)
         for ended in batch.ended:
             stored = self.store.trial(ended.trial_id)
@@ -116,28 +115,30 @@ class Reconciler:
             failure_kind = FailureKind.EXPERIMENT_STOPPED.value
         return status, failure_kind
 
-    async def _feed(self, metric: TrialMetric) -> bool:
-        """Give a stored metric to the driver; False when the assessor wants the trial stopped."""
+    async def _feed(self, metric: TrialMetric, finals: set[str]) -> bool:
+        """Give a stored metric to the driver; False when the assessor wants the trial stopped. ``finals``: the
+        trials whose final result this batch set, until their first FINAL metric is given."""
         if metric.type == "FINAL":
-            trial = self.store.trial(metric.trial_id)
-            if trial.final_data == metric.data:  # only the first FINAL metric counts, as in NNI
-                await self.driver.final_result(trial)
+            if metric.trial_id in finals:  # only the first FINAL metric counts, as in NNI
+                finals.discard(metric.trial_id)
+                await self.driver.final_result(self.store.trial(metric.trial_id), metric.value)
             return True
         if metric.trial_id in self.cancel_requested:
             return True
-        if await self.driver.keep_running(metric.trial_id, metric.sequence, metric.data):
+        if await self.driver.keep_running(metric.trial_id, metric.sequence, metric.value):
             return True
         self.cancel_requested.add(metric.trial_id)  # its later metrics in this batch are not assessed again
         return False
 
-    async def _store_metrics(self, batch: PollBatch) -> None:
+    async def _store_metrics(self, batch: PollBatch) -> set[str]:
+        """Store the batch's metrics and cursors; returns the trials whose final result they set."""
         # a live trial's metrics are its current attempt's: an earlier attempt ended before this one ran
         attempts = self.store.current_attempts({m.trial_id for m in batch.metrics})
         rows = []
         for m in batch.metrics:
             final_value = None
             if m.type == "FINAL":
-                final_value = decisions.scalar_of(decisions.decode_metric(m.data))
+                final_value = decisions.scalar_of(m.value)
             attempt = attempts[m.trial_id]
             rows.append(
                 NewMetric(
@@ -151,7 +152,7 @@ class Reconciler:
             for channel, offset in (item.cursor or {}).items():
                 # metrics and problems interleave in a stream: the cursor is the furthest point read
                 cursor[channel] = max(offset, cursor.get(channel, offset))
-        await self.write(self.store.add_metrics, rows, {tid: c for tid, c in cursors.items() if c})
+        return await self.write(self.store.add_metrics, rows, {tid: c for tid, c in cursors.items() if c})
 
     # ---- resume --------------------------------------------------------------------------------------
 

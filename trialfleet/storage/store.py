@@ -475,9 +475,10 @@ class ExperimentStore:
             )
             self._event(conn, "RUNNING", trial_id, None, now)
 
-    def add_metrics(self, metrics: Sequence[NewMetric], cursors: Mapping[str, Mapping[str, Any]]) -> None:
+    def add_metrics(self, metrics: Sequence[NewMetric], cursors: Mapping[str, Mapping[str, Any]]) -> set[str]:
         """Store metrics and the channel cursor after them, in one transaction (exactly-once delivery).
-        The first FINAL metric of a trial becomes its final result."""
+        The first FINAL metric of a trial becomes its final result: returns the trials whose final result these
+        metrics set (their first FINAL among ``metrics``)."""
         rows = [
             (m.trial_id, m.parameter_id, m.type, m.sequence, m.data, m.timestamp, m.attempt) for m in metrics
         ]
@@ -487,14 +488,20 @@ class ExperimentStore:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            conn.executemany(
-                "UPDATE trials SET final_data = ?, final_value = ? WHERE id = ? AND final_data IS NULL",
-                [(m.data, m.final_value, m.trial_id) for m in metrics if m.type == "FINAL"],
-            )
+            finals = set()
+            for m in metrics:
+                if m.type == "FINAL" and m.trial_id not in finals:
+                    set_now = conn.execute(
+                        "UPDATE trials SET final_data = ?, final_value = ? WHERE id = ? AND final_data IS NULL",
+                        (m.data, m.final_value, m.trial_id),
+                    )
+                    if set_now.rowcount:
+                        finals.add(m.trial_id)
             for trial_id, cursor in cursors.items():
                 conn.execute(
                     "UPDATE trials SET cursor = ? WHERE id = ?", (json.dumps(dict(cursor)), trial_id)
                 )
+        return finals
 
     def add_problem(self, trial_id: str, message: str, now: float) -> None:
         with self._transaction() as conn:

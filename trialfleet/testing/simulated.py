@@ -132,7 +132,7 @@ class SimulatedTrainingService(TrainingService):
     def _metric(trial: LiveTrial, kind: str, sequence: int, value: float, now: float) -> TrialMetric:
         cursor = {"sequence": sequence + 1}
         trial.cursor.update(cursor)  # the base class does too, after this poll: the next metric needs it now
-        return TrialMetric(trial.trial_id, None, kind, sequence, repr(value), now, cursor)
+        return TrialMetric(trial.trial_id, None, kind, sequence, repr(value), now, cursor, value)
 
     async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
         if name in ("trial.stdout", "stdout"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,13 @@ class TrialMetric:
     data: str  # the value as the trial serialised it (NNI: ``nni.dump(metric)``)
     timestamp: float
     cursor: Mapping[str, Any]  # channel position just after this metric
+    #: ``data`` decoded, once: by the reader that checked it (metric_channels), else here. The reconciler and the
+    #: driver take it from here rather than decoding ``data`` again.
+    value: Any = field(default=..., compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.value is ...:
+            object.__setattr__(self, "value", json.loads(self.data))
 
 
 @dataclass(frozen=True)

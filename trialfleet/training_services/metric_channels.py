@@ -152,10 +152,11 @@ def decode_metric(
         return problem(f"metric parameter_id {_short(parameter_id)} is not an integer from 0 to {MAX_ID}")
     if not isinstance(value, str):
         return problem(f"metric value must be a JSON string (NNI's nni.dump), got {type(value).__name__}")
-    why = _metric_value_problem(value)
+    metric, why = _metric_value(value)
     if why is not None:
         return problem(why)
-    return TrialMetric(trial_id, parameter_id, kind, sequence, _standard_json(value), timestamp, cursor)
+    data, metric = _standard_json(value, metric)
+    return TrialMetric(trial_id, parameter_id, kind, sequence, data, timestamp, cursor, metric)
 
 
 def _is_int(value: object) -> bool:
@@ -167,36 +168,35 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else f"{text[:37]}..."
 
 
-def _metric_value_problem(value: str) -> str | None:
+def _metric_value(value: str) -> tuple[Any, str | None]:
+    """The metric ``value`` decoded, or why it is refused."""
     try:
         metric = json.loads(value)
     except ValueError:
-        return f"metric value is not JSON: {value[:80]!r}"
+        return None, f"metric value is not JSON: {value[:80]!r}"
     except RecursionError:
-        return f"metric value is nested too deeply to read: {value[:80]!r}"
+        return None, f"metric value is nested too deeply to read: {value[:80]!r}"
     if depth(metric) > MAX_VALUE_DEPTH:
-        return f"metric value is nested more than {MAX_VALUE_DEPTH} levels deep: {value[:80]!r}"
+        return None, f"metric value is nested more than {MAX_VALUE_DEPTH} levels deep: {value[:80]!r}"
     number = metric.get("default") if isinstance(metric, dict) else metric
     if isinstance(number, bool) or not isinstance(number, (int, float)):
-        return f"metric must be a number or a dict with a numeric 'default', got {value[:80]!r}"
+        return None, f"metric must be a number or a dict with a numeric 'default', got {value[:80]!r}"
     try:
         finite = math.isfinite(number)
     except OverflowError:  # an integer no float can hold
-        return f"metric is too large for a number: {value[:80]!r}"
+        return None, f"metric is too large for a number: {value[:80]!r}"
     if not finite:
-        return f"metric is not a finite number: {value[:80]!r}"
-    return None
+        return None, f"metric is not a finite number: {value[:80]!r}"
+    return metric, None
 
 
-def _standard_json(value: str) -> str:
-    """The metric's JSON with a NaN or infinite number beside its "default" as null: stored and served as
-    standard JSON, which SQLite's JSON functions and browsers read."""
-    if "NaN" not in value and "Infinity" not in value:
-        return value
-    metric = json.loads(value)
-    if non_finite(metric) is None:  # the letters were inside a string
-        return value
-    return json.dumps(finite_copy(metric))
+def _standard_json(value: str, metric: Any) -> tuple[str, Any]:
+    """The metric's JSON (and its decoded value) with a NaN or infinite number beside its "default" as null:
+    stored and served as standard JSON, which SQLite's JSON functions and browsers read."""
+    if ("NaN" not in value and "Infinity" not in value) or non_finite(metric) is None:
+        return value, metric
+    standard = finite_copy(metric)
+    return json.dumps(standard), standard
 
 
 Parser = Callable[..., tuple[list[RawRecord], int, list[StreamProblem]]]

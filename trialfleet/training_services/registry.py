@@ -30,7 +30,7 @@ _PACKAGE = "trialfleet.training_services"
 
 
 @dataclass(frozen=True)
-class Platform:
+class PlatformEntry:
     """One platform: where its config model and its service class are (``module:Class``)."""
 
     name: str
@@ -81,14 +81,20 @@ class Platform:
         }
 
 
-def _builtin(name: str, package: str, config: str, service: str | None, extra: str | None = None) -> Platform:
+def _builtin(
+    name: str, package: str, config: str, service: str | None, extra: str | None = None
+) -> PlatformEntry:
     module = f"{_PACKAGE}.{package}"
-    return Platform(
-        name, f"{module}.config:{config}", f"{module}.service:{service}" if service else None, "built-in", extra
+    return PlatformEntry(
+        name,
+        f"{module}.config:{config}",
+        f"{module}.service:{service}" if service else None,
+        "built-in",
+        extra,
     )
 
 
-BUILTIN_PLATFORMS: dict[str, Platform] = {
+BUILTIN_PLATFORMS: dict[str, PlatformEntry] = {
     p.name: p
     for p in (
         _builtin("local", "local", "LocalConfig", "LocalTrainingService"),
@@ -113,8 +119,8 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
 
 
 @functools.cache
-def _plugins() -> dict[str, Platform]:
-    found: dict[str, Platform] = {}
+def _plugins() -> dict[str, PlatformEntry]:
+    found: dict[str, PlatformEntry] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
         source = f"{dist.name} {dist.version}" if dist is not None else "plugin"
@@ -123,11 +129,11 @@ def _plugins() -> dict[str, Platform]:
                 "plugin %s registers platform %r, a built-in name; the built-in is used", source, ep.name
             )
             continue
-        found[ep.name] = Platform(ep.name, None, ep.value, source)
+        found[ep.name] = PlatformEntry(ep.name, None, ep.value, source)
     return found
 
 
-def platforms() -> dict[str, Platform]:
+def platforms() -> dict[str, PlatformEntry]:
     """Every platform this installation knows, built-ins first, by name."""
     return {**BUILTIN_PLATFORMS, **_plugins()}
 
@@ -137,7 +143,7 @@ def available_platforms() -> list[str]:
     return sorted(name for name, platform in platforms().items() if platform.available)
 
 
-def get_platform(name: str) -> Platform:
+def get_platform(name: str) -> PlatformEntry:
     # a built-in name is never a plugin's: the installed distributions' entry points (~20 ms to read) are read
     # only for another name
     platform = BUILTIN_PLATFORMS.get(name) or _plugins().get(name)
@@ -150,7 +156,7 @@ def get_platform(name: str) -> Platform:
     return platform
 
 
-def _load(target: str, platform: Platform) -> Any:
+def _load(target: str, platform: PlatformEntry) -> Any:
     module_name, _, attribute = target.partition(":")
     try:
         return getattr(importlib.import_module(module_name), attribute)

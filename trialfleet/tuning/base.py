@@ -29,7 +29,7 @@ from enum import Enum
 from typing import Any, ClassVar
 
 from trialfleet.status import TrialStatus
-from trialfleet.tuning.search_space import ALL_TYPES, validate_search_space
+from trialfleet.tuning.search_space.validation import ALL_TYPES, validate_search_space
 from trialfleet.tuning.utils import check_seed, derive_seed
 
 __all__ = [

@@ -60,36 +60,36 @@ def _tuner(name: str, target: str, library: str, *aliases: str, **options: Any) 
 
 
 BUILTIN_TUNERS: tuple[BuiltinAlgorithm, ...] = (
-    _tuner("TPE", "optuna_algorithms:TpeTuner", "optuna TPESampler", requires=_OPTUNA),
-    _tuner("Random", "random_tuner:RandomTuner", "trialfleet", "RandomTuner"),
-    _tuner("Anneal", "anneal_tuner:AnnealTuner", "trialfleet (hyperopt's anneal)"),
-    _tuner("Evolution", "optuna_algorithms:EvolutionTuner", "optuna NSGAIISampler", requires=_OPTUNA),
-    _tuner("Batch", "batch_tuner:BatchTuner", "trialfleet", "BatchTuner"),
-    _tuner("GridSearch", "gridsearch_tuner:GridSearchTuner", "trialfleet", "GridSearchTuner"),
-    _tuner("GP", "gp_tuner:GPTuner", "scikit-learn GaussianProcessRegressor", "GPTuner", requires=_SKLEARN),
+    _tuner("TPE", "tuners.optuna_samplers:TpeTuner", "optuna TPESampler", requires=_OPTUNA),
+    _tuner("Random", "tuners.random_search:RandomTuner", "trialfleet", "RandomTuner"),
+    _tuner("Anneal", "tuners.anneal:AnnealTuner", "trialfleet (hyperopt's anneal)"),
+    _tuner("Evolution", "tuners.optuna_samplers:EvolutionTuner", "optuna NSGAIISampler", requires=_OPTUNA),
+    _tuner("Batch", "tuners.batch:BatchTuner", "trialfleet", "BatchTuner"),
+    _tuner("GridSearch", "tuners.gridsearch:GridSearchTuner", "trialfleet", "GridSearchTuner"),
+    _tuner("GP", "tuners.gp:GPTuner", "scikit-learn GaussianProcessRegressor", "GPTuner", requires=_SKLEARN),
     _tuner(
         "Metis",
-        "metis_tuner:MetisTuner",
+        "tuners.metis:MetisTuner",
         "scikit-learn GaussianProcessRegressor",
         "MetisTuner",
         requires=_SKLEARN,
     ),
     _tuner(
         "SMAC",
-        "smac_tuner:SmacTuner",
+        "tuners.smac:SmacTuner",
         "SMAC3 (smac)",
         requires=("smac",),
         install="pip install 'trialfleet[tuners]', or use TPE, GP or Metis",
     ),
-    _tuner("PBT", "pbt_tuner:PbtTuner", "trialfleet", "PBTTuner"),
+    _tuner("PBT", "tuners.pbt:PbtTuner", "trialfleet", "PBTTuner"),
     _tuner(
         "RegularizedEvolutionTuner",
-        "regularized_evolution_tuner:RegularizedEvolutionTuner",
+        "tuners.regularized_evolution:RegularizedEvolutionTuner",
         "trialfleet",
         "RegularizedEvolution",
     ),
-    _tuner("Hyperband", "hyperband_tuner:HyperbandTuner", "trialfleet", advisor=True),
-    _tuner("BOHB", "bohb_tuner:BohbTuner", "trialfleet + optuna TPESampler", requires=_OPTUNA, advisor=True),
+    _tuner("Hyperband", "tuners.hyperband:HyperbandTuner", "trialfleet", advisor=True),
+    _tuner("BOHB", "tuners.bohb:BohbTuner", "trialfleet + optuna TPESampler", requires=_OPTUNA, advisor=True),
 )
 
 BUILTIN_ASSESSORS: tuple[BuiltinAlgorithm, ...] = (

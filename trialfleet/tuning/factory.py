@@ -12,7 +12,7 @@ import inspect
 from typing import Any
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning import registry
+from trialfleet.tuning import plugins, user_algorithms
 from trialfleet.tuning.base import Assessor, BuiltinTuner, Tuner
 from trialfleet.tuning.catalog import (
     BUILTIN_ASSESSORS,
@@ -107,9 +107,10 @@ def _resolve(name: str, kind: str) -> BuiltinAlgorithm | dict[str, Any]:
     entry = find_builtin(name, kind)
     if entry is not None:
         return entry
-    registered = registry.lookup(name, kind) if kind != "advisor" else None
-    if registered is not None:
-        return registered
+    if kind != "advisor":
+        found = user_algorithms.lookup(name, kind) or plugins.lookup(name, kind)
+        if found is not None:
+            return found
     available = _available_names(kind)
     refuse_not_offered(name, kind, available)
     raise AlgorithmError(f"unknown {kind} '{name}'. Available {kind}s: {', '.join(available)}")
@@ -146,7 +147,9 @@ def _available_names(kind: str) -> list[str]:
     if kind == "advisor":
         return names
     return names + [
-        info.name for info in registry.list_algorithms() if info.kind == kind and info.source == "user"
+        info.name
+        for info in user_algorithms.list_algorithms()
+        if info.kind == kind and info.source != "builtin"
     ]
 
 

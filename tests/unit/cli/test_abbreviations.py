@@ -62,6 +62,7 @@ def test_ambiguous_unknown_and_positional_are_left_to_click(capsys: pytest.Captu
     assert "No such option: --nope" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_nnictl_examples(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -47,6 +47,7 @@ def algo(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, env=dict(os.environ), timeout=60)
 
 
+@pytest.mark.slow
 def test_register_list_show_unregister(meta_file: Path) -> None:
     registered = algo("register", "--meta_path", str(meta_file))
     assert registered.returncode == 0 and "Registered MyTuner." in registered.stdout
@@ -76,6 +77,7 @@ def test_register_list_show_unregister(meta_file: Path) -> None:
     assert gone.returncode == 2 and "no algorithm named 'MyTuner'" in gone.stderr
 
 
+@pytest.mark.slow
 def test_builtins_cannot_be_unregistered(meta_file: Path) -> None:
     refused = algo("unregister", "TPE")
     assert refused.returncode == 2

@@ -55,6 +55,7 @@ def nni_style_experiment(code: Path) -> Experiment:
     return experiment
 
 
+@pytest.mark.slow
 def test_run_query_update_stop_resume_view(code_dir: Path) -> None:
     experiment = nni_style_experiment(code_dir)
     port = free_port()
@@ -97,6 +98,7 @@ def test_run_query_update_stop_resume_view(code_dir: Path) -> None:
     assert manifest.entries()[experiment.id]["status"] == "STOPPED"
 
 
+@pytest.mark.slow
 def test_context_manager_stops_the_manager(code_dir: Path) -> None:
     with nni_style_experiment(code_dir) as experiment:
         experiment.start(free_port(), run_mode=RunMode.Detach)
@@ -193,6 +195,7 @@ print(experiment.id)
 """
 
 
+@pytest.mark.slow
 def test_foreground_mode_copies_the_whole_manager_log_and_stops_at_exit(code_dir: Path) -> None:
     script = code_dir.parent / "foreground.py"
     script.write_text(FOREGROUND_SCRIPT)
@@ -232,6 +235,7 @@ def test_experiment_ids_follow_nni_rule(code_dir: Path, bad_id: str) -> None:
     assert not (code_dir.parent / "experiments").exists() and not (code_dir.parent / "escape").exists()
 
 
+@pytest.mark.slow
 def test_a_chosen_experiment_id_is_kept(code_dir: Path) -> None:
     with nni_style_experiment(code_dir) as experiment:
         experiment.id = "My_run-2"

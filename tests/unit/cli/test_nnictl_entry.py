@@ -49,6 +49,7 @@ def real_nni_python() -> str:
     return python
 
 
+@pytest.mark.slow
 def test_every_command_and_option_is_nnictls() -> None:
     script = SURFACE + (
         "from nni.tools.nnictl.nnictl import get_parser\nprint(json.dumps(walk(get_parser(), [], {})))"
@@ -87,6 +88,7 @@ def _entry(python: str, *args: str, **env: str) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.slow
 def test_with_nni_installed_nnictl_is_nnis_and_says_so() -> None:
     """Run in NNI's own virtualenv: both would own bin/nnictl, so whichever file is there, NNI's users keep
     NNI's nnictl (its --version prints NNI's version) and are told how to reach trialfleet's."""
@@ -97,6 +99,7 @@ def test_with_nni_installed_nnictl_is_nnis_and_says_so() -> None:
     assert "trialfleet's is 'python -m trialfleet.cli.nnictl ...'" in run.stderr
 
 
+@pytest.mark.slow
 def test_without_nni_nnictl_is_trialfleets() -> None:
     from trialfleet import __version__
 

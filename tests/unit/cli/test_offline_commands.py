@@ -36,6 +36,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_trial_ls_json_with_nnictl_dates(
     stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -51,6 +52,7 @@ def test_trial_ls_json_with_nnictl_dates(
     assert code == 0 and "sA" in out and "SUCCEEDED" in out and "0.25" in out
 
 
+@pytest.mark.slow
 def test_show_status_config_and_export(
     stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -80,6 +82,7 @@ def test_trial_log_from_the_trial_directory(
     assert code == 1 and "no trial nope" in err
 
 
+@pytest.mark.slow
 def test_log_path_names_the_log_files_instead_of_printing_them(
     stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -132,6 +135,7 @@ def test_delete(stopped: tuple[str, Path], capsys: pytest.CaptureFixture[str]) -
     assert json.loads(out) == []
 
 
+@pytest.mark.slow
 def test_version_does_not_load_the_server() -> None:
     script = (
         "import sys\n"

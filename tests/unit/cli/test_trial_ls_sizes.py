@@ -42,6 +42,7 @@ def listed_ids(out: str) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["maximize", "minimize"])
+@pytest.mark.slow
 def test_a_large_experiment_lists_counts_newest_and_best(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str
 ) -> None:
@@ -58,6 +59,7 @@ def test_a_large_experiment_lists_counts_newest_and_best(
     assert f"{TRIALS - trial_list.SHOWN} more" in out and "--all" in out
 
 
+@pytest.mark.slow
 def test_all_lists_every_trial_in_plain_lines_past_the_table_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

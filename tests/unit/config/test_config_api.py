@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import trialfleet
 import trialfleet.config
 from trialfleet.config.experiment import ExperimentConfig
@@ -49,6 +51,7 @@ def test_every_platform_names_its_own_config_model() -> None:
     }
 
 
+@pytest.mark.slow
 def test_import_stays_light() -> None:
     source = "import sys, trialfleet.config; print(sorted(m for m in ('fastapi', 'uvicorn', 'httpx', 'numpy', 'typer') if m in sys.modules))"
     output = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, check=True).stdout

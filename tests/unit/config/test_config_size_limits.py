@@ -30,6 +30,7 @@ def test_a_search_space_file_past_the_limit_is_refused_naming_it(write_config: W
     assert f"larger than the limit of {MAX_SEARCH_SPACE_BYTES:,} bytes" in problem.message
 
 
+@pytest.mark.slow
 def test_an_inline_search_space_past_the_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         ExperimentConfig.from_dict(

@@ -11,7 +11,7 @@ from tests.unit.config.conftest import MINIMAL
 from trialfleet.config import load_config
 from trialfleet.config.files import MAX_YAML_ALIASES, parse_yaml
 from trialfleet.errors import AlgorithmError, ConfigError
-from trialfleet.tuning.registry import register, registry_path
+from trialfleet.tuning.user_algorithms import register, registry_path
 
 Write = Callable[..., Path]
 
@@ -68,6 +68,7 @@ def test_too_many_aliases_are_refused() -> None:
     assert parse_yaml(many.replace("*a]", "1]"))["b"].count(1) == MAX_YAML_ALIASES + 1
 
 
+@pytest.mark.slow
 def test_nesting_beyond_the_stack_is_refused() -> None:
     with pytest.raises(Exception, match="nested too deeply"):
         parse_yaml("[" * 100_000)

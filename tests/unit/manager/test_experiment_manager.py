@@ -106,6 +106,7 @@ def pid_alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 async def test_runs_to_done_within_concurrency(tmp_path: Path, stopper: list[ExperimentManager]) -> None:
     manager = make_manager(tmp_path, QUICK_TRIAL)
     stopper.append(manager)
@@ -126,6 +127,7 @@ async def test_runs_to_done_within_concurrency(tmp_path: Path, stopper: list[Exp
     assert peak == 2
 
 
+@pytest.mark.slow
 async def test_crashing_custom_tuner_puts_experiment_in_error_and_manager_lives(
     tmp_path: Path, stopper: list[ExperimentManager]
 ) -> None:
@@ -263,6 +265,7 @@ async def test_the_duration_is_kept_while_running_and_nothing_is_written_once_do
     assert manager.store.experiment().exec_duration == pytest.approx(manager.exec_duration)
 
 
+@pytest.mark.slow
 async def test_max_experiment_duration_ends_submission(
     tmp_path: Path, stopper: list[ExperimentManager]
 ) -> None:
@@ -287,6 +290,7 @@ async def test_max_experiment_duration_ends_submission(
     assert len(manager.store.trials()) == count
 
 
+@pytest.mark.slow
 async def test_stop_kills_everything_and_resume_continues_the_search(
     tmp_path: Path, stopper: list[ExperimentManager]
 ) -> None:
@@ -337,6 +341,7 @@ async def test_lost_trial_is_retried_under_the_retry_policy(
     assert "lost" in attempts[0]["message"]
 
 
+@pytest.mark.slow
 async def test_commands_cancel_customize_and_update(tmp_path: Path, stopper: list[ExperimentManager]) -> None:
     manager = make_manager(tmp_path, SLEEPY_TRIAL, max_trial_number=10, trial_concurrency=1)
     stopper.append(manager)
@@ -362,6 +367,7 @@ nni.report_final_result(p["x"])
 """
 
 
+@pytest.mark.slow
 async def test_resume_restores_the_assessor_with_earlier_curves(
     tmp_path: Path, stopper: list[ExperimentManager]
 ) -> None:

@@ -125,6 +125,7 @@ def release(tmp_path: Path) -> None:
     (tmp_path / "code" / "hold").unlink()
 
 
+@pytest.mark.slow
 async def test_trials_spread_by_weight_and_each_is_stored_with_its_platform(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811
@@ -151,6 +152,7 @@ async def test_trials_spread_by_weight_and_each_is_stored_with_its_platform(
     }
 
 
+@pytest.mark.slow
 async def test_a_platform_at_its_own_trial_concurrency_leaves_the_rest_to_the_others(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811
@@ -167,6 +169,7 @@ async def test_a_platform_at_its_own_trial_concurrency_leaves_the_rest_to_the_ot
     await drive(manager, lambda: manager.status is ExperimentStatus.DONE)
 
 
+@pytest.mark.slow
 async def test_a_platform_whose_poll_fails_leaves_and_its_trials_are_retried_on_the_others(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811
@@ -202,6 +205,7 @@ async def test_a_platform_whose_poll_fails_leaves_and_its_trials_are_retried_on_
     assert {t.status for t in manager.store.trials()} == {TrialStatus.SUCCEEDED}
 
 
+@pytest.mark.slow
 async def test_a_platform_that_cannot_start_is_reported_and_the_others_go_on(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811
@@ -247,6 +251,7 @@ async def test_no_platform_starting_is_the_experiment_s_error(tmp_path: Path) ->
     )
 
 
+@pytest.mark.slow
 async def test_a_resumed_manager_hands_each_trial_back_to_the_platform_that_launched_it(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811
@@ -274,6 +279,7 @@ async def test_a_resumed_manager_hands_each_trial_back_to_the_platform_that_laun
     assert Counter(t.platform for t in trials) == Counter({"local": 2, "remote": 2})
 
 
+@pytest.mark.slow
 async def test_trials_of_a_platform_that_does_not_start_on_resume_are_lost_and_retried_on_the_others(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811

@@ -26,6 +26,7 @@ from trialfleet.storage.patience import PatientWrites
 from trialfleet.training_services import LocalTrainingService
 from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialStarted
 from trialfleet.training_services.gpu import GpuInfo
+from trialfleet.training_services.metric_channels import decode_metric
 from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
 
 HELD_TRIAL = (
@@ -70,6 +71,70 @@ async def test_a_batch_is_stored_before_the_tuner_hears_of_it(tmp_path: Path) ->
     driver.close()
 
 
+class _Heard:
+    """An assessor that records what it is given and lets every trial go on."""
+
+    def __init__(self) -> None:
+        self.histories: list[list[object]] = []
+
+    def assess_trial(self, trial_id: str, history: list[object]) -> None:
+        self.histories.append(history)
+
+
+async def test_a_metric_is_decoded_once_on_its_way_to_the_tuner_and_the_assessor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The channel reader checks a metric's value by decoding it and hands the decoded value on: the reconciler
+    (the stored final value) and the driver (tuner, assessor) take it from the TrialMetric, not from its JSON."""
+    manager = make_manager(tmp_path, "", max_trial_number=1)
+    store: ExperimentStore = manager.store
+    trial = store.add_trial("t1", {"parameter_id": 0, "parameters": {"x": 1}}, 10.0)
+    store.mark_submitted(trial.id, {"trial_dir": "/nowhere"}, "local:/nowhere", 11.0, running=True)
+    driver = AlgorithmDriver(on_failure=print)
+    await driver.start(manager.config.tuner, None, manager.config.search_space)
+    received: list[object] = []
+    driver.tuner.receive_trial_result = lambda _p, _h, value, **_: received.append(value)  # type: ignore[union-attr, method-assign]
+    driver.assessor = assessor = _Heard()  # type: ignore[assignment]
+    values = {"PERIODICAL": '{"default": 0.5, "loss": 0.5}', "FINAL": '{"default": 0.75, "loss": 0.25}'}
+    decoded: list[str] = []
+    loads = json.loads
+
+    def counting_loads(text: str | bytes, **kwargs: Any) -> Any:
+        decoded.extend(kind for kind, value in values.items() if text == value)
+        return loads(text, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counting_loads)
+    metrics = []
+    for sequence, (kind, value) in enumerate(values.items()):
+        record = json.dumps({"type": kind, "sequence": 0, "parameter_id": 0, "value": value}).encode()
+        metric = decode_metric("t1", record, {"metrics": 40 * (sequence + 1)}, 12.0 + sequence)
+        assert isinstance(metric, TrialMetric)
+        metrics.append(metric)
+    await Reconciler(store, driver, ManualClock(), PatientWrites(store.path)).apply(PollBatch(metrics=metrics))
+    assert assessor.histories == [[{"default": 0.5, "loss": 0.5}]]
+    assert received == [{"default": 0.75, "loss": 0.25}] and store.trial("t1").final_value == 0.75
+    assert decoded == ["PERIODICAL", "FINAL"], "each metric's value is decoded once, by the channel reader"
+    driver.close()
+
+
+async def test_only_the_first_final_metric_ever_reaches_the_tuner(tmp_path: Path) -> None:
+    """The store says which trials a batch gave their final result: a FINAL metric of a trial that already has
+    one (an earlier batch's, seen by an earlier manager), even with the same value, does not reach the tuner."""
+    manager = make_manager(tmp_path, "", max_trial_number=1)
+    store: ExperimentStore = manager.store
+    store.add_trial("t1", {"parameter_id": 0, "parameters": {"x": 1}}, 10.0)
+    received: list[object] = []
+    for sequence in range(2):  # two managers, each with a driver of its own
+        driver = AlgorithmDriver(on_failure=print)
+        await driver.start(manager.config.tuner, None, manager.config.search_space)
+        driver.tuner.receive_trial_result = lambda _p, _h, value, **_: received.append(value)  # type: ignore[union-attr, method-assign]
+        final = TrialMetric("t1", 0, "FINAL", sequence, "0.75", 13.0, {"metrics": 80 * (sequence + 1)})
+        await Reconciler(store, driver, ManualClock(), PatientWrites(store.path)).apply(PollBatch(metrics=[final]))
+        driver.close()
+    assert received == [0.75]
+    assert [m.sequence for m in store.metrics("t1")] == [0, 1] and store.trial("t1").final_data == "0.75"
+
+
 async def test_a_trial_cancelled_when_the_experiment_stops_is_marked_for_a_rerun(tmp_path: Path) -> None:
     manager = make_manager(tmp_path, "", max_trial_number=1)
     store = manager.store
@@ -111,6 +176,7 @@ async def test_a_cancel_ends_the_trial_with_the_reason_stored_before_it_was_sent
     assert user.status is TrialStatus.USER_CANCELED and user.cancel_status is None
 
 
+@pytest.mark.slow
 async def test_the_scheduler_defers_a_trial_until_the_injected_service_has_a_gpu(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811
@@ -160,6 +226,7 @@ class _OverlapCounting(LocalTrainingService):
 @pytest.mark.parametrize(
     ("overlap", "block_limit", "at_once"), [(True, None, 4), (False, None, 1), (True, 2, 2)]
 )
+@pytest.mark.slow
 async def test_a_platform_whose_launches_may_overlap_is_offered_the_whole_queue_at_once(
     tmp_path: Path,
     stopper: list[ExperimentManager],  # noqa: F811

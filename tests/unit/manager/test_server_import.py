@@ -18,6 +18,7 @@ from trialfleet.config import ExperimentConfig
 from trialfleet.manager import process
 from trialfleet.manager.driver import AlgorithmDriver
 from trialfleet.manager.launcher import bind_socket, create_experiment
+from trialfleet.server import load_app
 from trialfleet.training_services.local.service import LocalTrainingService
 from trialfleet.training_services.remote.service import RemoteTrainingService
 
@@ -32,19 +33,16 @@ def check_status(port: int) -> None:
 
 
 @pytest.mark.parametrize("light", [True, False])
+@pytest.mark.slow
 async def test_the_web_server_is_imported_beside_a_light_preparation_once_the_tuner_is_built_and_after_a_heavy_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, light: bool
 ) -> None:
     seen: list[str] = []
-    server_import = process._ServerImport()
-    start_import = server_import.start
 
-    def start() -> None:
+    def load_server() -> Any:
         seen.append("server import")
-        start_import()
+        return load_app()
 
-    monkeypatch.setattr(server_import, "start", start)
-    monkeypatch.setattr(process, "_SERVER_IMPORT", server_import)
     monkeypatch.setattr(LocalTrainingService, "light_preparation", light)
     prepare_local = LocalTrainingService._prepare
 
@@ -65,7 +63,7 @@ async def test_the_web_server_is_imported_beside_a_light_preparation_once_the_tu
     _, experiment_dir = create_experiment(make_config(tmp_path, max_trial_number=1))
     sock = bind_socket(free_port(), "127.0.0.1")
     port = sock.getsockname()[1]
-    manager = asyncio.create_task(process.serve(experiment_dir, "create", sock))
+    manager = asyncio.create_task(process.serve(experiment_dir, "create", sock, load_app=load_server))
     try:
         await asyncio.to_thread(check_status, port)
     finally:

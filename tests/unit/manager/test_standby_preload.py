@@ -15,9 +15,9 @@ import pytest
 
 LOCAL = "trialfleet.training_services.local.service"
 REMOTE = "trialfleet.training_services.remote.service"
-TPE = "trialfleet.tuning.optuna_algorithms"
-RANDOM = "trialfleet.tuning.random_tuner"
-MEDIANSTOP = "trialfleet.tuning.medianstop"
+TPE = "trialfleet.tuning.tuners.optuna_samplers"
+RANDOM = "trialfleet.tuning.tuners.random_search"
+MEDIANSTOP = "trialfleet.tuning.assessors.medianstop"
 WATCHED = (LOCAL, REMOTE, "asyncssh", TPE, RANDOM, MEDIANSTOP, "optuna", "custom_tuner")
 
 
@@ -48,6 +48,7 @@ def imported_by_preload(config: str | None, *, orders_came: bool = False) -> lis
         ("{platform: no-such-platform}", []),  # left for the start to report
     ],
 )
+@pytest.mark.slow
 def test_the_platforms_of_the_config_and_what_they_preload(
     tmp_path: Path, service: str, imported: list[str]
 ) -> None:
@@ -56,6 +57,7 @@ def test_the_platforms_of_the_config_and_what_they_preload(
     assert imported_by_preload(str(config)) == imported
 
 
+@pytest.mark.slow
 def test_without_a_config_the_local_platform(tmp_path: Path) -> None:
     assert imported_by_preload(None) == [LOCAL]  # resume and view: the platform nearly every experiment uses
     assert imported_by_preload(str(tmp_path / "missing.yml")) == []
@@ -67,11 +69,12 @@ def test_without_a_config_the_local_platform(tmp_path: Path) -> None:
         ("tuner: {name: TPE}", ["optuna", LOCAL, TPE]),
         ("tuner: {name: random}", [LOCAL, RANDOM]),  # names match as NNI's do, whatever their case
         ("tuner: {name: Random}\nassessor: {name: Medianstop}", [LOCAL, MEDIANSTOP, RANDOM]),
-        ("advisor: {name: BOHB}", ["optuna", LOCAL]),  # BOHB's own module is bohb_tuner
+        ("advisor: {name: BOHB}", ["optuna", LOCAL]),  # BOHB's own module is tuners.bohb
         ("tuner: {name: NoSuchTuner}", [LOCAL]),  # left for the start to report
         ("tuner: {className: custom_tuner.Mine, codeDirectory: .}", [LOCAL]),  # the user's code: the start's
     ],
 )
+@pytest.mark.slow
 def test_the_algorithms_of_the_config_and_their_libraries(
     tmp_path: Path, algorithms: str, imported: list[str]
 ) -> None:
@@ -83,6 +86,7 @@ def test_the_algorithms_of_the_config_and_their_libraries(
     assert imported_by_preload(str(config)) == imported
 
 
+@pytest.mark.slow
 def test_once_the_orders_came_the_algorithms_are_left_to_the_start(tmp_path: Path) -> None:
     """The start imports them in the driver's thread while the platforms prepare (SSH handshakes, a spawner)."""
     config = tmp_path / "config.yml"

@@ -74,6 +74,7 @@ def _client(served: Served, policy: AccessPolicy) -> TestClient:
     return client
 
 
+@pytest.mark.slow
 def test_loopback_refuses_hosts_that_are_not_this_machine(populated: tuple[Served, TestClient]) -> None:
     served, _ = populated
     client = _client(served, AccessPolicy(loopback_only=True))
@@ -101,6 +102,7 @@ def _every_route(served: Served, token: str) -> list[tuple[str, str]]:
     return [*routes, ("GET", "/"), ("GET", "/webui/js/api.js"), ("GET", f"{API}/docs"), ("GET", "/oview")]
 
 
+@pytest.mark.slow
 def test_every_route_needs_the_token(populated: tuple[Served, TestClient]) -> None:
     served, _ = populated
     token = "t" * 43
@@ -120,6 +122,7 @@ def test_every_route_needs_the_token(populated: tuple[Served, TestClient]) -> No
     assert client.delete(f"{API}/trial-jobs/nope", headers=good).status_code == 404  # past the check
 
 
+@pytest.mark.slow
 def test_public_read_opens_reads_only(populated: tuple[Served, TestClient]) -> None:
     served, _ = populated
     token = "p" * 43
@@ -137,6 +140,7 @@ def test_public_read_opens_reads_only(populated: tuple[Served, TestClient]) -> N
     assert served.manager.status.value == "INITIALIZED"  # the DELETE did not stop it
 
 
+@pytest.mark.slow
 def test_first_page_load_with_token_sets_a_cookie(populated: tuple[Served, TestClient]) -> None:
     served, _ = populated
     token = "c" * 43
@@ -165,6 +169,7 @@ def test_first_page_load_with_token_sets_a_cookie(populated: tuple[Served, TestC
     assert bad.status_code == 401
 
 
+@pytest.mark.slow
 def test_schema_names_the_bearer_scheme(populated: tuple[Served, TestClient]) -> None:
     served, open_client = populated
     assert "security" not in open_client.get(f"{API}/openapi.json").json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.unit.server.conftest import API, Served
@@ -26,6 +27,7 @@ def _store_unchecked(served: Served) -> None:
         )
 
 
+@pytest.mark.slow
 def test_lists_read_unchecked_parameters(populated: tuple[Served, TestClient]) -> None:
     served, client = populated
     _store_unchecked(served)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.unit.server.conftest import API, Served
 
 
+@pytest.mark.slow
 def test_bad_names_are_4xx_without_a_path(populated: tuple[Served, TestClient]) -> None:
     served, client = populated
     trial_dir = served.experiment_dir / "trials" / "sA"
@@ -22,6 +24,7 @@ def test_bad_names_are_4xx_without_a_path(populated: tuple[Served, TestClient]) 
         assert words in message and str(served.experiment_dir) not in message, message
 
 
+@pytest.mark.slow
 def test_links_to_private_files_are_refused(populated: tuple[Served, TestClient]) -> None:
     served, client = populated
     trial_dir = served.experiment_dir / "trials" / "sA"

@@ -10,9 +10,12 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
 from tests.unit.server.conftest import API, make_config
 from trialfleet.manager.launcher import bind_socket, create_experiment
 from trialfleet.manager.process import serve
+from trialfleet.server import load_app
 from trialfleet.training_services.relay import API as RELAY_API
 from trialfleet.training_services.relay import Relay
 
@@ -76,6 +79,7 @@ def stop(port: int) -> None:
     connection.close()
 
 
+@pytest.mark.slow
 async def test_a_live_managers_keep_alive_connections_have_no_delay(tmp_path: Path) -> None:
     config = make_config(tmp_path)
     (Path(config.training_services[0].trial_code_directory) / "hold").touch()
@@ -83,7 +87,7 @@ async def test_a_live_managers_keep_alive_connections_have_no_delay(tmp_path: Pa
     sock = bind_socket(free_port(), "127.0.0.1")  # as `python -m trialfleet.manager` binds it
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     port = sock.getsockname()[1]
-    manager = asyncio.create_task(serve(experiment_dir, "create", sock))
+    manager = asyncio.create_task(serve(experiment_dir, "create", sock, load_app=load_app))
     try:
         option = await asyncio.to_thread(keep_alive_requests, port, "GET", f"{API}/check-status")
     finally:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.unit.server.conftest import API, make_config, wait_for
 from trialfleet.manager.experiment_manager import ExperimentManager
@@ -16,9 +17,14 @@ from trialfleet.manager.launcher import create_experiment
 from trialfleet.server.app import create_app
 
 SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCY"
-TRIAL = "import os, nni\nnni.get_next_parameter()\nnni.report_final_result(float(os.environ['AWS_SECRET_ACCESS_KEY'] == '" + SECRET + "'))\n"
+TRIAL = (
+    "import os, nni\nnni.get_next_parameter()\nnni.report_final_result(float(os.environ['AWS_SECRET_ACCESS_KEY'] == '"
+    + SECRET
+    + "'))\n"
+)
 
 
+@pytest.mark.slow
 async def test_a_credential_in_the_command_is_masked_where_shown_and_stored(tmp_path: Path) -> None:
     config = make_config(
         tmp_path,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.unit.server.conftest import API, T0, Served
@@ -49,6 +50,7 @@ def test_final_metric_data_only_for_succeeded_and_stderr_path_only_for_failed(
     assert "logPath" not in waiting
 
 
+@pytest.mark.slow
 def test_status_filter_and_paging(populated: tuple[Served, TestClient]) -> None:
     _, client = populated
     assert [j["trialJobId"] for j in client.get(f"{API}/trial-jobs?status=RUNNING").json()] == ["rC"]
@@ -130,6 +132,7 @@ def test_status_version_manifest(populated: tuple[Served, TestClient]) -> None:
     assert client.get(f"{API}/tensorboard-tasks").json() == []
 
 
+@pytest.mark.slow
 def test_trial_files_and_logs(populated: tuple[Served, TestClient]) -> None:
     served, client = populated
     # no training service (the manager is not started): files come straight from the trial directory
@@ -162,6 +165,7 @@ def test_unknown_route_and_openapi(populated: tuple[Served, TestClient]) -> None
     assert f"{API}/metric-data/{{trial_id}}" in schema["paths"]
 
 
+@pytest.mark.slow
 def test_url_prefix(populated: tuple[Served, TestClient]) -> None:
     served, _ = populated
     with TestClient(create_app(served.manager, url_prefix="/team/")) as client:

@@ -6,6 +6,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ updates = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(updates)
+@pytest.mark.slow
 def test_a_spliced_list_is_the_encoding_of_its_elements_in_order(steps: list[list[tuple[int, str]]]) -> None:
     spliced, expected = SplicedList(), {}
     for step in steps:
@@ -106,6 +108,7 @@ class _Experiment:
             )
 
 
+@pytest.mark.slow
 def test_kept_lists_follow_every_kind_of_change(tmp_path: Path) -> None:
     for seed in range(6):
         experiment = _Experiment(tmp_path / f"{seed}.db", random.Random(seed))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.unit.server.conftest import API, Served, wait_for
@@ -15,6 +16,7 @@ async def _statuses(client: httpx.AsyncClient) -> dict[str, str]:
     return {job["trialJobId"]: job["status"] for job in (await client.get(f"{API}/trial-jobs")).json()}
 
 
+@pytest.mark.slow
 async def test_kill_a_running_trial(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
 
@@ -33,6 +35,7 @@ async def test_kill_a_running_trial(running: tuple[Served, httpx.AsyncClient]) -
     assert (await client.delete(f"{API}/trial-jobs/nope")).status_code == 404
 
 
+@pytest.mark.slow
 async def test_trial_file_through_the_training_service(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
 
@@ -48,6 +51,7 @@ async def test_trial_file_through_the_training_service(running: tuple[Served, ht
     assert stderr.text == "to stderr\n"
 
 
+@pytest.mark.slow
 async def test_update_profile_like_nnictl(running: tuple[Served, httpx.AsyncClient]) -> None:
     served, client = running
     profile = (await client.get(f"{API}/experiment")).json()
@@ -73,6 +77,7 @@ async def test_update_profile_like_nnictl(running: tuple[Served, httpx.AsyncClie
     stored.close()
 
 
+@pytest.mark.slow
 async def test_bad_profile_updates_are_4xx(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
     profile = (await client.get(f"{API}/experiment")).json()
@@ -101,6 +106,7 @@ async def test_bad_profile_updates_are_4xx(running: tuple[Served, httpx.AsyncCli
 LEGACY_KEYS = {"maxTrialNum": "maxTrialNumber", "maxExecDuration": "maxExperimentDuration"}
 
 
+@pytest.mark.slow
 async def test_profile_updates_past_their_bounds_are_refused_and_change_nothing(
     running: tuple[Served, httpx.AsyncClient],
 ) -> None:
@@ -130,6 +136,7 @@ async def test_profile_updates_past_their_bounds_are_refused_and_change_nothing(
     stored.close()
 
 
+@pytest.mark.slow
 async def test_customized_trial_and_import(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
     response = await client.post(f"{API}/trial-jobs", json={"x": 0.42})
@@ -148,6 +155,7 @@ async def test_customized_trial_and_import(running: tuple[Served, httpx.AsyncCli
     assert "[0].value: missing" in bad.json()["error"] and "[1].parameter" in bad.json()["error"]
 
 
+@pytest.mark.slow
 async def test_body_over_one_mebibyte_is_413(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
     huge = {"x": "a" * (1024 * 1024 + 1)}
@@ -164,6 +172,7 @@ async def test_body_over_one_mebibyte_is_413(running: tuple[Served, httpx.AsyncC
     assert streamed.status_code == 413
 
 
+@pytest.mark.slow
 async def test_delete_experiment_stops_the_manager(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
 
@@ -180,6 +189,7 @@ async def test_delete_experiment_stops_the_manager(running: tuple[Served, httpx.
     assert set((await _statuses(client)).values()) == {"SYS_CANCELED"}
 
 
+@pytest.mark.slow
 def test_view_refuses_changes(viewed: tuple[Served, TestClient]) -> None:
     _, client = viewed
     assert client.get(f"{API}/check-status").json()["status"] == "VIEWED"
@@ -197,7 +207,9 @@ def test_view_refuses_changes(viewed: tuple[Served, TestClient]) -> None:
     assert client.post(f"{API}/experiment", json={}).status_code == 409
 
 
-async def test_customized_trial_is_checked_as_a_tuners_parameters(running: tuple[Served, httpx.AsyncClient]) -> None:
+async def test_customized_trial_is_checked_as_a_tuners_parameters(
+    running: tuple[Served, httpx.AsyncClient],
+) -> None:
     """A stored request must not break the lists afterwards (issue 44): parameters nested 900 deep, NaN,
     outside the search space or with a field left empty are refused before anything is stored."""
     _, client = running
@@ -222,6 +234,7 @@ async def test_customized_trial_is_checked_as_a_tuners_parameters(running: tuple
     assert (await client.post(f"{API}/trial-jobs", json={"x": 1.0})).status_code == 200
 
 
+@pytest.mark.slow
 async def test_customized_trial_respects_max_trial_number(running: tuple[Served, httpx.AsyncClient]) -> None:
     """NNI refuses a customized trial once maxTrialNumber trials were submitted (issue 46, item 3)."""
     served, client = running
@@ -234,13 +247,19 @@ async def test_customized_trial_respects_max_trial_number(running: tuple[Served,
     assert len((await client.get(f"{API}/trial-jobs")).json()) == limit
 
 
+@pytest.mark.slow
 async def test_a_large_legitimate_import_is_accepted(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
-    records = [{"parameter": {"x": i / 300_000, "batch": 32}, "value": {"default": 0.5}} for i in range(300_000)]
+    records = [
+        {"parameter": {"x": i / 300_000, "batch": 32}, "value": {"default": 0.5}} for i in range(300_000)
+    ]
     body = json.dumps(records).encode()
     assert len(body) > 13_000_000  # the size of NNI's export of a large experiment
     response = await client.post(
-        f"{API}/experiment/import-data", content=body, headers={"content-type": "application/json"}, timeout=300
+        f"{API}/experiment/import-data",
+        content=body,
+        headers={"content-type": "application/json"},
+        timeout=300,
     )
     assert response.status_code == 200, response.text
     imported = (await client.get(f"{API}/experiment/imported-data", timeout=300)).json()

@@ -33,6 +33,7 @@ def _all_metric_keys(queries: TrialQueries) -> list[str]:
 
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("max_changed", [2, 2000])
+@pytest.mark.slow
 def test_a_look_after_any_changes_equals_the_full_query(tmp_path: Path, seed: int, max_changed: int) -> None:
     store = ExperimentStore.for_experiment_dir(tmp_path)
     store.init_experiment("exp1", {"trialConcurrency": 2}, now=1.0)

@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.queries import TrialQueries
@@ -32,6 +34,7 @@ def new_store(path: Path) -> ExperimentStore:
     return store
 
 
+@pytest.mark.slow
 def test_counts_follow_every_kind_of_write(tmp_path: Path) -> None:
     store = new_store(tmp_path / "db.sqlite")
     assert store.trial_counts() == {}
@@ -72,6 +75,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_counts_are_right_after_the_writer_is_killed(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     writer = subprocess.Popen(

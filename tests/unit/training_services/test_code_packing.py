@@ -126,6 +126,7 @@ def test_an_experiment_directory_inside_the_code_is_not_shipped(tmp_path: Path) 
     assert names(tmp_path) == ["db/data.csv", "experiments/notes.txt", "trial.py"]
 
 
+@pytest.mark.slow
 def test_too_many_files_names_the_fullest_directories(tmp_path: Path) -> None:
     for index in range(2001):
         make_tree(tmp_path, {f"many/batch{index % 3}/f{index}.py": "x"})
@@ -137,6 +138,7 @@ def test_too_many_files_names_the_fullest_directories(tmp_path: Path) -> None:
     assert "2001 files" in message and "many/" in message and "many/batch0/" in message
 
 
+@pytest.mark.slow
 def test_ignored_files_do_not_count(tmp_path: Path) -> None:
     for index in range(2001):
         make_tree(tmp_path, {f"many/f{index}.py": "x"})
@@ -170,6 +172,7 @@ def test_missing_code_dir(tmp_path: Path) -> None:
         ("dlts", "experiment_working_directory"),
     ],
 )
+@pytest.mark.slow
 def test_a_code_directory_is_checked_before_create_unless_it_is_used_in_place(
     tmp_path: Path, platform: str, storage_key: str
 ) -> None:
@@ -202,6 +205,7 @@ def test_a_code_directory_is_checked_before_create_unless_it_is_used_in_place(
         preflight(config(elsewhere / "code"))
 
 
+@pytest.mark.slow
 def test_the_local_platform_ships_nothing_so_preflight_leaves_its_service_unloaded(tmp_path: Path) -> None:
     """``create`` does not import the local service to learn that it ships nothing (~40 ms of its start)."""
     from trialfleet.config import ExperimentConfig
@@ -229,6 +233,7 @@ def test_the_local_platform_ships_nothing_so_preflight_leaves_its_service_unload
     assert result.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_gitignore_rules_are_imported_only_for_a_code_directory_that_has_an_nniignore(tmp_path: Path) -> None:
     """pathspec (~18 ms to import) is not on the way to a remote experiment's first trial unless it is needed."""
     plain, ignoring = tmp_path / "plain", tmp_path / "ignoring"

@@ -54,6 +54,7 @@ async def until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.slow
 async def test_a_gpu_leased_to_one_experiment_waits_for_it_in_another(fake_gpus, experiment, dirs) -> None:
     code, control = dirs
     fake_gpus([fake_gpu(0), fake_gpu(1)])
@@ -88,6 +89,7 @@ async def test_a_gpu_leased_to_one_experiment_waits_for_it_in_another(fake_gpus,
     assert machine_holdings() == {}
 
 
+@pytest.mark.slow
 async def test_max_trials_per_gpu_counts_every_experiment(fake_gpus, experiment, dirs) -> None:
     code, control = dirs
     fake_gpus([fake_gpu(0)])
@@ -106,6 +108,7 @@ async def test_max_trials_per_gpu_counts_every_experiment(fake_gpus, experiment,
     await poll_until_ended(first, {"a", "b"}, {})
 
 
+@pytest.mark.slow
 async def test_the_keeper_and_its_trial_hold_the_lease_without_the_manager(
     fake_gpus, experiment, dirs
 ) -> None:
@@ -166,6 +169,7 @@ RACER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_racing_managers_never_take_one_gpu_twice(fake_gpus, tmp_path: Path) -> None:
     start = time.time() + 1.0
     racers = [

@@ -16,6 +16,7 @@ from trialfleet.training_services.gpu import (
 )
 
 
+@pytest.mark.slow
 def test_nvidia_smi_output_is_parsed(fake_gpus) -> None:
     gpus = [fake_gpu(0), fake_gpu(1, memory_used=2048, utilization=37)]
     fake_gpus(
@@ -57,6 +58,7 @@ def test_machine_without_gpus_has_zero(tmp_path: Path, monkeypatch: pytest.Monke
     assert read_gpus(max_age=0) == []
 
 
+@pytest.mark.slow
 def test_readings_are_reused_for_max_age(fake_gpus) -> None:
     _require_no_nvml()
     fake_gpus([fake_gpu(0), fake_gpu(1)])

@@ -141,6 +141,7 @@ def test_cancel_signals(tmp_path: Path, sig: signal.Signals) -> None:
     assert not alive(trial["pid"])
 
 
+@pytest.mark.slow
 def test_a_trial_killed_with_its_keeper_is_canceled_whichever_signal_came_first(tmp_path: Path) -> None:
     """scancel or a pod's deletion signals every process: the trial may die, and be reaped, before the keeper's
     own SIGTERM arrives. A cancel that comes before the record is written makes the record a cancel."""
@@ -150,12 +151,14 @@ def test_a_trial_killed_with_its_keeper_is_canceled_whichever_signal_came_first(
     assert (result["canceled"], result["reason"], result["signal"]) == (True, "canceled", signal.SIGTERM)
 
 
+@pytest.mark.slow
 def test_a_trial_that_succeeds_just_before_a_cancel_stays_succeeded(tmp_path: Path) -> None:
     write_command(tmp_path, "keeper=$PPID; (trap '' TERM; sleep 0.3; kill -TERM $keeper) & exit 0")
     result = finish(launch(tmp_path), tmp_path)
     assert (result["canceled"], result["reason"], result["exit_code"]) == (False, "exit code 0", 0)
 
 
+@pytest.mark.slow
 def test_sigkill_after_the_grace_period(tmp_path: Path) -> None:
     ignore_term = (
         "import pathlib, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -172,6 +175,7 @@ def test_sigkill_after_the_grace_period(tmp_path: Path) -> None:
     assert (result["canceled"], result["signal"]) == (True, signal.SIGKILL), result
 
 
+@pytest.mark.slow
 def test_timeout_ends_the_tree(tmp_path: Path) -> None:
     write_command(tmp_path, f"setsid sleep 600 & echo $! > {tmp_path}/bg; sleep 600", max_duration=0.3)
     result = finish(launch(tmp_path), tmp_path)
@@ -226,6 +230,7 @@ DAEMON = (
 )  # renamed into place: the test reads daemon.json as soon as it exists
 
 
+@pytest.mark.slow
 def test_a_daemon_dies_with_its_trial_after_the_keeper_was_killed(tmp_path: Path) -> None:
     """A setsid'd grandchild whose keeper was SIGKILLed is parented to init: only its cgroup (where the keeper
     may make one) and its marker still tie it to the trial."""
@@ -281,6 +286,7 @@ def test_the_marker_finds_a_process_outside_every_tree(tmp_path: Path) -> None:
         stranger.wait()
 
 
+@pytest.mark.slow
 def test_the_trial_gets_the_keepers_environment_changed_as_told(tmp_path: Path) -> None:
     env = "import json, os; print(json.dumps(dict(os.environ)))"
     write_command(
@@ -300,6 +306,7 @@ def test_the_trial_gets_the_keepers_environment_changed_as_told(tmp_path: Path) 
     assert seen[keeper_mod.MARKER_VARIABLE] == wait_for(tmp_path / "keeper.json")["marker"]
 
 
+@pytest.mark.slow
 def test_the_trial_starts_as_popen_would_start_it_in_a_process_group_of_its_own(tmp_path: Path) -> None:
     """Spawned, not forked: the keeper's blocked signals and ignored SIGPIPE are not the trial's, nor is a
     descriptor the keeper was started with, and the trial leads its own group in the keeper's session."""
@@ -336,6 +343,7 @@ def test_the_trial_starts_as_popen_would_start_it_in_a_process_group_of_its_own(
     assert int(pgid) == record["pid"] and int(sid) == keeper_pid
 
 
+@pytest.mark.slow
 def test_the_program_is_looked_up_in_the_commands_own_path(tmp_path: Path) -> None:
     tools = tmp_path / "tools"
     tools.mkdir()

@@ -13,6 +13,7 @@ from trialfleet.training_services.kubernetes.client import KubeClient
 from trialfleet.training_services.kubernetes.config import ClusterAccessConfig
 
 
+@pytest.mark.slow
 def test_loading_the_platforms_does_not_import_the_client() -> None:
     code = (
         "import sys\n"
@@ -27,13 +28,17 @@ def test_loading_the_platforms_does_not_import_the_client() -> None:
 
 def test_without_the_client_the_start_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "kubernetes", None)
-    monkeypatch.chdir(Path(__file__).resolve().parents[3])  # the clone the tests run from: the extra comes from it
+    monkeypatch.chdir(
+        Path(__file__).resolve().parents[3]
+    )  # the clone the tests run from: the extra comes from it
     with pytest.raises(
-        PlatformError, match=r"kubeflow: the kubernetes client is not installed .*: pip install '\.\[kubernetes\]'$"
+        PlatformError,
+        match=r"kubeflow: the kubernetes client is not installed .*: pip install '\.\[kubernetes\]'$",
     ):
         KubeClient("kubeflow", ClusterAccessConfig(), "default").connect()
 
 
+@pytest.mark.slow
 def test_a_kubeconfig_that_cannot_be_loaded_is_named(tmp_path: Path) -> None:
     broken = tmp_path / "kubeconfig"
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")

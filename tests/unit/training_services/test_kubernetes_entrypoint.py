@@ -88,6 +88,7 @@ def start(
     )
 
 
+@pytest.mark.slow
 def test_the_primary_runs_in_the_trial_directory_and_exits_as_its_trial(tmp_path: Path) -> None:
     prepare(tmp_path, 'echo "$NNI_SYS_DIR $PYTHONPATH"; exit 7')
     assert start(tmp_path).wait(60) == 7
@@ -98,6 +99,7 @@ def test_the_primary_runs_in_the_trial_directory_and_exits_as_its_trial(tmp_path
     assert json.loads((tmp_path / "result.json").read_text())["exit_code"] == 7
 
 
+@pytest.mark.slow
 def test_another_replica_runs_in_a_directory_of_its_own(tmp_path: Path) -> None:
     prepare(tmp_path, 'echo "$NNI_SYS_DIR"')
     assert start(tmp_path, index="1").wait(60) == 0
@@ -107,6 +109,7 @@ def test_another_replica_runs_in_a_directory_of_its_own(tmp_path: Path) -> None:
     assert not (tmp_path / "result.json").exists()
 
 
+@pytest.mark.slow
 def test_a_replica_does_not_run_twice_unless_restartable(tmp_path: Path) -> None:
     prepare(tmp_path, "echo ran")
     assert start(tmp_path).wait(60) == 0

@@ -15,6 +15,7 @@ def service_for(context_for, local_services):  # type: ignore[no-untyped-def]
     return lambda **options: local_services(context_for(**options))
 
 
+@pytest.mark.slow
 async def test_two_gpus_three_trials(fake_gpus, service_for, dirs) -> None:
     code, control = dirs
     fake_gpus([fake_gpu(0), fake_gpu(1)])
@@ -42,6 +43,7 @@ async def test_two_gpus_three_trials(fake_gpus, service_for, dirs) -> None:
     assert {e.status.value for e in ended.values()} == {"SUCCEEDED"}
 
 
+@pytest.mark.slow
 async def test_a_trial_may_take_every_gpu(fake_gpus, service_for, dirs) -> None:
     code, control = dirs
     fake_gpus([fake_gpu(0), fake_gpu(1)])
@@ -57,18 +59,21 @@ async def test_a_trial_may_take_every_gpu(fake_gpus, service_for, dirs) -> None:
     await poll_until_ended(service, {"all"}, {})
 
 
+@pytest.mark.slow
 async def test_start_fails_when_the_machine_has_too_few_gpus(fake_gpus, service_for) -> None:
     fake_gpus([fake_gpu(0), fake_gpu(1)])
     with pytest.raises(PlatformError, match="trialGpuNumber is 3, but a trial needs 3 GPU"):
         await service_for(trial_gpu_number=3, use_active_gpu=True)
 
 
+@pytest.mark.slow
 async def test_start_fails_without_any_gpu(fake_gpus, service_for) -> None:
     fake_gpus([])
     with pytest.raises(PlatformError, match="no GPU found"):
         await service_for(trial_gpu_number=1, use_active_gpu=True)
 
 
+@pytest.mark.slow
 async def test_active_gpus_and_gpu_indices_are_honoured(fake_gpus, service_for, dirs) -> None:
     code, control = dirs
     gpus = [fake_gpu(0), fake_gpu(1), fake_gpu(2)]
@@ -99,6 +104,7 @@ async def test_gpu_number_zero_hides_gpus_and_none_leaves_them(
     await poll_until_ended(service, {"zero", "none"}, {})
 
 
+@pytest.mark.slow
 async def test_adopted_trials_keep_their_gpus(fake_gpus, service_for, dirs) -> None:
     code, control = dirs
     fake_gpus([fake_gpu(0), fake_gpu(1)])

@@ -185,6 +185,7 @@ def test_command_json_holds_only_what_trialfleet_changes_in_the_workers_environm
     assert unset == ["SDK_PROCESS"]
 
 
+@pytest.mark.slow
 async def test_a_keeper_that_ends_while_its_trial_is_looked_at_is_not_taken_for_lost(service, dirs) -> None:
     """The look reads the keeper alive and no result.json; the keeper then writes its record and exits before
     the look is judged. The trial succeeded and must be told so, not reported lost (its record is there)."""

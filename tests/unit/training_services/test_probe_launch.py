@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trialfleet.testing.harness import wait_for_file
 from trialfleet.training_services.support import run_as_module
 from trialfleet.training_services.trial_dir import command_record, input_files
@@ -78,6 +80,7 @@ def launch_on_host(bundle: Path, request: dict[str, object], command: str = "lau
     return answer
 
 
+@pytest.mark.slow
 async def test_launch_copies_the_code_and_its_keeper_runs_the_trial_there(tmp_path: Path) -> None:
     bundle = tmp_path / "keeper"
     shutil.copytree(PROBE_DIR, bundle, ignore=shutil.ignore_patterns("__pycache__"))

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trialfleet.training_services.ray import entry
 from trialfleet.training_services.ray.entry import CHUNK, MARK, frame, unframe
 from trialfleet.training_services.ray.log_channel import LogMirror
@@ -41,6 +43,7 @@ def test_frames_are_ascii_and_round_trip_any_bytes() -> None:
     assert unframe("Running entrypoint for job x: python3 entry.py '@trialfleet/1 {}'") is None
 
 
+@pytest.mark.slow
 def test_a_log_cut_anywhere_and_replayed_gives_the_same_mirror(tmp_path: Path) -> None:
     streams = {".nni/metrics": NASTY * 40, "trial.stdout": NASTY * 7, "trial.stderr": b""}
     records = {"keeper.json": b'{"pid": 1}', "result.json": b'{"exit_code": 0}', "sub/out.bin": NASTY}

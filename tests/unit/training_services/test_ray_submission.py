@@ -124,6 +124,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_hostile_entrypoint_runs_exactly_as_given(tmp_path: Path) -> None:
     code_dir = tmp_path / "code 'q' $(x) ünï"
     code_dir.mkdir()

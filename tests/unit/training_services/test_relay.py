@@ -71,6 +71,7 @@ def mirrored(trial_dir: Path, mirror: Path) -> None:
         assert json.loads((mirror / name).read_text()) == json.loads((trial_dir / name).read_text()), name
 
 
+@pytest.mark.slow
 async def test_a_trials_files_reach_the_mirror_and_read_as_a_local_trial(tmp_path: Path) -> None:
     (tmp_path / "experiment").mkdir()
     relay = Relay(tmp_path / "experiment", host="127.0.0.1")
@@ -120,6 +121,7 @@ async def test_a_stream_the_trial_links_to_command_json_is_not_sent(tmp_path: Pa
         assert secret.encode() not in copy.read_bytes(), copy
 
 
+@pytest.mark.slow
 async def test_a_relay_that_lost_a_tail_gets_it_again_exactly_once(tmp_path: Path) -> None:
     (tmp_path / "experiment").mkdir()
     pause = tmp_path / "pause"
@@ -147,6 +149,7 @@ async def test_a_relay_that_lost_a_tail_gets_it_again_exactly_once(tmp_path: Pat
     assert [m.sequence for m in metrics] == list(range(500))
 
 
+@pytest.mark.slow
 async def test_requests_are_checked(tmp_path: Path) -> None:
     (tmp_path / "experiment").mkdir()
     relay = Relay(tmp_path / "experiment", host="127.0.0.1")

@@ -151,6 +151,7 @@ async def test_submission_matches_the_golden_files(tmp_path: Path, name: str) ->
         assert text == golden.read_text(encoding="utf-8"), f"{golden} differs (TRIALFLEET_REGEN_GOLDEN=1)"
 
 
+@pytest.mark.slow
 async def test_the_hostile_script_runs_every_value_exactly_as_given(tmp_path: Path) -> None:
     case = CASES["hostile"]
     service, submitted, _ = await submit_case(tmp_path, case)

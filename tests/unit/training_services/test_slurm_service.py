@@ -56,6 +56,7 @@ async def test_a_machine_without_slurm_commands_is_refused(tmp_path: Path) -> No
         await service.start()
 
 
+@pytest.mark.slow
 async def test_sacct_is_used_when_accounting_exists_unless_told_otherwise(tmp_path: Path) -> None:
     fake = FakeSlurm(tmp_path, scontrol=ACCOUNTING)
     assert (await started(tmp_path, fake)).watcher.use_sacct
@@ -94,6 +95,7 @@ async def test_a_job_of_the_same_attempt_is_adopted_instead_of_submitted_again(t
     assert retry.handle["trial_dir"].endswith("/trials/trial1.1")
 
 
+@pytest.mark.slow
 async def test_a_started_job_slurm_forgot_is_found_by_the_id_it_wrote(tmp_path: Path) -> None:
     fake = FakeSlurm(tmp_path, scontrol=NO_ACCOUNTING, squeue="", sbatch="99\n")
     service = await started(tmp_path, fake)
@@ -113,6 +115,7 @@ async def test_a_started_job_slurm_forgot_is_found_by_the_id_it_wrote(tmp_path: 
         ("RUNNING", True, ["scancel", "--batch", "--signal=TERM", "17"]),
     ],
 )
+@pytest.mark.slow
 async def test_cancel_signals_the_keeper_when_it_runs_and_cancels_the_job_otherwise(
     tmp_path: Path, state: str, keeper_started: bool, scancel: list[str]
 ) -> None:

@@ -44,6 +44,7 @@ async def refresh_at(w: JobWatcher, clock: Clock, *times: float) -> None:
         await w.refresh()
 
 
+@pytest.mark.slow
 async def test_queries_back_off_while_nothing_changes_and_hurry_after_a_change(
     fake: FakeSlurm, clock: Clock
 ) -> None:
@@ -65,6 +66,7 @@ async def test_queries_back_off_while_nothing_changes_and_hurry_after_a_change(
     assert len(fake.calls()) == 10
 
 
+@pytest.mark.slow
 async def test_all_live_jobs_in_one_query_and_finished_ones_never_again(
     fake: FakeSlurm, clock: Clock
 ) -> None:
@@ -81,6 +83,7 @@ async def test_all_live_jobs_in_one_query_and_finished_ones_never_again(
     assert call[:3] == ["squeue", "--noheader", "--states=all"]
 
 
+@pytest.mark.slow
 async def test_a_failed_query_is_logged_and_changes_nothing(
     fake: FakeSlurm, clock: Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -95,6 +98,7 @@ async def test_a_failed_query_is_logged_and_changes_nothing(
     assert len(fake.calls()) == 4 and w.jobs["7"].state == "RUNNING" and not w.gone("7")
 
 
+@pytest.mark.slow
 async def test_a_job_slurm_no_longer_knows_is_gone_after_two_queries(fake: FakeSlurm, clock: Clock) -> None:
     fake.answer(squeue="7|RUNNING|0|None|\n")
     w = watcher(fake, clock)
@@ -110,6 +114,7 @@ async def test_a_job_slurm_no_longer_knows_is_gone_after_two_queries(fake: FakeS
     assert len(fake.calls()) == 3  # a gone job is not asked about again
 
 
+@pytest.mark.slow
 async def test_sacct_answers_for_jobs_squeue_forgot(fake: FakeSlurm, clock: Clock) -> None:
     fake.answer(squeue="8|RUNNING|0|None|\n", sacct="7|TIMEOUT|0:0|None\n7.batch|CANCELLED|0:15|\n")
     w = watcher(fake, clock, use_sacct=True)

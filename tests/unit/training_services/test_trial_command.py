@@ -54,6 +54,7 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> dict[str, object]:
         "HOME=/tmp python3 dump.py",  # HOME would matter to a tilde, and there is none
     ],
 )
+@pytest.mark.slow
 def test_a_plain_command_is_execed_and_sees_what_bash_would_give_it(code: Path, command: str) -> None:
     for inherited in (_env(SHLVL="2", PWD="/"), _env()):
         env = dict(inherited)

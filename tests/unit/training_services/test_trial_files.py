@@ -46,6 +46,7 @@ def frame(text: str) -> bytes:
     payloads=st.lists(st.text(min_size=0, max_size=40), max_size=12),
     cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
 )
+@pytest.mark.slow
 def test_incremental_parsing_matches_whole_parsing(payloads: list[str], cuts: list[int]) -> None:
     stream = b"".join(frame(json.dumps(p)) for p in payloads)
     whole, end, problems = parse_metric_stream(stream, 0)

@@ -79,6 +79,7 @@ def test_dict_metric_keeps_extra_keys_and_is_double_encoded(trial_dir: Path, run
     assert final["type"] == "FINAL"
 
 
+@pytest.mark.slow
 def test_numpy_scalars_are_reported_as_plain_numbers(trial_dir: Path, run_trial) -> None:
     run = run_trial(
         """
@@ -202,6 +203,7 @@ def test_standalone_ids_default_to_standalone(tmp_path: Path, run_trial) -> None
     assert run.last_json_line() == ["STANDALONE", "STANDALONE", 0]
 
 
+@pytest.mark.slow
 def test_ten_thousand_intermediate_results_land_intact(trial_dir: Path, run_trial) -> None:
     run = run_trial(
         """
@@ -222,6 +224,7 @@ def test_ten_thousand_intermediate_results_land_intact(trial_dir: Path, run_tria
     assert [json.loads(r["value"])["epoch"] for r in records] == list(range(10_000))
 
 
+@pytest.mark.slow
 def test_concurrent_writers_never_interleave_records(trial_dir: Path, run_trial) -> None:
     # Forked workers (data loaders...) inherit the descriptor: each record is still one append.
     run = run_trial(
@@ -256,6 +259,7 @@ def test_report_before_get_next_parameter_still_carries_the_parameter_id(trial_d
     assert "'optimizer': 'sgd'" in run.stdout
 
 
+@pytest.mark.slow
 def test_waits_for_a_late_parameter_file(trial_dir: Path, tmp_path: Path) -> None:
     (trial_dir / "parameter.cfg").unlink()
     script = tmp_path / "late.py"

@@ -62,6 +62,7 @@ def test_the_real_nni_interpreter_is_detected() -> None:
     assert trial_pythonpath_env({}, python=REAL_NNI_PYTHON) == {}
 
 
+@pytest.mark.slow
 def test_metrics_file_is_byte_identical_to_real_nni(dirs: dict[str, Path]) -> None:
     _run(REAL_NNI_PYTHON, dirs["real"], dirs["code"], platform="local", shim=False)
     shim_stdout = _run(sys.executable, dirs["shim"], dirs["code"], platform="local", shim=True)
@@ -73,6 +74,7 @@ def test_metrics_file_is_byte_identical_to_real_nni(dirs: dict[str, Path]) -> No
     assert shim_stdout.startswith("params {'lr': 0.05")
 
 
+@pytest.mark.slow
 def test_real_nni_off_local_prints_the_same_records_to_stdout(dirs: dict[str, Path]) -> None:
     stdout = _run(REAL_NNI_PYTHON, dirs["real"], dirs["code"], platform="remote", shim=False)
     _run(sys.executable, dirs["shim"], dirs["code"], platform="remote", shim=True)

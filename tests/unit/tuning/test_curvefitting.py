@@ -9,7 +9,7 @@ import pytest
 
 from trialfleet.status import TrialStatus
 from trialfleet.tuning import AssessResult, TrialCurve, create_assessor
-from trialfleet.tuning.curvefitting import predict
+from trialfleet.tuning.assessors.curvefitting import predict
 
 
 def saturating(top, rate, steps):

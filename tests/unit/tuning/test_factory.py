@@ -21,14 +21,14 @@ from trialfleet.tuning import (
     ignored_assessor_warning,
 )
 from trialfleet.tuning.base import HistoryRecord
-from trialfleet.tuning.bohb_tuner import BohbTuner
-from trialfleet.tuning.gp_tuner import GPTuner
-from trialfleet.tuning.hyperband_tuner import HyperbandTuner
-from trialfleet.tuning.metis_tuner import MetisTuner
-from trialfleet.tuning.optuna_algorithms import EvolutionTuner, TpeTuner
-from trialfleet.tuning.pbt_tuner import PbtTuner
-from trialfleet.tuning.random_tuner import RandomTuner
-from trialfleet.tuning.regularized_evolution_tuner import RegularizedEvolutionTuner
+from trialfleet.tuning.tuners.bohb import BohbTuner
+from trialfleet.tuning.tuners.gp import GPTuner
+from trialfleet.tuning.tuners.hyperband import HyperbandTuner
+from trialfleet.tuning.tuners.metis import MetisTuner
+from trialfleet.tuning.tuners.optuna_samplers import EvolutionTuner, TpeTuner
+from trialfleet.tuning.tuners.pbt import PbtTuner
+from trialfleet.tuning.tuners.random_search import RandomTuner
+from trialfleet.tuning.tuners.regularized_evolution import RegularizedEvolutionTuner
 
 SPACE = {"x": {"_type": "uniform", "_value": [0, 1]}}
 
@@ -145,6 +145,7 @@ def test_check_validates_the_space_for_the_tuner():
         check_algorithm(algo("Batch"), "tuner", {"x": {"_type": "uniform", "_value": [0, 1]}})
 
 
+@pytest.mark.slow
 def test_gp_runs_on_scikit_learn_without_pytorch():
     check_algorithm(algo("GPTuner"), "tuner", SPACE)
     tuner = create_tuner(

@@ -135,6 +135,7 @@ def test_restored_tuners_continue(name):
         after.trial_end(parameter_id, True)
 
 
+@pytest.mark.slow
 def test_restored_tpe_learned_the_history():
     # minimize (TPE's default) a loss that is low only for act=tanh: after replay, TPE should favour tanh.
     # Over 4 seeds x 20 proposals a tuner that learned nothing picks tanh 40 times (50 or more: p < 2%).

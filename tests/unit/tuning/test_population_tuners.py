@@ -11,9 +11,9 @@ import pytest
 
 from trialfleet.status import TrialStatus
 from trialfleet.tuning import HistoryRecord, NoMoreTrialError, create_tuner
-from trialfleet.tuning.flat_space import flatten
-from trialfleet.tuning.pbt_perturb import perturb
 from trialfleet.tuning.search_space import contains
+from trialfleet.tuning.search_space.flat import flatten
+from trialfleet.tuning.tuners.pbt_perturb import perturb
 
 SPACE = {
     "lr": {"_type": "loguniform", "_value": [1e-4, 1.0]},

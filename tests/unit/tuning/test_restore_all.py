@@ -63,7 +63,13 @@ def test_every_builtin_tuner_is_covered():
     assert sorted(CLASS_ARGS) == sorted(entry.name for entry in BUILTIN_TUNERS)
 
 
-@pytest.mark.parametrize("name", sorted(CLASS_ARGS))
+#: model-fitting tuners, seconds each: left to the slow tier
+FITTING = {"GP", "Metis", "SMAC"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in FITTING else n for n in sorted(CLASS_ARGS)]
+)
 def test_restored_tuner_continues_without_reproposing(name):
     space = BATCH_SPACE if name == "Batch" else SPACE
     before = create_tuner(algo(name, **CLASS_ARGS[name]), space)
@@ -98,6 +104,7 @@ def test_restored_tuner_continues_without_reproposing(name):
     assert repeats < 6
 
 
+@pytest.mark.slow
 def test_restored_gp_learned_the_history():
     history = [{"x": i / 11, "units": 64.0, "k": 2} for i in range(12)]
     records = [record(i, p, metric(p)) for i, p in enumerate(history)]

@@ -114,6 +114,7 @@ VALID_SPACE = {
 }
 
 
+@pytest.mark.slow
 def test_valid_space_passes_and_samples_stay_inside():
     validate_search_space(VALID_SPACE)
     rng = random.Random(7)
@@ -130,6 +131,7 @@ def test_valid_space_passes_and_samples_stay_inside():
     assert set(layers["conv"]) == {"_name", "kernel"} and layers["conv"]["kernel"] in (3, 5)
 
 
+@pytest.mark.slow
 def test_sampling_distributions_follow_nni():
     rng = random.Random(3)
     space = {"lu": {"_type": "loguniform", "_value": [1e-4, 1]}, "n": {"_type": "normal", "_value": [5, 2]}}

@@ -9,7 +9,7 @@ import pytest
 from trialfleet.errors import SearchSpaceError
 from trialfleet.status import TrialStatus
 from trialfleet.tuning import HistoryRecord, NoMoreTrialError, create_tuner
-from trialfleet.tuning.successive_halving import Bracket
+from trialfleet.tuning.tuners.successive_halving import Bracket
 
 SPACE = {"x": {"_type": "uniform", "_value": [0, 1]}, "c": {"_type": "choice", "_value": ["a", "b"]}}
 
@@ -108,6 +108,7 @@ def test_bohb_starts_a_bracket_only_when_the_last_round_has_ended():
     assert [p["TRIAL_BUDGET"] for p in take_all(tuner, 4).values()] == [3, 3]  # bracket s=0: 2 configs at 3
 
 
+@pytest.mark.slow
 def test_bohb_model_proposals_follow_the_good_results():
     # maximize x: once a budget has enough results, most proposals come from the model, near x = 1
     tuner = create_tuner(

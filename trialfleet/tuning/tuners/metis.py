@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning.base import BuiltinTuner
-from trialfleet.tuning.flat_space import flatten, from_parameters, to_parameters
-from trialfleet.tuning.gp_tuner import LENGTH_SCALE_BOUNDS, polish, single_threaded
-from trialfleet.tuning.unit_cube import UnitCube
+from trialfleet.tuning.search_space.flat import flatten, from_parameters, to_parameters
+from trialfleet.tuning.search_space.unit_cube import UnitCube
+from trialfleet.tuning.tuners.gp import LENGTH_SCALE_BOUNDS, polish, single_threaded
 from trialfleet.tuning.utils import (
     OptimizeMode,
     check_count,

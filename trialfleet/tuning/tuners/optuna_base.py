@@ -1,7 +1,7 @@
 """``TPE`` and ``Evolution`` on Optuna samplers, driven through Optuna's ask/tell interface (and helpers BOHB shares).
 
 Optuna is imported only when one of these tuners meets its search space, so ``import trialfleet.tuning`` and
-config validation stay fast. Each flat parameter (see :mod:`trialfleet.tuning.flat_space`) becomes one Optuna
+config validation stay fast. Each flat parameter (see :mod:`trialfleet.tuning.search_space.flat`) becomes one Optuna
 parameter, asked for only when it is active, so nested choices are Optuna's conditional parameters:
 
 ============== ======================================= =================================================
@@ -30,7 +30,7 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Literal
 
 from trialfleet.tuning.base import BuiltinTuner
-from trialfleet.tuning.flat_space import Internal, ParamSpec, flatten, from_parameters, to_parameters
+from trialfleet.tuning.search_space.flat import Internal, ParamSpec, flatten, from_parameters, to_parameters
 from trialfleet.tuning.utils import (
     OptimizeMode,
     check_seed,

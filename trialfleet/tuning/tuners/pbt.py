@@ -27,7 +27,7 @@ from typing import Any
 
 from trialfleet.errors import AlgorithmError, SearchSpaceError
 from trialfleet.tuning.base import NoMoreTrialError, RandomStreamTuner
-from trialfleet.tuning.flat_space import (
+from trialfleet.tuning.search_space.flat import (
     Internal,
     ParamSpec,
     flatten,
@@ -35,7 +35,7 @@ from trialfleet.tuning.flat_space import (
     sample_all,
     to_parameters,
 )
-from trialfleet.tuning.pbt_perturb import perturb
+from trialfleet.tuning.tuners.pbt_perturb import perturb
 from trialfleet.tuning.utils import (
     OptimizeMode,
     check_count,

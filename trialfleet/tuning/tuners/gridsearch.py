@@ -22,7 +22,7 @@ from typing import Any
 
 from trialfleet.errors import SearchSpaceError
 from trialfleet.tuning.base import BuiltinTuner, NoMoreTrialError
-from trialfleet.tuning.flat_space import Internal, ParamSpec, flatten, to_parameters, to_value
+from trialfleet.tuning.search_space.flat import Internal, ParamSpec, flatten, to_parameters, to_value
 from trialfleet.tuning.utils import parse_optimize_mode
 
 _STANDARD_NORMAL = NormalDist()

@@ -28,8 +28,8 @@ from typing import Any
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.status import TrialStatus
+from trialfleet.tuning.assessors.curve_models import CURVES
 from trialfleet.tuning.base import Assessor, AssessResult, TrialCurve
-from trialfleet.tuning.curve_models import CURVES
 from trialfleet.tuning.utils import check_count, check_number, extract_scalar_history
 
 _logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 
-from trialfleet.tuning.flat_space import Internal, ParamSpec, sample_internal, to_value
+from trialfleet.tuning.search_space.flat import Internal, ParamSpec, sample_internal, to_value
 
 _TINY = 1e-10  # NNI's floor for qlognormal
 

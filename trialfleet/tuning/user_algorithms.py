@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trialfleet.errors import AlgorithmError
+from trialfleet.tuning import plugins
 from trialfleet.tuning.catalog import BUILTIN_ASSESSORS, BUILTIN_TUNERS, is_builtin_name
 from trialfleet.tuning.loader import load_class
 
@@ -28,7 +29,7 @@ class AlgorithmInfo:
 
     name: str
     kind: str
-    source: str  # "builtin" | "user"
+    source: str  # "builtin" | "user" | the installed package offering it (entry point)
     class_name: str
     module: str
 
@@ -94,6 +95,9 @@ def list_algorithms() -> list[AlgorithmInfo]:
         for record in data[section]:
             module, _, cls = record["className"].rpartition(".")
             rows.append(AlgorithmInfo(record["builtinName"], kind, "user", cls, module))
+        for record in plugins.installed(kind):
+            module, _, cls = record["className"].rpartition(".")
+            rows.append(AlgorithmInfo(record["builtinName"], kind, record["source"], cls, module))
     return rows
 
 
@@ -115,6 +119,9 @@ def show(name: str) -> dict[str, Any]:
         record = lookup(name, kind)
         if record is not None:
             return {**record, "algoType": kind, "source": "user"}
+        record = plugins.lookup(name, kind)
+        if record is not None:
+            return {**record, "algoType": kind}
     raise AlgorithmError(f"no algorithm named '{name}' (see `algo list`)")
 
 

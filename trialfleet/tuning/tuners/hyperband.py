@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning.flat_space import Internal, sample_all
-from trialfleet.tuning.successive_halving import Bracket, BracketTuner
+from trialfleet.tuning.search_space.flat import Internal, sample_all
+from trialfleet.tuning.tuners.successive_halving import Bracket, BracketTuner
 from trialfleet.tuning.utils import check_count
 
 EXEC_MODES = ("parallelism", "serial")

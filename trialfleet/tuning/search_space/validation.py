@@ -14,7 +14,7 @@ from collections.abc import Collection
 from typing import Any
 
 from trialfleet.errors import SearchSpaceError
-from trialfleet.tuning.flat_space import flatten, is_nested_choice, sample_all, to_parameters
+from trialfleet.tuning.search_space.flat import flatten, is_nested_choice, sample_all, to_parameters
 
 __all__ = ["ALL_TYPES", "contains", "sample", "validate_search_space"]
 
@@ -153,7 +153,9 @@ def outside(space: dict[str, Any], params: Any) -> str | None:
         if not _contains_one(spec, params[name]):
             value = json.dumps(params[name])
             value = value if len(value) <= 60 else f"{value[:57]}..."
-            return f"{name}: {value} is not in the search space ({spec['_type']} {json.dumps(spec['_value'])})"
+            return (
+                f"{name}: {value} is not in the search space ({spec['_type']} {json.dumps(spec['_value'])})"
+            )
     return None
 
 

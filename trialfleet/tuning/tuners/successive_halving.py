@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from trialfleet.errors import SearchSpaceError
 from trialfleet.tuning.base import NoMoreTrialError, RandomStreamTuner
-from trialfleet.tuning.flat_space import Internal, ParamSpec, flatten, from_parameters, to_parameters
+from trialfleet.tuning.search_space.flat import Internal, ParamSpec, flatten, from_parameters, to_parameters
 from trialfleet.tuning.utils import OptimizeMode, extract_scalar_reward, parse_optimize_mode
 
 _logger = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning.flat_space import Internal, sample_all
-from trialfleet.tuning.successive_halving import Bracket, BracketTuner
+from trialfleet.tuning.search_space.flat import Internal, sample_all
+from trialfleet.tuning.tuners.successive_halving import Bracket, BracketTuner
 from trialfleet.tuning.utils import check_count, check_number
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class BohbTuner(BracketTuner):
             return sample_all(self._specs, self._rng)
         import optuna
 
-        from trialfleet.tuning.optuna_tuners import suggest
+        from trialfleet.tuning.tuners.optuna_base import suggest
 
         trial = study.ask()
         internal = suggest(trial, self._specs)
@@ -108,7 +108,7 @@ class BohbTuner(BracketTuner):
         return internal
 
     def _learn(self, internal: Internal, budget: int, reward: float) -> None:
-        from trialfleet.tuning.optuna_tuners import finished_trial
+        from trialfleet.tuning.tuners.optuna_base import finished_trial
 
         loss = -reward if self._maximize else reward
         if budget not in self._studies:

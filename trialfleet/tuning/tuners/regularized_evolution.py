@@ -21,7 +21,7 @@ from typing import Any
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning.base import RandomStreamTuner
-from trialfleet.tuning.flat_space import (
+from trialfleet.tuning.search_space.flat import (
     Internal,
     ParamSpec,
     flatten,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning.base import BuiltinTuner, NoMoreTrialError
-from trialfleet.tuning.flat_space import Internal, ParamSpec, flatten, from_parameters, to_parameters
+from trialfleet.tuning.search_space.flat import Internal, ParamSpec, flatten, from_parameters, to_parameters
 from trialfleet.tuning.utils import (
     OptimizeMode,
     check_seed,

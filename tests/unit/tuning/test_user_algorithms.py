@@ -10,7 +10,7 @@ import yaml
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning import create_tuner
-from trialfleet.tuning.registry import list_algorithms, register, registry_path, show, unregister
+from trialfleet.tuning.user_algorithms import list_algorithms, register, registry_path, show, unregister
 
 TUNER_SOURCE = """
     from trialfleet.tuning.base import Tuner

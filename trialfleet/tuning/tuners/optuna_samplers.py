@@ -17,7 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import AlgorithmError
-from trialfleet.tuning.optuna_tuners import OptunaTuner
+from trialfleet.tuning.tuners.optuna_base import OptunaTuner
 
 if TYPE_CHECKING:
     import numpy

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trialfleet.tuning.base import RandomStreamTuner
-from trialfleet.tuning.flat_space import ParamSpec, flatten, sample_all, to_parameters
+from trialfleet.tuning.search_space.flat import ParamSpec, flatten, sample_all, to_parameters
 
 
 class RandomTuner(RandomStreamTuner):

@@ -3,7 +3,7 @@
 Every flat parameter is one coordinate in [0, 1]: ``uniform``/``quniform`` linearly, ``loguniform``/
 ``qloguniform`` on the log scale, ``randint`` by option index, and a numeric ``choice`` by the option's value
 (NNI's GP and Metis treat choice options as ordered numbers: the nearest option wins). Decoding snaps the
-discrete coordinates to their grid; q rounding and clipping happen in :func:`flat_space.to_value`.
+discrete coordinates to their grid; q rounding and clipping happen in :func:`trialfleet.tuning.search_space.flat.to_value`.
 
 numpy is imported by the caller's module only when such a tuner is built, never by ``import trialfleet.tuning``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trialfleet.tuning.flat_space import Internal, ParamSpec
+from trialfleet.tuning.search_space.flat import Internal, ParamSpec
 
 if TYPE_CHECKING:
     import numpy as np

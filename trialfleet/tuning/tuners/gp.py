@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from trialfleet.errors import AlgorithmError
 from trialfleet.tuning.base import BuiltinTuner
-from trialfleet.tuning.flat_space import flatten, from_parameters, to_parameters
-from trialfleet.tuning.unit_cube import UnitCube
+from trialfleet.tuning.search_space.flat import flatten, from_parameters, to_parameters
+from trialfleet.tuning.search_space.unit_cube import UnitCube
 from trialfleet.tuning.utils import (
     OptimizeMode,
     check_count,

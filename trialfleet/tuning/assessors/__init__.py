@@ -1,0 +1,1 @@
+"""The built-in assessors: Medianstop and Curvefitting (with its curve models)."""
