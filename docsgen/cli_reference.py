@@ -12,9 +12,9 @@ Options with a single dash and underscores (`--url_prefix`, `-e/--experiment_dir
 
 
 def cli_reference() -> str:
-    from trialfleet.cli.main import app
+    from trialfleet.cli.main import build_command
 
-    command = typer.main.get_command(app)
+    command = build_command()
     docs = get_docs_for_click(
         obj=command, ctx=typer.Context(command), name="trialfleet", title="CLI reference"
     )

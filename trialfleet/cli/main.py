@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -53,6 +53,24 @@ app.add_typer(webui.app, name="webui")
 app.add_typer(tensorboard.app, name="tensorboard")
 
 
+def build_command() -> Any:
+    """The click command of ``app``, with no type shown on flags: typer's help panel labels every flag
+    ``<bool>`` though a flag takes no value (``--version -v`` is typed alone)."""
+    command = typer.main.get_command(app)
+    _hide_flag_types(command)
+    return command
+
+
+def _hide_flag_types(command: Any) -> None:
+    # click caches the help option (since 8.1.8), so the one changed here is the one shown
+    help_option = command.get_help_option(typer.Context(command))
+    for param in [*command.params, help_option]:
+        if param is not None and getattr(param, "is_flag", False):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _hide_flag_types(sub)
+
+
 def _debug_requested(argv: list[str]) -> bool:
     return "--debug" in argv or "-d" in argv or bool(os.environ.get("TRIALFLEET_DEBUG"))
 
@@ -66,7 +84,7 @@ def main(argv: list[str] | None = None, standby: StandbyManager | None = None) -
     from trialfleet.manager.standby import StandbyManager, standby_wanted
 
     args = sys.argv[1:] if argv is None else argv
-    command = typer.main.get_command(app)
+    command = build_command()
     try:
         args = expand_abbreviations(command, args)
         if not standby_wanted(args):

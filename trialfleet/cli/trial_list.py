@@ -11,6 +11,7 @@ took rich a minute; plain lines take about a second, and ``grep``/``sort``/``cut
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ SHOWN = 10
 #: ``--all`` with more trials than this: plain tab-separated lines instead of a table
 PLAIN_AFTER = 1000
 FINAL_METRIC = "finalMetric"
+#: trial ids named on each waiting reason's line
+WAITING_IDS = 5
 
 
 def ranked(client: ExperimentClient, count: int, *, highest: bool) -> list[dict[str, Any]]:
@@ -54,6 +57,8 @@ def print_summary(
     out.print(counts_line(client.experiment_id, total, counts), highlight=False)
     newest = client.trial_page(SHOWN, "sequenceId", descending=True)
     table(f"the {len(newest)} newest", newest)
+    if counts.get("WAITING"):
+        print_waiting(client.trial_jobs(status="WAITING"))
     best = ranked(client, SHOWN, highest=maximize)
     if best:
         table(f"the {len(best)} best ({'highest' if maximize else 'lowest'} default metric)", best)
@@ -82,8 +87,31 @@ def print_every(title: str, table: TableOf, jobs: list[dict[str, Any]]) -> None:
     """Every trial: a table, or plain tab-separated lines past :data:`PLAIN_AFTER` rows."""
     if len(jobs) <= PLAIN_AFTER:
         table(title, jobs)
+        print_waiting(jobs)
         return
     lines = ["\t".join(table.columns)]
     lines += ["\t".join("" if cell is None else str(cell) for cell in row) for row in table.rows(jobs)]
+    lines += [f"# {line}" for line in waiting_lines(jobs)]
     sys.stdout.write(f"# {title}\n" + "\n".join(lines) + "\n")
     sys.stdout.flush()
+
+
+def waiting_lines(jobs: list[dict[str, Any]]) -> list[str]:
+    """Why the WAITING trials wait (a full virtual cluster, a quota, a platform's queue), one line per reason
+    the platform or the scheduler gave (the trial's ``message``), the most common first."""
+    reasons = Counter(job["message"] for job in jobs if job.get("status") == "WAITING" and job.get("message"))
+    lines = []
+    for reason, count in reasons.most_common():
+        ids = [
+            job["trialJobId"]
+            for job in jobs
+            if job.get("status") == "WAITING" and job.get("message") == reason
+        ]
+        shown = ", ".join(ids[:WAITING_IDS]) + (", ..." if len(ids) > WAITING_IDS else "")
+        lines.append(f"waiting ({count}: {shown}): {reason}")
+    return lines
+
+
+def print_waiting(jobs: list[dict[str, Any]]) -> None:
+    for line in waiting_lines(jobs):
+        console().print(line, highlight=False, markup=False)
