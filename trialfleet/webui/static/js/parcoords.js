@@ -148,14 +148,24 @@ function drawFaded(state, geometry) {
   for (const members of state.lines.groups) trace2d(ctx, state.lines, geometry.x, members);
 }
 
+// every line kept by `keep` was kept by `before` too: a brush that only grew
+function grew(before, keep) {
+  if (!before || !keep || before.length !== keep.length) return false;
+  for (let i = 0; i < keep.length; i++) if (before[i] > keep[i]) return false;
+  return true;
+}
+
 // the lines every brush keeps, in their colours, over the faded layer (all of them while nothing is brushed):
-// what a brush move redraws
+// what a brush move redraws. A brush that only grew adds the lines it now keeps over those already drawn.
 function drawKept(state, geometry) {
   const { width, height, x } = geometry;
   const ctx = state.ctx;
-  ctx.clearRect(0, 0, width, height);
   const brushed = state.brushes.size > 0;
   const keep = brushed ? selected(state.trace.dimensions, state.brushes) : null;
+  const before = state.keep;
+  const only = grew(before, keep) ? keep.map((k, i) => k & (before[i] ^ 1)) : null;
+  state.keep = keep;
+  if (!only) ctx.clearRect(0, 0, width, height);
   if (brushed && !state.fadedDrawn) {
     drawFaded(state, geometry);
     state.fadedDrawn = true;
@@ -168,7 +178,7 @@ function drawKept(state, geometry) {
   state.lines.groups.forEach((members, g) => {
     if (!members.length) return;
     ctx.strokeStyle = viridis((g + 0.5) / SHADES);
-    trace2d(ctx, state.lines, x, members, keep);
+    trace2d(ctx, state.lines, x, members, only || keep);
   });
   ctx.globalAlpha = 1;
 }
@@ -317,6 +327,7 @@ function render(el, state) {
   state.lines = linesOf(state.trace, geometry);
   state.ctx = sized(state.canvas, geometry);
   state.fadedDrawn = false;
+  state.keep = null;
   drawKept(state, geometry);
   drawAxes(state.layer, state.trace, geometry, state.brushes,
     (reordered) => (reordered ? render(el, state) : drawKept(state, geometry)));
