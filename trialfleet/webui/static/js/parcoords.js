@@ -9,6 +9,10 @@
 // `customdata`, `line.color`, and `constraintrange` on a brushed axis), so the page reads the axis order back
 // the same way. Drag an axis's title to
 // move it; drag along an axis to keep only the lines crossing that range (a click on the axis clears it).
+//
+// Three layers: every line faded (drawn once per drawing, shown while a brush is on), the kept lines in
+// colour (what a brush move redraws; a brush that only grew adds just the lines it now keeps) and the SVG
+// axes. `python -m bench.webui_brush` times a brush move at 10,000 lines.
 
 import { fmtNumber } from "./dom.js";
 
