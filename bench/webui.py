@@ -12,7 +12,8 @@ Figures are measured, never asserted:
   lag REST after 200 trials end at once;
 * liveness: REST shows a trial's new status → its row shows it, over 48 status changes; and → the overview's
   count of succeeded trials shows it, over 16 trials ending one at a time;
-* memory: JS heap (after a forced GC) and DOM nodes after the first charts visit and after 20 page switches.
+* memory: JS heap (after a forced GC) and DOM nodes after the first charts visit and after 20 page switches;
+* brushing: the parallel coordinates with 10,000 lines, each mouse move to its painted frame (bench.webui_brush).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import webui_brush
 from trialfleet.testing.webui_scale import (
     RunningExperiment,
     measure_liveness,
@@ -176,6 +178,8 @@ def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
                 page.locator(f"nav a[data-page={name}]").click()
                 wait_js(page, CONTENT[name], timeout=300)
         figures["heap_after"] = heap(session)
+        page.goto(f"{running.url}/#/experiments")
+        figures["brushing"] = webui_brush.measure(page, f"{running.url}/webui/js/parcoords.js")
 
         page.locator("nav a[data-page=trials]").click()
         wait_js(page, CONTENT["trials"], timeout=300)
@@ -250,9 +254,7 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
     ]
     for chart, values in sorted(per_chart.items()):
         lines.append(f"| {chart} | {len(values)} | {statistics.median(values):.0f} | {max(values):.0f} |")
-    lines += [
-        "",
-    ]
+    lines += ["", *webui_brush.report(figures["brushing"]), ""]
     return "\n".join(lines)
 
 

@@ -9,6 +9,10 @@
 // `customdata`, `line.color`, and `constraintrange` on a brushed axis), so the page reads the axis order back
 // the same way. Drag an axis's title to
 // move it; drag along an axis to keep only the lines crossing that range (a click on the axis clears it).
+//
+// Three layers: every line faded (drawn once per drawing, shown while a brush is on), the kept lines in
+// colour (what a brush move redraws; a brush that only grew adds just the lines it now keeps) and the SVG
+// axes. `python -m bench.webui_brush` times a brush move at 10,000 lines.
 
 import { fmtNumber } from "./dom.js";
 
@@ -67,11 +71,12 @@ function extent(dim) {
 // the lines kept by every axis's brush
 export function selected(dims, brushes) {
   const count = dims.length ? dims[0].values.length : 0;
-  const keep = new Array(count).fill(true);
+  const keep = new Uint8Array(count).fill(1);
   for (const dim of dims) {
     const range = brushes.get(dim.label);
     if (!range) continue;
-    dim.values.forEach((v, i) => { if (v < range[0] || v > range[1]) keep[i] = false; });
+    const values = dim.values;
+    for (let i = 0; i < count; i++) if (!(values[i] >= range[0] && values[i] <= range[1])) keep[i] = 0;
   }
   return keep;
 }
@@ -91,44 +96,94 @@ function layoutOf(el, trace) {
   return { width, height, x, scales };
 }
 
-function drawLines(canvas, trace, geometry, brushes, note) {
+// What a brush move needs, computed once per drawing of the axes: every line's y on every axis and its
+// colour group (the lines of each group, in order)
+function linesOf(trace, geometry) {
+  const dims = trace.dimensions;
+  const count = dims.length ? dims[0].values.length : 0;
+  const ys = new Float32Array(count * dims.length);
+  dims.forEach((dim, d) => {
+    const y = geometry.scales[d].y;
+    for (let i = 0; i < count; i++) ys[i * dims.length + d] = y(dim.values[i]);
+  });
+  const colors = trace.line.color;
+  const [cLo, cHi] = extent({ values: colors });
+  const groups = Array.from({ length: SHADES }, () => []);
+  for (let i = 0; i < count; i++) {
+    let t = (colors[i] - cLo) / (cHi - cLo);
+    if (trace.line.reversescale) t = 1 - t;
+    groups[Math.min(SHADES - 1, Math.max(0, Math.floor(t * SHADES)))].push(i);
+  }
+  return { count, axes: dims.length, ys, groups: groups.map((g) => Int32Array.from(g)) };
+}
+
+// size a canvas to the chart (which clears it); returns its context, in CSS pixels
+function sized(canvas, { width, height }) {
   const ratio = window.devicePixelRatio || 1;
-  const { width, height, x, scales } = geometry;
   canvas.width = Math.round(width * ratio);
   canvas.height = Math.round(height * ratio);
   canvas.style.width = `${width}px`;
   canvas.style.height = `${height}px`;
   const ctx = canvas.getContext("2d");
   ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-  ctx.clearRect(0, 0, width, height);
-  const dims = trace.dimensions;
-  const colors = trace.line.color;
-  const [cLo, cHi] = extent({ values: colors });
-  const keep = selected(dims, brushes);
-  const kept = keep.filter(Boolean).length;
-  note.textContent = brushes.size ? `${kept} of ${keep.length} trials in the brushed ranges (click an axis to clear)` : "";
-  const groups = Array.from({ length: SHADES + 1 }, () => []); // the last group: lines no brush keeps
-  for (let i = 0; i < keep.length; i++) {
-    let t = (colors[i] - cLo) / (cHi - cLo);
-    if (trace.line.reversescale) t = 1 - t;
-    groups[keep[i] ? Math.min(SHADES - 1, Math.floor(t * SHADES)) : SHADES].push(i);
+  // a line one device pixel wide or less is stroked as a hairline: 10,000 lines in a few milliseconds, where
+  // 1.2 px took the stroker seconds (every line's joins and overlaps)
+  ctx.lineWidth = 1 / ratio;
+  return ctx;
+}
+
+// one path of the given lines (those `keep` keeps, when given)
+function trace2d(ctx, lines, x, members, keep) {
+  const { ys, axes } = lines;
+  ctx.beginPath();
+  for (const i of members) {
+    if (keep && !keep[i]) continue;
+    const at = i * axes;
+    ctx.moveTo(x[0], ys[at]);
+    for (let d = 1; d < axes; d++) ctx.lineTo(x[d], ys[at + d]);
   }
-  ctx.lineWidth = 1.2;
-  ctx.lineJoin = "round";
-  for (let g = SHADES; g >= 0; g--) { // faded lines first, under the kept ones
-    if (!groups[g].length) continue;
-    ctx.strokeStyle = g === SHADES ? FADED : viridis((g + 0.5) / SHADES);
-    ctx.globalAlpha = g === SHADES ? 1 : 0.8;
-    ctx.beginPath();
-    for (const i of groups[g]) {
-      dims.forEach((dim, d) => {
-        const y = scales[d].y(dim.values[i]);
-        if (d === 0) ctx.moveTo(x[d], y);
-        else ctx.lineTo(x[d], y);
-      });
-    }
-    ctx.stroke();
+  ctx.stroke();
+}
+
+// every line, faded, drawn once per drawing of the axes: the layer under the kept lines while a brush is on
+function drawFaded(state, geometry) {
+  const ctx = sized(state.faded, geometry);
+  ctx.strokeStyle = FADED;
+  for (const members of state.lines.groups) trace2d(ctx, state.lines, geometry.x, members);
+}
+
+// every line kept by `keep` was kept by `before` too: a brush that only grew
+function grew(before, keep) {
+  if (!before || !keep || before.length !== keep.length) return false;
+  for (let i = 0; i < keep.length; i++) if (before[i] > keep[i]) return false;
+  return true;
+}
+
+// the lines every brush keeps, in their colours, over the faded layer (all of them while nothing is brushed):
+// what a brush move redraws. A brush that only grew adds the lines it now keeps over those already drawn.
+function drawKept(state, geometry) {
+  const { width, height, x } = geometry;
+  const ctx = state.ctx;
+  const brushed = state.brushes.size > 0;
+  const keep = brushed ? selected(state.trace.dimensions, state.brushes) : null;
+  const before = state.keep;
+  const only = grew(before, keep) ? keep.map((k, i) => k & (before[i] ^ 1)) : null;
+  state.keep = keep;
+  if (!only) ctx.clearRect(0, 0, width, height);
+  if (brushed && !state.fadedDrawn) {
+    drawFaded(state, geometry);
+    state.fadedDrawn = true;
   }
+  state.faded.style.visibility = brushed ? "visible" : "hidden";
+  let kept = 0;
+  if (keep) for (let i = 0; i < keep.length; i++) kept += keep[i];
+  state.note.textContent = brushed ? `${kept} of ${state.lines.count} trials in the brushed ranges (click an axis to clear)` : "";
+  ctx.globalAlpha = 0.8;
+  state.lines.groups.forEach((members, g) => {
+    if (!members.length) return;
+    ctx.strokeStyle = viridis((g + 0.5) / SHADES);
+    trace2d(ctx, state.lines, x, members, only || keep);
+  });
   ctx.globalAlpha = 1;
 }
 
@@ -238,18 +293,19 @@ let uids = 0;
 export function parcoords(el, trace) {
   let state = el._parcoords;
   if (!state) {
+    const faded = document.createElement("canvas");
     const canvas = document.createElement("canvas");
     const layer = svg("svg", { class: "parcoords-axes" });
     const box = document.createElement("div");
     box.className = "parcoords";
-    box.append(canvas, layer);
+    box.append(faded, canvas, layer);
     el.replaceChildren(box);
     const note = document.createElement("div");
     note.className = "parcoords-note muted small";
     box.append(note);
-    state = { canvas, layer, note, brushes: new Map(), trace: null, width: 0 };
+    state = { faded, canvas, layer, note, brushes: new Map(), trace: null, width: 0 };
     state.resize = new ResizeObserver(() => {
-      if (state.trace && el.clientWidth !== state.width) render(el, state, true);
+      if (state.trace && el.clientWidth !== state.width) render(el, state);
     });
     state.resize.observe(el);
     el._parcoords = state;
@@ -262,16 +318,23 @@ export function parcoords(el, trace) {
   }
   state.trace = trace;
   el.data = [trace];
-  render(el, state, true);
+  render(el, state);
 }
 
-function render(el, state, axesToo) {
+// draw everything again (new data, another size or axis order): the lines' positions, both canvases, the axes.
+// A brush move redraws the kept lines only.
+function render(el, state) {
   const geometry = layoutOf(el, state.trace);
   state.width = el.clientWidth;
   state.layer.setAttribute("width", geometry.width);
   state.layer.setAttribute("height", geometry.height);
-  drawLines(state.canvas, state.trace, geometry, state.brushes, state.note);
-  if (axesToo) drawAxes(state.layer, state.trace, geometry, state.brushes, (reordered) => render(el, state, reordered));
+  state.lines = linesOf(state.trace, geometry);
+  state.ctx = sized(state.canvas, geometry);
+  state.fadedDrawn = false;
+  state.keep = null;
+  drawKept(state, geometry);
+  drawAxes(state.layer, state.trace, geometry, state.brushes,
+    (reordered) => (reordered ? render(el, state) : drawKept(state, geometry)));
 }
 
 // forget a parallel-coordinates plot: its observer, its drawing and its data
