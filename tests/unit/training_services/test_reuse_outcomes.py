@@ -39,10 +39,16 @@ def test_a_worker_job_that_ended_fails_its_trial_as_infrastructure(state: str) -
     job = SlurmJob("7", state)
     infra = (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
     assert outcome(STOPPED, job) == infra  # its keeper signalled by the job's end
-    assert outcome(STOPPED, RUNNING) is None  # ... decided once the job is seen ended
+    assert outcome(STOPPED, RUNNING) == infra  # ... even before the job is seen ended
     assert outcome(None, job, keeper_started=True, settled=True) == infra
     assert outcome(None, job, keeper_started=False, settled=True) == infra  # never taken
     assert outcome(None, job, settled=False) is None  # result.json may still be on its way
+
+
+def test_a_worker_queued_again_fails_the_trial_it_had_taken_but_not_one_it_had_not() -> None:
+    requeued = SlurmJob("7", "REQUEUED")
+    assert outcome(None, requeued, keeper_started=True) == (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
+    assert outcome(None, requeued, keeper_started=False) is None  # the worker takes it once it runs again
 
 
 def test_a_trial_cancelled_in_a_worker_that_ended_is_cancelled_and_a_gone_worker_lost() -> None:

@@ -13,7 +13,9 @@ The API, for a platform built on :class:`~.service.BatchJobService`:
   ``python3 -I -S <support>/keeper/worker.py <worker_dir> <trials_dir> <idle_timeout>`` (:func:`worker_argv`) in
   the environment a trial's job would have (setup script, the ``nni`` shim), and returns its job id;
   ``end_worker(job_id)`` cancels it;
-* set ``self.fleet = WorkerFleet(self, files, root, watcher, policy)`` when the config asks for reuse;
+* set ``self.fleet = WorkerFleet(self, files, root, watcher, policy, job_key=self.job_key)`` when the config
+  asks for reuse (``root``: the experiment's directory on the storage as ``files`` reaches it; ``start_worker``
+  gets the worker's directory so, and translates it for the job where the job sees the storage elsewhere);
 * in ``_launch``, write nothing yourself: hand the trial's input files (``command.json`` holding the trial's own
   environment: a worker job's environment is the worker's) to :meth:`WorkerFleet.launch`;
 * in ``_kill``, hand a worker's trial (:func:`runs_in_worker`) to :meth:`WorkerFleet.cancel`.
@@ -25,7 +27,7 @@ trials as infrastructure failures, which ``maxTrialRetries`` re-runs), and stopp
 Placement: a trial goes to a worker with a free slot (running ones first), else a new worker job is submitted. A
 worker has one slot without GPUs (NNI: one trial at a time per environment); with ``trialGpuNumber`` GPUs (which
 is what its job asks for) it has ``maxTrialNumberPerGpu`` slots, its trials sharing its GPUs. The handle of a
-worker's trial names the worker and its job (``job_id``: the batch watcher watches the job once, whatever the
+worker's trial names the worker and its job (under the service's ``job_key``: the batch watcher watches the job once, whatever the
 number of its trials); ``assigned.json`` in the trial directory holds the same, so ``submit`` of an attempt
 already given to a worker finds it again, and a restarted manager re-adopts workers from their trials' handles.
 An idle worker no trial names after a restart ends itself after its idle timeout.
@@ -126,9 +128,11 @@ class WorkerFleet:
         watcher: JobWatcher[Any],
         policy: ReusePolicy,
         *,
+        job_key: str = "job_id",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.jobs, self.files, self.watcher, self.policy = jobs, files, watcher, policy
+        self.job_key = job_key  # the handle's key of the job (the service's ``job_key``)
         self.root = root
         self.trials_dir = posixpath.join(root, "trials")
         self.clock = clock
@@ -137,15 +141,18 @@ class WorkerFleet:
 
     # ---- placement -------------------------------------------------------------------------------------------
 
-    async def launch(self, spec: TrialSpec, trial_dir: str, files: Mapping[str, str]) -> Submitted:
-        """Give the trial (its input ``files``) to a worker, starting one when none has a free slot."""
+    async def launch(
+        self, spec: TrialSpec, trial_dir: str, files: Mapping[str, str], extra: Mapping[str, Any] | None = None
+    ) -> Submitted:
+        """Give the trial (its input ``files``) to a worker, starting one when none has a free slot; ``extra``:
+        more keys of the platform's for the handle."""
         earlier = await self._earlier(trial_dir)
         if earlier is not None:
             handle = earlier
         else:
             worker = self._free_worker() or await self._start_worker()
-            handle = {"job_id": worker.job_id, "trial_dir": trial_dir}
-            handle.update(worker=worker.name, worker_dir=worker.worker_dir)
+            handle = {self.job_key: worker.job_id, "trial_dir": trial_dir}
+            handle.update(worker=worker.name, worker_dir=worker.worker_dir, **(extra or {}))
             await self.files.write(trial_dir, {**files, ASSIGNMENT: json.dumps(handle)})
         worker = self._register(handle, spec.trial_id)
         # again after a restart too: the worker never takes an attempt twice (claimed/)
@@ -192,7 +199,7 @@ class WorkerFleet:
         name = str(handle["worker"])
         worker = self.workers.get(name)
         if worker is None:
-            worker = Worker(name, str(handle["job_id"]), str(handle["worker_dir"]))
+            worker = Worker(name, str(handle[self.job_key]), str(handle["worker_dir"]))
             self.workers[name] = worker
         worker.trials.add(trial_id)
         worker.idle_since = None
@@ -283,8 +290,9 @@ class WorkerFleet:
 
 
 class WorkerOutcomes(OutcomeTable[BatchJob]):
-    """How a worker's trial ended: the keeper's record decides; a worker job that ended while it had the trial
-    (cancelled, preempted, its node lost, its time limit) fails it as an infrastructure failure."""
+    """How a worker's trial ended: the keeper's record decides; a worker job that is ended, preempted, paused or
+    requeued while it has the trial (cancelled, its node lost, its time limit) fails it as an infrastructure
+    failure, and so does a keeper stopped from outside (only the worker's own end signals its keepers)."""
 
     log_hint = ""
 
@@ -296,11 +304,14 @@ class WorkerOutcomes(OutcomeTable[BatchJob]):
     ) -> TrialEnded | None:
         if not result.get("canceled") or view.cancel_status is not None:
             return ended_from_result(trial_id, result, view.cancel_status)
-        # the keeper was signalled, not by trialfleet: its worker job is being ended
+        return self._worker_ended(trial_id, view.job, "the trial was stopped with its worker")
+
+    def without_result(self, trial_id: str, view: JobView[BatchJob]) -> TrialEnded | None:
         job = view.job
-        if job is None or not job.ended:
-            return None if not view.gone else self.gone(trial_id, view)
-        return self._worker_ended(trial_id, job, "the trial was stopped")
+        requeued = job is not None and job.meaning.status is TrialStatus.WAITING
+        if requeued and view.keeper_started and view.cancel_status is None:
+            return self._worker_ended(trial_id, job, "lost: its worker was stopped and queued again")
+        return super().without_result(trial_id, view)
 
     def settled(self, trial_id: str, job: BatchJob, keeper_started: bool) -> TrialEnded:
         if keeper_started:
@@ -308,8 +319,7 @@ class WorkerOutcomes(OutcomeTable[BatchJob]):
         return self._worker_ended(trial_id, job, "the worker ended before it took the trial")
 
     @staticmethod
-    def _worker_ended(trial_id: str, job: BatchJob, what: str) -> TrialEnded:
-        message = f"{what}: its worker job ended ({job.describe()})"
-        return TrialEnded(
-            trial_id, TrialStatus.FAILED, time.time(), None, message, FailureKind.INFRASTRUCTURE
-        )
+    def _worker_ended(trial_id: str, job: BatchJob | None, what: str) -> TrialEnded:
+        state = f" ({job.describe()})" if job is not None else ""
+        message = f"{what}: its worker job ended or stopped{state}"
+        return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, FailureKind.INFRASTRUCTURE)
