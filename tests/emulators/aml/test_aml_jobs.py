@@ -220,3 +220,13 @@ def test_mlflow_refuses_what_azure_ml_refuses(emulator: AmlEmulator, ml_client: 
     finally:
         del os.environ["MLFLOW_TRACKING_TOKEN"]
     assert refused == ["INVALID_PARAMETER_VALUE"] * 3
+
+
+def test_the_scheduling_latency_knob_keeps_every_job_queued(emulator: AmlEmulator, ml_client: Any) -> None:
+    emulator.configure(queueLatency=3600)
+    job = submit(ml_client, "true")
+    wait_for(lambda: ml_client.jobs.get(job.name).status == "Queued")
+    for _ in range(3):
+        assert ml_client.jobs.get(job.name).status == "Queued"  # an hour in the queue has not passed
+    emulator.configure(queueLatency=0)
+    assert statuses_until_terminal(ml_client, job.name, "Queued")[-1] == "Completed"
