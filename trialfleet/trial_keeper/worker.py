@@ -17,7 +17,8 @@ storage). The protocol, below ``<worker_dir>`` (the manager writes, the worker m
 * ``ended.json``: written when the worker exits, with why.
 
 A keeper that dies without ``result.json`` gets one written for it (an infrastructure failure, after its trial's
-processes were ended). Nothing running and nothing in the inbox for ``idle_timeout`` seconds ends the worker (the
+processes were ended), and so does each trial taken by an earlier run of the worker (a job requeued after a
+preemption runs it again). Nothing running and nothing in the inbox for ``idle_timeout`` seconds ends the worker (the
 manager normally releases it first). SIGTERM, SIGINT or SIGHUP (the job cancelled or preempted) are passed on to
 every keeper; the worker exits once they ended.
 """
@@ -129,6 +130,15 @@ class Worker:
         for pid in list(self.running):
             _kill(pid, signal.SIGTERM)
 
+    def started_again(self) -> None:
+        """A job started again (requeued after a preemption) runs this worker anew: the trials it had taken
+        were ended with its last run; they are recorded lost, never run again."""
+        for name in self.entries("claimed"):
+            trial_dir = os.path.join(self.trials_dir, name)
+            if keeper.read_record(os.path.join(trial_dir, "result.json")) is None:
+                keeper.end_without_keeper(trial_dir, False, KILL_GRACE)
+                record_lost(trial_dir, "lost: its worker job was stopped and started again")
+
     def run(self) -> str:
         record = {
             "pid": os.getpid(),
@@ -137,6 +147,7 @@ class Worker:
         }
         record.update(hostname=os.uname().nodename, start_time=time.time())
         keeper.write_json_atomically(self.path("worker.json"), record)
+        self.started_again()
         while True:
             why = self.turn()
             if why is not None:

@@ -134,3 +134,20 @@ def test_the_worker_ends_when_released_or_idle(dirs: tuple[Path, Path]) -> None:
     idle = start(dirs, idle=0.5)
     assert idle.wait(HANG_GUARD) == 0
     assert json.loads((worker_dir / "ended.json").read_text())["reason"] == "idle for 0.5 s"
+
+
+def test_a_worker_started_again_records_the_trials_it_had_taken_as_lost(dirs: tuple[Path, Path]) -> None:
+    """A job requeued after a preemption runs the worker anew in the same directory: what it had taken is not
+    run twice, and the manager learns it was lost."""
+    worker_dir, trials = dirs
+    prepare(trials, "taken", "touch ran")
+    (worker_dir / "claimed").mkdir(parents=True)
+    (worker_dir / "claimed" / "taken").touch()  # taken by the last run, which was stopped before it ended
+    prepare(trials, "done", "true")
+    (trials / "done" / "result.json").write_text(json.dumps({"exit_code": 0}))
+    (worker_dir / "claimed" / "done").touch()
+    worker = start(dirs, idle=0.5)
+    assert worker.wait(HANG_GUARD) == 0
+    result = json.loads((trials / "taken" / "result.json").read_text())
+    assert result["lost"] is True and not (trials / "taken" / "ran").exists()
+    assert json.loads((trials / "done" / "result.json").read_text()) == {"exit_code": 0}

@@ -164,6 +164,8 @@ class WorkerFleet:
 
     async def _earlier(self, trial_dir: str) -> dict[str, Any] | None:
         """The handle of this attempt when an earlier call gave it to a worker already."""
+        if not await self.files.exists(trial_dir, ASSIGNMENT):
+            return None
         try:
             raw = await self.files.read(trial_dir, ASSIGNMENT)
         except (FileNotFoundError, ValueError):
@@ -290,9 +292,10 @@ class WorkerFleet:
 
 
 class WorkerOutcomes(OutcomeTable[BatchJob]):
-    """How a worker's trial ended: the keeper's record decides; a worker job that is ended, preempted, paused or
-    requeued while it has the trial (cancelled, its node lost, its time limit) fails it as an infrastructure
-    failure, and so does a keeper stopped from outside (only the worker's own end signals its keepers)."""
+    """How a worker's trial ended: the keeper's record decides; a worker job that ends while it has the trial
+    (cancelled, its node lost, its time limit) fails it as an infrastructure failure, and so does a keeper stopped
+    from outside (only the worker's own end signals its keepers: a preemption, a pause). A worker started again
+    (a job requeued) records the trials it had taken as lost before it takes any other."""
 
     log_hint = ""
 
@@ -305,13 +308,6 @@ class WorkerOutcomes(OutcomeTable[BatchJob]):
         if not result.get("canceled") or view.cancel_status is not None:
             return ended_from_result(trial_id, result, view.cancel_status)
         return self._worker_ended(trial_id, view.job, "the trial was stopped with its worker")
-
-    def without_result(self, trial_id: str, view: JobView[BatchJob]) -> TrialEnded | None:
-        job = view.job
-        requeued = job is not None and job.meaning.status is TrialStatus.WAITING
-        if requeued and view.keeper_started and view.cancel_status is None:
-            return self._worker_ended(trial_id, job, "lost: its worker was stopped and queued again")
-        return super().without_result(trial_id, view)
 
     def settled(self, trial_id: str, job: BatchJob, keeper_started: bool) -> TrialEnded:
         if keeper_started:
