@@ -107,8 +107,9 @@ async def openpai_service(root: Path, latency: float, reuse: bool) -> AsyncItera
 PLATFORMS: dict[str, Callable[[Path, float, bool], Any]] = {"openpai": openpai_service, "dlts": dlts_service}
 
 
-async def run(platform: str, trials: int, latency: float, reuse: bool) -> list[float]:
-    """Submit → end seen of each trial, one after another."""
+async def run(platform: str, trials: int, latency: float, reuse: bool, poll: float | None) -> list[float]:
+    """Submit → end seen of each trial, one after another; ``poll``: the service's poll period and its
+    watcher's shortest interval instead of the platform's (1 s)."""
     from trialfleet.status import TrialStatus
     from trialfleet.testing import poll_until
     from trialfleet.training_services.spec import Submitted, TrialSpec
@@ -119,6 +120,9 @@ async def run(platform: str, trials: int, latency: float, reuse: bool) -> list[f
         code = root / "code"
         code.mkdir()
         async with PLATFORMS[platform](root, latency, reuse) as service:
+            if poll is not None:
+                service.poll_interval = poll
+                service.job_watcher.min_interval = poll
             for n in range(trials):
                 start = time.perf_counter()
                 submitted = await service.submit(TrialSpec(f"t{n}", n, COMMAND, code, RECORD))
@@ -158,16 +162,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(PLATFORMS), help="platforms, comma-separated")
     parser.add_argument("--trials", type=int, default=6, help="trials per run (at least 2)")
     parser.add_argument("--latency", type=float, default=10.0, help="seconds every job waits in the queue")
+    parser.add_argument("--poll", type=float, help="the services' poll period (default: the platform's, 1 s)")
     args = parser.parse_args(argv)
     bare = bare_runtime()
     rows = []
     for platform in args.only.split(","):
-        single = asyncio.run(run(platform, args.trials, args.latency, reuse=False))
-        reused = asyncio.run(run(platform, args.trials, args.latency, reuse=True))
+        single = asyncio.run(run(platform, args.trials, args.latency, False, args.poll))
+        reused = asyncio.run(run(platform, args.trials, args.latency, True, args.poll))
         rows.append((platform, single, reused))
         print(
             f"{platform}: one job per trial {[round(d, 2) for d in single]}, reuse {[round(d, 2) for d in reused]}"
         )
+    print(f"poll period: {args.poll or 'the platform default'}")
     print(table(rows, bare, args.latency))
     return 0
 
