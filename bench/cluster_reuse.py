@@ -43,65 +43,55 @@ def bare_runtime(reps: int = 5) -> float:
     return statistics.median(times)
 
 
+INTEGRATION = Path(__file__).resolve().parent.parent / "tests" / "integration"
+
+
+def _helpers(platform: str) -> None:
+    """The platform tests' config helpers (``tests/integration/<platform>/<platform>_helpers.py``)."""
+    if str(INTEGRATION / platform) not in sys.path:
+        sys.path.insert(0, str(INTEGRATION / platform))
+
+
+@contextlib.asynccontextmanager
+async def started(service: Any) -> AsyncIterator[Any]:
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
 @contextlib.asynccontextmanager
 async def dlts_service(root: Path, latency: float, reuse: bool) -> AsyncIterator[Any]:
     from tests.emulators.dlts import DltsEmulator
     from trialfleet.testing import make_context
-    from trialfleet.training_services.dlts import DltsConfig, DltsTrainingService
+    from trialfleet.training_services.dlts import DltsTrainingService
+
+    _helpers("dlts")
+    from dlts_helpers import dlts_config
 
     with DltsEmulator(root / "nfs", kill_grace=0.2, wait_for_poll=False) as dlts:
         dlts.set_scheduling_latency(latency)
-        block = {
-            "platform": "dlts",
-            "trialCommand": "unused",
-            "dashboard": dlts.url,
-            "cluster": dlts.cluster,
-            "team": dlts.team,
-            "email": dlts.email,
-            "password": dlts.password,
-            "image": "msranni/nni",
-            "localStorageMountPoint": str(dlts.work_dir()),
-            "containerStorageMountPoint": "/work",
-            "reuseMode": reuse,
-        }
-        config = DltsConfig.model_validate(block)
-        service = DltsTrainingService(make_context(root / "experiment", config, "bench"))
-        await service.start()
-        try:
+        context = make_context(root / "experiment", dlts_config(dlts, reuseMode=reuse), "bench")
+        async with started(DltsTrainingService(context)) as service:
             yield service
-        finally:
-            await service.close()
 
 
 @contextlib.asynccontextmanager
 async def openpai_service(root: Path, latency: float, reuse: bool) -> AsyncIterator[Any]:
     from tests.emulators.openpai import OpenPAIEmulator
     from tests.emulators.openpai.config import ClusterConfig, Timing
-    from trialfleet.testing import make_context
-    from trialfleet.training_services.openpai import OpenpaiConfig, OpenpaiTrainingService
+    from trialfleet.training_services.openpai import OpenpaiTrainingService
+
+    _helpers("openpai")
+    from openpai_helpers import openpai_context
 
     config = ClusterConfig(timing=Timing(stop_grace=10.0))
     with OpenPAIEmulator(config, storage_dir=root / "nfs", workdir=root / "cluster") as pai:
         pai.set_scheduling_latency(latency)
-        code = root / "configured code"
-        code.mkdir(parents=True, exist_ok=True)
-        block = {
-            **pai.nni_config("alice"),
-            "trialCommand": "unused",
-            "trialCpuNumber": 1,
-            "trialMemorySize": "1gb",
-            "trialGpuNumber": 0,
-            "trialCodeDirectory": str(code),
-            "reuseMode": reuse,
-        }
-        service = OpenpaiTrainingService(
-            make_context(root / "experiment", OpenpaiConfig.model_validate(block), "bench")
-        )
-        await service.start()
-        try:
+        context = openpai_context(pai, root / "experiment", "bench", reuseMode=reuse)
+        async with started(OpenpaiTrainingService(context)) as service:
             yield service
-        finally:
-            await service.close()
 
 
 PLATFORMS: dict[str, Callable[[Path, float, bool], Any]] = {"openpai": openpai_service, "dlts": dlts_service}
