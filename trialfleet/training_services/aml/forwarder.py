@@ -22,7 +22,8 @@ keys of 100 characters, values of 1,000: "Service limits in Azure Machine Learni
   keeper's records whole): a 50 MB log would take an hour through 50 tags. The whole directory stays in the
   job's ``./outputs``, which Azure ML keeps with the run;
 * SIGTERM (AML cancelling the job) reaches the keeper, which ends the trial's tree; this process goes on until
-  everything is acknowledged (at most ``DRAIN`` seconds), then exits with the trial's exit code.
+  everything is acknowledged (at most ``DRAIN`` seconds, ``CANCEL_DRAIN`` after a SIGTERM: the manager asked for
+  the end it gets, and Azure ML kills what outlives its grace), then exits with the trial's exit code.
 """
 
 import base64
@@ -43,6 +44,7 @@ WHOLE = (".nni/metrics", "keeper.json", "result.json")  # shipped whole, first (
 FILES_LIMIT = 1000  # characters of the trialfleet.files tag
 FILES_MAX = 80  # files shipped: the manager's acknowledgement (their sizes) must fit a tag value too
 DRAIN = 300.0  # seconds the job waits, after the trial ended, for the manager to acknowledge the rest
+CANCEL_DRAIN = 2.0  # the same after a SIGTERM
 TRIAL_DIR = "outputs/trialfleet-trial"  # AML keeps ./outputs as the run's artifacts once it ended
 ENV_PREFIX = "TRIALFLEET_AML_"
 
@@ -251,7 +253,8 @@ def main(argv):
     trial_dir = os.path.join(os.getcwd(), TRIAL_DIR)
     env = prepare(support, trial_dir)
     shipper = Shipper(trial_dir)
-    signal.signal(signal.SIGTERM, lambda *_: None)  # the keeper gets it too and ends the trial; we ship
+    terminated = []
+    signal.signal(signal.SIGTERM, lambda *_: terminated.append(1))  # the keeper gets it too and ends the trial
     print(
         f"trialfleet: running the trial in {trial_dir} (its output: trial.stdout, trial.stderr)", flush=True
     )
@@ -263,10 +266,11 @@ def main(argv):
         time.sleep(0.5)
     code = exit_code(trial_dir, keeper.returncode)
     print(f"trialfleet: the trial ended (exit code {code})", flush=True)
-    deadline = time.time() + DRAIN
+    drain = CANCEL_DRAIN if terminated else DRAIN
+    deadline = time.time() + drain
     while not shipper.step():
         if time.time() > deadline:
-            print(f"trialfleet: the manager did not take the trial's files within {DRAIN:.0f} s", flush=True)
+            print(f"trialfleet: the manager did not take the trial's files within {drain:.0f} s", flush=True)
             break
         time.sleep(0.5)
     return code
