@@ -64,6 +64,10 @@ WORKER_IDLE_MARGIN = 30.0
 RELEASE_ESCALATE_AFTER = 60.0
 #: at the end, how long released workers get to exit by themselves before their jobs are cancelled
 CLOSE_WAIT = 10.0
+#: how often a service whose workers' directories are mounted here looks at them (its ``poll_interval``): the
+#: end of a trial is what lets the manager hand its worker the next one, so it is looked for more often than
+#: the platform's 1 s (a look is a few stat calls per live trial); through a login node the 1 s stays
+REUSE_POLL_INTERVAL = 0.2
 
 
 class WorkerJobs(Protocol):
@@ -235,12 +239,18 @@ class WorkerFleet:
                 "%s: cannot ask worker %s to cancel %s yet: %s", self.jobs.platform, worker.name, name, exc
             )
 
-    def trial_ended(self, trial: LiveTrial) -> None:
+    async def trial_ended(self, trial: LiveTrial, ended: TrialEnded) -> None:
+        """Its slot is free; a trial lost with its worker (or its keeper) retires the worker: its retry and the
+        next trials go elsewhere, even while the worker's end is not seen yet."""
         worker = self.workers.get(str(trial.handle.get("worker")))
-        if worker is not None:
-            worker.trials.discard(trial.trial_id)
-            if not worker.trials:
-                worker.idle_since = self.clock()
+        if worker is None:
+            return
+        worker.trials.discard(trial.trial_id)
+        if not worker.trials:
+            worker.idle_since = self.clock()
+        if ended.failure_kind is FailureKind.INFRASTRUCTURE and worker.released_at is None:
+            # a worker that ran the trial is asked to stop, never cancelled: it may run other trials to their end
+            await self._release(worker, ran=bool(trial.state.get("keeper_started")))
 
     async def maintain(self) -> None:
         """Forget ended workers; release those idle for longer than the policy's timeout."""
@@ -259,11 +269,12 @@ class WorkerFleet:
             elif worker.idle_since is not None and now - worker.idle_since >= self.policy.idle_timeout:
                 await self._release(worker)
 
-    async def _release(self, worker: Worker) -> None:
-        """The experiment no longer needs this worker: a running one is asked to exit, a queued one cancelled."""
+    async def _release(self, worker: Worker, *, ran: bool = False) -> None:
+        """The experiment no longer needs this worker: a running one (``ran``: known to have run) is asked to
+        exit, a queued one cancelled."""
         log.info("%s: releasing worker %s (job %s)", self.jobs.platform, worker.name, worker.job_id)
         worker.released_at = self.clock()
-        if self._running(worker):
+        if ran or self._running(worker):
             try:
                 await self.files.write(posixpath.join(worker.worker_dir, "stop"), {"now": ""})
                 return
