@@ -18,17 +18,20 @@ The API, for a platform built on :class:`~.service.BatchJobService`:
   gets the worker's directory so, and translates it for the job where the job sees the storage elsewhere);
 * in ``_launch``, write nothing yourself: hand the trial's input files (``command.json`` holding the trial's own
   environment: a worker job's environment is the worker's) to :meth:`WorkerFleet.launch`;
-* in ``_kill``, hand a worker's trial (:func:`runs_in_worker`) to :meth:`WorkerFleet.cancel`.
+* in ``_kill``, hand a worker's trial (:func:`runs_in_worker`) to :meth:`WorkerFleet.cancel`;
+* in ``_shutdown``, once the cancelled trials ended (``close(kill_trials=True)`` only: a manager that restarts
+  leaves its workers running for the next one), call :meth:`WorkerFleet.close`;
+* where the workers' directories are mounted here, set ``self.poll_interval = REUSE_POLL_INTERVAL``.
 
 :class:`~.service.BatchJobService` does the rest: adoption, releasing idle workers, deciding a trial's end
 against its worker job's state (:class:`WorkerOutcomes`: a worker that dies, is preempted or cancelled fails its
-trials as infrastructure failures, which ``maxTrialRetries`` re-runs), and stopping the workers at the end.
+trials as infrastructure failures, which ``maxTrialRetries`` re-runs, and is retired at once).
 
 Placement: a trial goes to a worker with a free slot (running ones first), else a new worker job is submitted. A
 worker has one slot without GPUs (NNI: one trial at a time per environment); with ``trialGpuNumber`` GPUs (which
 is what its job asks for) it has ``maxTrialNumberPerGpu`` slots, its trials sharing its GPUs. The handle of a
-worker's trial names the worker and its job (under the service's ``job_key``: the batch watcher watches the job once, whatever the
-number of its trials); ``assigned.json`` in the trial directory holds the same, so ``submit`` of an attempt
+worker's trial names the worker and its job (under the service's ``job_key``: the batch watcher watches the job
+once, whatever the number of its trials; ``launch``'s ``extra`` adds the platform's own keys); ``assigned.json`` in the trial directory holds the same, so ``submit`` of an attempt
 already given to a worker finds it again, and a restarted manager re-adopts workers from their trials' handles.
 An idle worker no trial names after a restart ends itself after its idle timeout.
 """
