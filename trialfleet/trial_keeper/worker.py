@@ -92,13 +92,7 @@ class Worker:
                 _remove(self.path("cancel", name))
 
     def reap(self) -> None:
-        while self.running:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid in keeper.reap_exited_children():
             name = self.running.pop(pid, None)
             if name is not None:
                 self.ended(os.path.join(self.trials_dir, name))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_keeper_spawner import wait_for
 from training_service_helpers import HANG_GUARD
 
 from trialfleet.training_services.support import WORKER_SCRIPT
@@ -36,14 +37,6 @@ def prepare(trials: Path, name: str, script: str) -> Path:
 def assign(worker_dir: Path, name: str) -> None:
     (worker_dir / "inbox").mkdir(parents=True, exist_ok=True)
     (worker_dir / "inbox" / name).touch()
-
-
-def wait_for(path: Path) -> dict[str, Any]:
-    deadline = time.monotonic() + HANG_GUARD
-    while not path.exists():
-        assert time.monotonic() < deadline, f"stuck: {path} never appeared"
-        time.sleep(0.02)
-    return json.loads(path.read_text())
 
 
 @pytest.fixture

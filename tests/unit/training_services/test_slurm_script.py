@@ -17,12 +17,12 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from slurm_fake_commands import FakeSlurm
+from test_keeper_spawner import wait_for
 
 from trialfleet.errors import PlatformError
 from trialfleet.testing import make_context
@@ -140,8 +140,10 @@ def rendered(
 async def test_submission_matches_the_golden_files(tmp_path: Path, name: str) -> None:
     service, submitted, fake = await submit_case(tmp_path, CASES[name])
     assert submitted.handle["job_id"] == "42" and not submitted.started
-    files = rendered(tmp_path, service, submitted, fake)
-    directory = GOLDEN / f"slurm_{name}"
+    check_golden(GOLDEN / f"slurm_{name}", rendered(tmp_path, service, submitted, fake))
+
+
+def check_golden(directory: Path, files: dict[str, str]) -> None:
     if REGENERATE:
         directory.mkdir(parents=True, exist_ok=True)
         for file, text in files.items():
@@ -223,16 +225,7 @@ def rendered_worker(
 async def test_a_reuse_worker_matches_the_golden_files(tmp_path: Path, name: str) -> None:
     service, submitted, fake = await submit_case(tmp_path, REUSE_CASES[name])
     assert submitted.handle["job_id"] == "42" and not submitted.started
-    files = rendered_worker(tmp_path, service, submitted, fake)
-    directory = GOLDEN / f"slurm_reuse_{name}"
-    if REGENERATE:
-        directory.mkdir(parents=True, exist_ok=True)
-        for file, text in files.items():
-            (directory / file).write_text(text, encoding="utf-8")
-    for file, text in files.items():
-        golden = directory / file
-        assert golden.exists(), f"{golden} is missing: regenerate with TRIALFLEET_REGEN_GOLDEN=1"
-        assert text == golden.read_text(encoding="utf-8"), f"{golden} differs (TRIALFLEET_REGEN_GOLDEN=1)"
+    check_golden(GOLDEN / f"slurm_reuse_{name}", rendered_worker(tmp_path, service, submitted, fake))
 
 
 async def test_the_hostile_worker_script_runs_the_trial_with_every_value_as_given(tmp_path: Path) -> None:
@@ -245,7 +238,7 @@ async def test_the_hostile_worker_script_runs_the_trial_with_every_value_as_give
     env.pop("PYTHONPATH", None)
     worker = subprocess.Popen(["/bin/bash", "sbatch.sh"], cwd=worker_dir, env=env, stderr=subprocess.PIPE)
     try:
-        result = wait_for_json(trial_dir / "result.json")
+        result = wait_for(trial_dir / "result.json")
         (worker_dir / "stop" / "now").touch()
         assert worker.wait(timeout=60) == 0
     finally:
@@ -263,9 +256,3 @@ async def test_the_hostile_worker_script_runs_the_trial_with_every_value_as_give
     assert list(tmp_path.rglob("pwned")) == []
 
 
-def wait_for_json(path: Path) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while not path.exists():
-        assert time.monotonic() < deadline, f"stuck: {path} never appeared"
-        time.sleep(0.05)
-    return json.loads(path.read_text())

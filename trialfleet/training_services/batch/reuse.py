@@ -18,17 +18,20 @@ The API, for a platform built on :class:`~.service.BatchJobService`:
   gets the worker's directory so, and translates it for the job where the job sees the storage elsewhere);
 * in ``_launch``, write nothing yourself: hand the trial's input files (``command.json`` holding the trial's own
   environment: a worker job's environment is the worker's) to :meth:`WorkerFleet.launch`;
-* in ``_kill``, hand a worker's trial (:func:`runs_in_worker`) to :meth:`WorkerFleet.cancel`.
+* in ``_kill``, hand a worker's trial (:func:`runs_in_worker`) to :meth:`WorkerFleet.cancel`;
+* in ``_shutdown``, once the cancelled trials ended (``close(kill_trials=True)`` only: a manager that restarts
+  leaves its workers running for the next one), call :meth:`WorkerFleet.close`;
+* where the workers' directories are mounted here, set ``self.poll_interval = REUSE_POLL_INTERVAL``.
 
 :class:`~.service.BatchJobService` does the rest: adoption, releasing idle workers, deciding a trial's end
 against its worker job's state (:class:`WorkerOutcomes`: a worker that dies, is preempted or cancelled fails its
-trials as infrastructure failures, which ``maxTrialRetries`` re-runs), and stopping the workers at the end.
+trials as infrastructure failures, which ``maxTrialRetries`` re-runs, and is retired at once).
 
 Placement: a trial goes to a worker with a free slot (running ones first), else a new worker job is submitted. A
 worker has one slot without GPUs (NNI: one trial at a time per environment); with ``trialGpuNumber`` GPUs (which
 is what its job asks for) it has ``maxTrialNumberPerGpu`` slots, its trials sharing its GPUs. The handle of a
-worker's trial names the worker and its job (under the service's ``job_key``: the batch watcher watches the job once, whatever the
-number of its trials); ``assigned.json`` in the trial directory holds the same, so ``submit`` of an attempt
+worker's trial names the worker and its job (under the service's ``job_key``: the batch watcher watches the job
+once, whatever the number of its trials; ``launch``'s ``extra`` adds the platform's own keys); ``assigned.json`` in the trial directory holds the same, so ``submit`` of an attempt
 already given to a worker finds it again, and a restarted manager re-adopts workers from their trials' handles.
 An idle worker no trial names after a restart ends itself after its idle timeout.
 """
@@ -64,6 +67,10 @@ WORKER_IDLE_MARGIN = 30.0
 RELEASE_ESCALATE_AFTER = 60.0
 #: at the end, how long released workers get to exit by themselves before their jobs are cancelled
 CLOSE_WAIT = 10.0
+#: how often a service whose workers' directories are mounted here looks at them (its ``poll_interval``): the
+#: end of a trial is what lets the manager hand its worker the next one, so it is looked for more often than
+#: the platform's 1 s (a look is a few stat calls per live trial); through a login node the 1 s stays
+REUSE_POLL_INTERVAL = 0.2
 
 
 class WorkerJobs(Protocol):
@@ -235,12 +242,18 @@ class WorkerFleet:
                 "%s: cannot ask worker %s to cancel %s yet: %s", self.jobs.platform, worker.name, name, exc
             )
 
-    def trial_ended(self, trial: LiveTrial) -> None:
+    async def trial_ended(self, trial: LiveTrial, ended: TrialEnded) -> None:
+        """Its slot is free; a trial lost with its worker (or its keeper) retires the worker: its retry and the
+        next trials go elsewhere, even while the worker's end is not seen yet."""
         worker = self.workers.get(str(trial.handle.get("worker")))
-        if worker is not None:
-            worker.trials.discard(trial.trial_id)
-            if not worker.trials:
-                worker.idle_since = self.clock()
+        if worker is None:
+            return
+        worker.trials.discard(trial.trial_id)
+        if not worker.trials:
+            worker.idle_since = self.clock()
+        if ended.failure_kind is FailureKind.INFRASTRUCTURE and worker.released_at is None:
+            # a worker that ran the trial is asked to stop, never cancelled: it may run other trials to their end
+            await self._release(worker, ran=bool(trial.state.get("keeper_started")))
 
     async def maintain(self) -> None:
         """Forget ended workers; release those idle for longer than the policy's timeout."""
@@ -259,11 +272,12 @@ class WorkerFleet:
             elif worker.idle_since is not None and now - worker.idle_since >= self.policy.idle_timeout:
                 await self._release(worker)
 
-    async def _release(self, worker: Worker) -> None:
-        """The experiment no longer needs this worker: a running one is asked to exit, a queued one cancelled."""
+    async def _release(self, worker: Worker, *, ran: bool = False) -> None:
+        """The experiment no longer needs this worker: a running one (``ran``: known to have run) is asked to
+        exit, a queued one cancelled."""
         log.info("%s: releasing worker %s (job %s)", self.jobs.platform, worker.name, worker.job_id)
         worker.released_at = self.clock()
-        if self._running(worker):
+        if ran or self._running(worker):
             try:
                 await self.files.write(posixpath.join(worker.worker_dir, "stop"), {"now": ""})
                 return

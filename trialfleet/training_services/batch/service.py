@@ -161,7 +161,7 @@ class BatchJobService(TrainingService, Generic[J]):
                 await self._end_job(trial)
             await self._trial_ended(trial, ended, view)
             if self.fleet is not None:
-                self.fleet.trial_ended(trial)
+                await self.fleet.trial_ended(trial, ended)
             if not self._job_shared(trial, job_id):
                 watcher.forget(job_id)
         return batch

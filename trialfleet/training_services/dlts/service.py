@@ -23,7 +23,13 @@ from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
-from trialfleet.training_services.batch.reuse import ReusePolicy, WorkerFleet, runs_in_worker, worker_argv
+from trialfleet.training_services.batch.reuse import (
+    REUSE_POLL_INTERVAL,
+    ReusePolicy,
+    WorkerFleet,
+    runs_in_worker,
+    worker_argv,
+)
 from trialfleet.training_services.batch.service import BatchJobService
 from trialfleet.training_services.dlts.client import DashboardClient, DltsRefused, DltsUnavailable
 from trialfleet.training_services.dlts.config import DltsConfig
@@ -116,6 +122,7 @@ class DltsTrainingService(BatchJobService[DltsJob]):
             idle = float(self.config.worker_idle_timeout)
             self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, 1, idle)
             self.fleet = WorkerFleet(self, self.storage.trials, self.storage.remote, self.watcher, self.reuse_policy)
+            self.poll_interval = REUSE_POLL_INTERVAL
         try:
             self.gpu_type = self.config.gpu_type or await self.client.gpu_type(self.team)
             await self.storage.prepare()

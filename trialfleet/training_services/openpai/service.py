@@ -26,7 +26,13 @@ from typing import Any, cast
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
-from trialfleet.training_services.batch.reuse import ReusePolicy, WorkerFleet, runs_in_worker, worker_argv
+from trialfleet.training_services.batch.reuse import (
+    REUSE_POLL_INTERVAL,
+    ReusePolicy,
+    WorkerFleet,
+    runs_in_worker,
+    worker_argv,
+)
 from trialfleet.training_services.batch.service import BatchJobService
 from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
@@ -131,6 +137,7 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
         self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, 1, idle)
         root = str(delivery.storage.local)
         self.fleet = WorkerFleet(self, self.trials, root, self.watcher, self.reuse_policy, job_key=self.job_key)
+        self.poll_interval = REUSE_POLL_INTERVAL
 
     # ---- submission ------------------------------------------------------------------------------------
 

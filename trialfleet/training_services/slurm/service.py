@@ -26,7 +26,13 @@ from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
-from trialfleet.training_services.batch.reuse import ReusePolicy, WorkerFleet, runs_in_worker, worker_argv
+from trialfleet.training_services.batch.reuse import (
+    REUSE_POLL_INTERVAL,
+    ReusePolicy,
+    WorkerFleet,
+    runs_in_worker,
+    worker_argv,
+)
 from trialfleet.training_services.batch.service import BatchJobService
 from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
@@ -112,6 +118,8 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
             per_gpu, idle = self.config.max_trial_number_per_gpu, float(self.config.worker_idle_timeout)
             self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, per_gpu, idle)
             self.fleet = WorkerFleet(self, self.shared.trials, str(self.root), self.watcher, self.reuse_policy)
+            if self.config.login_node is None:
+                self.poll_interval = REUSE_POLL_INTERVAL
 
     @property
     def support_dir(self) -> PurePosixPath:
