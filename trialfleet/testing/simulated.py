@@ -56,7 +56,7 @@ def final_of(trial_id: str) -> float:
 class SimulatedTrainingService(TrainingService):
     platform = "simulated"
     config_class = SimulatedConfig
-    poll_interval: ClassVar[float] = 0.5
+    poll_interval = 0.5
 
     @property
     def options(self) -> SimulatedConfig:

@@ -107,8 +107,9 @@ class TrainingService(ABC):
     platform: ClassVar[str]
     #: the platform's config model (a subclass of ``trialfleet.config.TrainingServiceConfig``)
     config_class: ClassVar[type[TrainingServiceConfig]]
-    #: how often the manager should call poll() when nothing wakes it earlier (seconds)
-    poll_interval: ClassVar[float] = 1.0
+    #: how often the manager should call poll() when nothing wakes it earlier (seconds); an instance may set its
+    #: own (reuse mode looks for the end of its workers' trials more often)
+    poll_interval: float = 1.0
     #: trials run a copy of the code directory that the platform packs, uploads or copies (``code_packing``):
     #: NNI's limits on it are then checked before an experiment is created
     ships_code: ClassVar[bool] = False

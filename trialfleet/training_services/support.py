@@ -1,7 +1,7 @@
 """The support bundle: what a worker needs of trialfleet, one archive for every platform.
 
-The stdlib trial keeper (with its relay forwarder), the probe (the manager's hands on a worker,
-``trial_keeper/probe.py``) and the ``nni`` shim, packed once. A worker unpacks it into ``<root>/.trialfleet/<version>/``, a directory named after the
+The stdlib trial keeper (with its relay forwarder), the reuse-mode worker (``trial_keeper/worker.py``), the
+probe (the manager's hands on a worker, ``trial_keeper/probe.py``) and the ``nni`` shim, packed once. A worker unpacks it into ``<root>/.trialfleet/<version>/``, a directory named after the
 bundle's content, so a newer manager never rewrites files that running trials of an older one use, and a worker
 that has this version already is not sent it again.
 """
@@ -22,11 +22,13 @@ from trialfleet.training_services.trial_dir import KEEPER_SCRIPT
 PROBE_SCRIPT = KEEPER_SCRIPT.with_name("probe.py")
 FORWARDER_SCRIPT = KEEPER_SCRIPT.with_name("forwarder.py")
 LEASES_SCRIPT = KEEPER_SCRIPT.with_name("leases.py")
+WORKER_SCRIPT = KEEPER_SCRIPT.with_name("worker.py")
 MIN_PYTHON = (3, 8)  # what the keeper and the probe need on a worker
 KEEPER_PATH = "keeper/keeper.py"
 PROBE_PATH = "keeper/probe.py"
 FORWARDER_PATH = "keeper/forwarder.py"
 LEASES_PATH = "keeper/leases.py"
+WORKER_PATH = "keeper/worker.py"  # a reuse-mode job's long-lived worker
 SHIM_DIR = "nni-shim"
 
 #: defines ``unpack(target, archive=None, data=None)``: the archive at ``archive`` on the worker, or given as its
@@ -73,7 +75,7 @@ UNPACK_SCRIPT = (
 
 def _bundle_files() -> list[tuple[str, Path]]:
     files = [(KEEPER_PATH, KEEPER_SCRIPT), (PROBE_PATH, PROBE_SCRIPT), (FORWARDER_PATH, FORWARDER_SCRIPT)]
-    files.append((LEASES_PATH, LEASES_SCRIPT))
+    files += [(LEASES_PATH, LEASES_SCRIPT), (WORKER_PATH, WORKER_SCRIPT)]
     files += [
         (f"{SHIM_DIR}/{p.relative_to(SHIM_PATH).as_posix()}", p) for p in (SHIM_PATH / "nni").rglob("*.py")
     ]
@@ -121,6 +123,10 @@ class SupportLayout:
     @property
     def probe(self) -> str:
         return posixpath.join(self.directory, PROBE_PATH)
+
+    @property
+    def worker(self) -> str:
+        return posixpath.join(self.directory, WORKER_PATH)
 
     @property
     def shim_dir(self) -> str:

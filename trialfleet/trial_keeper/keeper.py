@@ -175,16 +175,18 @@ class LineReader:
         return [line for line in complete if line.strip()]
 
 
-def reap_exited_children() -> None:
+def reap_exited_children() -> list:
     """Reap every child that has exited, without waiting: a long-lived process that forks keepers (the spawner,
-    a serving probe) leaves none of them a zombie."""
+    a serving probe, a reuse-mode worker) leaves none of them a zombie. Returns their pids."""
+    reaped: list[int] = []
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         if pid == 0:
-            return
+            return reaped
+        reaped.append(pid)
 
 
 def set_process_name(name: bytes) -> None:

@@ -31,6 +31,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--state-delay", type=float, default=Timing.state_delay, help="least seconds in each job state"
     )
+    parser.add_argument(
+        "--scheduling-latency",
+        type=float,
+        default=0.0,
+        help="seconds every job waits in the queue before it runs (the scheduling-latency knob)",
+    )
     parser.add_argument("--json", action="store_true", help="print the connection details as one JSON object")
     return parser.parse_args(argv)
 
@@ -72,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         computes=tuple(args.compute) if args.compute else defaults.computes,
     )
     emulator = AmlEmulator(
-        args.root, config=config, timing=Timing(state_delay=args.state_delay), port=args.port
+        args.root,
+        config=config,
+        timing=Timing(state_delay=args.state_delay, queue_latency=args.scheduling_latency),
+        port=args.port,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -253,6 +253,7 @@ class AmlEmulator:
             "requireSeen": "require_seen",
             "provisioning": "provisioning",
             "cancelGrace": "cancel_grace",
+            "queueLatency": "queue_latency",  # the scheduling-latency knob: seconds every job stays Queued
         }
         timing = {names[k]: v for k, v in settings.items() if k in names}
         if timing:

@@ -32,6 +32,7 @@ class Timing:
     provisioning: bool = False  # pass through Provisioning, as when the cluster scales up from zero
     cancel_grace: float = 3.0  # SIGTERM, then SIGKILL after this many seconds
     tick: float = 0.01  # how often the controller looks at the jobs (real seconds)
+    queue_latency: float = 0.0  # the scheduling-latency knob: extra time every job spends Queued
 
 
 @dataclass
@@ -173,7 +174,8 @@ class JobEngine:
             return False
         if self.timing.require_seen and not job.seen:
             return False
-        return now - job.entered >= self.timing.state_delay
+        extra = self.timing.queue_latency if job.status == "Queued" else 0.0
+        return now - job.entered >= self.timing.state_delay + extra
 
     def _step(self, job: Job, now: float) -> None:
         if job.terminal:

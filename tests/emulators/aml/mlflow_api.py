@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .jobs import Job, JobEngine
+from .mlflow_limits import check_batch, check_metric_names, check_tags
 from .wire import HttpError, Request, Response, Router
 from .workspace import WorkspaceConfig, experiment_id
 
@@ -134,17 +135,23 @@ class MlflowRoutes:
         job = self._job(body.get("run_id") or body.get("run_uuid"))
         metric = _metric(body)
         with self.lock:
-            self._data(job.name).metrics.append(metric)
+            data = self._data(job.name)
+            check_metric_names([metric], {m["key"] for m in data.metrics})
+            data.metrics.append(metric)
         return Response.json(200, {})
 
     def log_batch(self, request: Request, match: re.Match[str]) -> Response:
         body = _body(request)
         job = self._job(body.get("run_id"))
-        metrics = [_metric(m) for m in body.get("metrics") or []]
-        params = {str(p["key"]): str(p["value"]) for p in body.get("params") or []}
-        tags = {str(t["key"]): str(t["value"]) for t in body.get("tags") or []}
+        entities = [body.get(name) or [] for name in ("metrics", "params", "tags")]
+        check_batch(len(request.body), *(len(e) for e in entities))
+        metrics = [_metric(m) for m in entities[0]]
+        params = {str(p["key"]): str(p["value"]) for p in entities[1]}
+        tags = {str(t["key"]): str(t["value"]) for t in entities[2]}
         with self.lock:
             data = self._data(job.name)
+            check_tags(tags, self._tag_keys(job, data))
+            check_metric_names(metrics, {m["key"] for m in data.metrics})
             data.metrics.extend(metrics)
             data.params.update(params)
             data.tags.update(tags)
@@ -160,9 +167,17 @@ class MlflowRoutes:
     def set_tag(self, request: Request, match: re.Match[str]) -> Response:
         body = _body(request)
         job = self._job(body.get("run_id") or body.get("run_uuid"))
+        tag = {str(body.get("key")): str(body.get("value"))}
         with self.lock:
-            self._data(job.name).tags[str(body.get("key"))] = str(body.get("value"))
+            data = self._data(job.name)
+            check_tags(tag, self._tag_keys(job, data))
+            data.tags.update(tag)
         return Response.json(200, {})
+
+    @staticmethod
+    def _tag_keys(job: Job, data: RunData) -> set[str]:
+        """A job's tags are its run's tags (Azure counts them together)."""
+        return set(data.tags) | {str(k) for k in job.properties.get("tags") or {}}
 
     def get_history(self, request: Request, match: re.Match[str]) -> Response:
         job = self._job(request.query.get("run_id") or request.query.get("run_uuid"))

@@ -190,3 +190,43 @@ def test_cancel_before_the_job_runs_never_starts_it(
     ml_client.jobs.begin_cancel(job.name, polling_interval=0.05).result()
     assert ml_client.jobs.get(job.name).status == "Canceled"
     assert not marker.exists()
+
+
+def test_mlflow_refuses_what_azure_ml_refuses(emulator: AmlEmulator, ml_client: Any) -> None:
+    """The limits of ``mlflow_limits``: MLflow's of a request, Azure ML's of a run (50 tags of 1,000 characters)."""
+    from mlflow.entities import RunTag
+    from mlflow.exceptions import MlflowException
+
+    job = submit(ml_client, "true", tags={"a": "1", "b": "2", "c": "3"})
+    token = emulator.credential().get_token(f"{emulator.aml_resource_id}/.default").token
+    os.environ["MLFLOW_TRACKING_TOKEN"] = token
+    try:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=emulator.mlflow_tracking_uri)
+        refused = []
+        for attempt in (
+            lambda: client.set_tag(job.name, "long", "v" * 1001),
+            lambda: client.set_tag(job.name, "k" * 101, "v"),
+            lambda: client.log_batch(job.name, tags=[RunTag(f"t{i}", "v") for i in range(101)]),
+        ):
+            with pytest.raises(MlflowException) as error:
+                attempt()
+            refused.append(error.value.error_code)
+        client.log_batch(job.name, tags=[RunTag(f"t{i}", "v" * 1000) for i in range(50 - 3)])  # + the job's 3
+        with pytest.raises(MlflowException, match="at most 50 tags"):
+            client.set_tag(job.name, "one-more", "v")
+        client.set_tag(job.name, "t0", "set again: still 50")
+    finally:
+        del os.environ["MLFLOW_TRACKING_TOKEN"]
+    assert refused == ["INVALID_PARAMETER_VALUE"] * 3
+
+
+def test_the_scheduling_latency_knob_keeps_every_job_queued(emulator: AmlEmulator, ml_client: Any) -> None:
+    emulator.configure(queueLatency=3600)
+    job = submit(ml_client, "true")
+    wait_for(lambda: ml_client.jobs.get(job.name).status == "Queued")
+    for _ in range(3):
+        assert ml_client.jobs.get(job.name).status == "Queued"  # an hour in the queue has not passed
+    emulator.configure(queueLatency=0)
+    assert statuses_until_terminal(ml_client, job.name, "Queued")[-1] == "Completed"

@@ -220,6 +220,11 @@ class DltsEmulator:
     def set_delays(self, **delays: float) -> None:
         self.config.delays.update(delays)
 
+    def set_scheduling_latency(self, seconds: float) -> None:
+        """The scheduling-latency knob: every job waits ``seconds`` in ``queued`` before it is scheduled (a busy
+        cluster's queue; the reuse benchmark sets 10 s)."""
+        self.config.delays["queued"] = seconds
+
     def step(self) -> None:
         """One job manager pass on every cluster now (the background passes continue too)."""
         for manager in self.managers.values():

@@ -38,6 +38,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--no-wait-for-poll", action="store_true", help="let jobs leave a state even if no client has read it"
     )
+    parser.add_argument(
+        "--scheduling-latency",
+        type=float,
+        default=None,
+        help="seconds every job waits in the queue before it runs (the scheduling-latency knob)",
+    )
     parser.add_argument("--log-backend", choices=("elasticsearch", "legacy"), default="elasticsearch")
     return parser.parse_args(argv)
 
@@ -71,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         team=args.team,
         email=args.email,
         master_token=args.master_token,
-        delays=dict(args.delay),
+        delays=dict(args.delay)
+        | ({"queued": args.scheduling_latency} if args.scheduling_latency is not None else {}),
         wait_for_poll=not args.no_wait_for_poll,
         log_backend=args.log_backend,
         host=args.host,

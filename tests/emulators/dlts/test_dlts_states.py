@@ -67,6 +67,23 @@ def test_states_wait_for_the_clock_and_for_a_poll(tmp_path: Path) -> None:
         assert dlts.job(job_id)["status"] == "scheduling"
 
 
+def test_the_scheduling_latency_knob_keeps_every_job_queued_that_long(tmp_path: Path) -> None:
+    clock = ManualClock()
+    dlts = DltsEmulator(tmp_path / "nfs", clock=clock, wait_for_poll=False)
+    dlts.set_scheduling_latency(10)
+    with dlts, httpx.Client(base_url=dlts.url, params=dlts.credentials) as client:
+        job_id = submit(client, dlts, "true")
+        clock.advance(1)
+        dlts.step()  # approved: queued from now on
+        assert dlts.job(job_id)["status"] == "queued"
+        clock.advance(9.9)
+        dlts.step()
+        assert dlts.job(job_id)["status"] == "queued"  # 10 s in the queue have not passed
+        clock.advance(0.1)
+        dlts.step()
+        assert dlts.history(job_id)[:3] == ["unapproved", "queued", "scheduling"]
+
+
 def test_kill_ends_the_whole_process_tree(dlts: DltsEmulator, client: httpx.Client) -> None:
     pid_file = dlts.work_dir() / "child.pid"
     job_id = submit(client, dlts, "sleep 300 & echo $! > /work/child.pid; wait")

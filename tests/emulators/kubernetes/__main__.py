@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--node", action="append", type=_node, help="name[:cpu[:memory[:gpus]]] (repeatable)")
     parser.add_argument("--delay", type=float, default=1.0, help="seconds each state stays visible at least")
+    parser.add_argument(
+        "--scheduling-latency",
+        type=float,
+        default=None,
+        help="seconds every job waits in the queue before it runs (the scheduling-latency knob)",
+    )
     args = parser.parse_args(argv)
 
     emulator = KubernetesEmulator(
@@ -50,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         token=None if args.no_auth else args.token,
         delay=args.delay,
+        schedule_delay=args.scheduling_latency,
         operators=[name for name in args.operators.split(",") if name],
         nodes=args.node or [NodeConfig("node-1", gpus=1)],
     )

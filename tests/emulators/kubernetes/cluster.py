@@ -184,6 +184,13 @@ class KubernetesEmulator:
             self.install(name)
         return self
 
+    def set_scheduling_latency(self, seconds: float) -> None:
+        """The scheduling-latency knob: every pod stays ``Pending`` without a node for ``seconds`` before the
+        scheduler binds it (a busy cluster's queue; the reuse benchmark sets 10 s)."""
+        self._schedule_delay = seconds
+        if getattr(self, "scheduler", None) is not None:
+            self.scheduler.delay = seconds
+
     def stop(self) -> None:
         for name in list(self.operators):
             self.operators[name].controller.stop()

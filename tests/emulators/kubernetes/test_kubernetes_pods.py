@@ -421,8 +421,11 @@ def test_pod_bound_to_an_unknown_node_never_starts(
     assert (stray.status.phase, stray.status.container_statuses) == ("Pending", None)
 
 
-def test_scheduling_delay_on_a_manual_clock(tmp_path: Path) -> None:
-    emulator = start(tmp_path / "slow", operators=[], clock=ManualClock(), schedule_delay=600)
+@pytest.mark.parametrize("knob", [False, True], ids=["at-start", "set_scheduling_latency"])
+def test_scheduling_delay_on_a_manual_clock(tmp_path: Path, knob: bool) -> None:
+    emulator = start(tmp_path / "slow", operators=[], clock=ManualClock(), schedule_delay=None if knob else 600)
+    if knob:
+        emulator.set_scheduling_latency(600)
     try:
         core = client.CoreV1Api(config.new_client_from_config(str(emulator.kubeconfig)))
         core.create_namespaced_pod(NS, pod_manifest("queued", "true"))

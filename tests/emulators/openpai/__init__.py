@@ -182,6 +182,11 @@ class OpenPAIEmulator:
         """How long FC states last at least, e.g. ``set_delays(AttemptRunning=1.0)`` (slow states)."""
         self.config.timing.delays.update(delays)
 
+    def set_scheduling_latency(self, seconds: float) -> None:
+        """The scheduling-latency knob: every job attempt waits ``seconds`` in ``AttemptCreationPending`` (PAI's
+        ``WAITING``) before its pods are created (a busy cluster's queue; the reuse benchmark sets 10 s)."""
+        self.config.timing.delays["AttemptCreationPending"] = seconds
+
     def hold_until_seen(self, enabled: bool = True) -> None:
         self.config.timing.hold_until_seen = enabled
 

@@ -27,6 +27,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--password", default="openpai-password")
     parser.add_argument("--delay", type=float, default=0.5, help="seconds each FC state lasts at least")
     parser.add_argument(
+        "--scheduling-latency",
+        type=float,
+        default=None,
+        help="seconds every job waits in the queue before it runs (the scheduling-latency knob)",
+    )
+    parser.add_argument(
         "--submit-per-hour", type=int, default=60, help="job submissions per user and hour (0: off)"
     )
     parser.add_argument(
@@ -44,6 +50,8 @@ def build_config(args: argparse.Namespace) -> ClusterConfig:
     ]
     storages = [Storage(args.storage_name, args.storage.resolve())] if args.storage else []
     delays = {state: args.delay for state in DEFAULT_DELAYS}
+    if args.scheduling_latency is not None:
+        delays["AttemptCreationPending"] = args.scheduling_latency
     return ClusterConfig(
         users=users,
         virtual_clusters=clusters,

@@ -77,6 +77,20 @@ def test_user_tokens_expire_after_seven_days(tmp_path: Path) -> None:
         assert response.status_code == 401 and response.json() == INVALID
 
 
+def test_the_scheduling_latency_knob_keeps_every_attempt_waiting_that_long(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with OpenPAIEmulator(
+        ClusterConfig(timing=Timing(delays=dict(FAST))), clock=clock, workdir=tmp_path / "c"
+    ) as pai:
+        pai.set_scheduling_latency(10)
+        client = httpx.Client(base_url=pai.api, headers=pai.auth_headers("alice"))
+        assert submit(client, protocol("queued", ["true"])).status_code == 202
+        pai.advance(9.9)
+        assert pai.job("alice~queued").state == "AttemptCreationPending"  # 10 s in the queue have not passed
+        pai.advance(0.2)
+        assert pai.job("alice~queued").state != "AttemptCreationPending"
+
+
 def test_configured_tokens_are_accepted(tmp_path: Path) -> None:
     config = ClusterConfig()
     config.users[1].tokens.append("static-token-of-alice")

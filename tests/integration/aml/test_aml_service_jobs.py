@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aml_helpers import aml_config
+from aml_helpers import aml_config, job_trial_dir
 
 from tests.emulators.aml import AmlEmulator, Timing
 from trialfleet.errors import PlatformError
@@ -140,6 +140,8 @@ async def test_cancel_is_azure_mls_long_running_operation(
     assert (ended.status, ended.failure_kind) == (TrialStatus.EARLY_STOPPED, FailureKind.CANCELED)
     cancels = [r for r in aml.requests() if r.method == "POST" and r.path.endswith(f"/jobs/{name}/cancel")]
     assert [r.status for r in cancels] == [202]
+    # the trial's end is the keeper's record: the job ends once its forwarder handed over the rest
+    await poll_until(service, lambda s: aml.job(name).history[-1][0] == "Canceled")
     assert [s for s, _ in aml.job(name).history][-2:] == ["CancelRequested", "Canceled"]
 
 
@@ -168,3 +170,24 @@ async def test_an_unknown_compute_target_is_refused_at_start(tmp_path: Path, aml
     )
     with pytest.raises(PlatformError, match="cannot read compute target 'gpu-x'"):
         await service.start()
+
+
+async def test_a_trial_writing_50_mb_of_logs_keeps_its_result_and_metrics(
+    tmp_path: Path, service: AmlTrainingService, aml: AmlEmulator
+) -> None:
+    """50 MB of output would be 17,000 tags of 4,000 characters: Azure ML keeps 50 tags of 1,000 per run (the
+    emulator refuses more, as Azure does). The metric and the trial's end still arrive; the log reaches the
+    manager up to the cap and stays whole in the job's outputs."""
+    from trialfleet.training_services.aml import forwarder
+
+    write = "import sys\nfor _ in range(51200): sys.stdout.buffer.write(b'x' * 1023 + b'\\n')"
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "verbose.py").write_text(write + "\n")
+    submitted = await submit(service, spec(tmp_path, f'python3 verbose.py && python3 -c "{REPORT}"'))
+    seen, _ = await run_to_end(service, "t1")
+    assert seen.ended["t1"].status == TrialStatus.SUCCEEDED, seen.ended
+    assert [(m.type, m.data) for m in seen.metrics] == [("FINAL", "0.5")]
+    mirror = Path(submitted.handle["trial_dir"])
+    assert (mirror / "trial.stdout").stat().st_size == forwarder.FILE_CAP
+    assert (mirror / "result.json").exists()
+    assert (job_trial_dir(aml, submitted.handle["job_name"]) / "trial.stdout").stat().st_size == 50 * 2**20

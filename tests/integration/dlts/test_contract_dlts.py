@@ -55,3 +55,12 @@ class TestDltsContract(TrainingServiceContract):
             await wait_until_gone([keeper["keeper_pid"], keeper["pid"]])
 
         return kill
+
+
+class TestDltsReuseContract(TestDltsContract):
+    """The same contract with ``reuseMode: true``: each trial, run by a long-lived worker job, keeps every
+    guarantee of a trial that has a job of its own."""
+
+    @pytest.fixture
+    def experiment_context(self, tmp_path: Path, dlts: DltsEmulator) -> ExperimentContext:
+        return make_context(tmp_path / "experiment", dlts_config(dlts, reuseMode=True))

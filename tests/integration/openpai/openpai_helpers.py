@@ -35,6 +35,8 @@ def openpai_block(pai: OpenPAIEmulator, **overrides: Any) -> dict[str, Any]:
         "trialCpuNumber": 1,
         "trialMemorySize": "1gb",
         "trialGpuNumber": 0,
+        # NNI's default is reuse mode: these tests are of one job per trial unless they ask for reuse
+        "reuseMode": False,
     }
     block.update(overrides)
     return block

@@ -55,3 +55,12 @@ class TestOpenpaiContract(TrainingServiceContract):
             await wait_until_gone([keeper["keeper_pid"], keeper["pid"]])
 
         return kill
+
+
+class TestOpenpaiReuseContract(TestOpenpaiContract):
+    """The same contract in reuse mode (NNI's default on OpenPAI): each trial, run by a long-lived worker job,
+    keeps every guarantee of a trial that has a job of its own."""
+
+    @pytest.fixture
+    def experiment_context(self, tmp_path: Path, pai: OpenPAIEmulator) -> ExperimentContext:
+        return openpai_context(pai, tmp_path / "experiment 'dir' ü", reuseMode=True)

@@ -107,6 +107,7 @@ def block(pai: OpenPAIEmulator, case: dict[str, Any], code_dir: Path) -> dict[st
     given = {**pai.nni_config("alice", case.get("storage", "confignfs")), "trialCommand": "unused"}
     given["trialCodeDirectory"] = str(code_dir)
     given |= {"trialCpuNumber": 1, "trialMemorySize": 512, "trialGpuNumber": case.get("block_gpus", 0)}
+    given["reuseMode"] = False  # the job of one trial attempt (NNI's default, reuse, is test_reuse.py's)
     given.pop("containerStorageMountPoint")  # OpenPAI's default, /mnt/<storage>, unless the case sets one
     if case["block"].get("localStorageMountPoint", "") is None:  # the storage is not mounted here: the relay
         given |= {"relayPort": free_port()}

@@ -142,7 +142,9 @@ def run(tmp_path: Path, config: Path, port: int | None = None) -> tuple[str, str
     return found.group(1), out
 
 
-def check_trials(tmp_path: Path, experiment_id: str, count: int, user: str, cluster: OpenPAIEmulator) -> None:
+def check_trials(
+    tmp_path: Path, experiment_id: str, count: int, user: str, cluster: OpenPAIEmulator, *, reused: bool = True
+) -> None:
     store = ExperimentStore.for_experiment_dir(tmp_path / "experiments" / experiment_id)
     try:
         trials = store.trials()
@@ -153,7 +155,11 @@ def check_trials(tmp_path: Path, experiment_id: str, count: int, user: str, clus
             periodical = [json.loads(m.data) for m in store.metrics(trial.id, type="PERIODICAL")]
             assert periodical == pytest.approx(expected)
             assert trial.final_value == pytest.approx(expected[-1])
-            job = cluster.job(f"{user}~nni_exp_{experiment_id}_trial_{trial.id}")
+            # reuse mode, NNI's default, where the storage is mounted here: the trial ran in a worker's job
+            assert ("worker" in trial.handle) is reused
+            name = f"nni_exp_{experiment_id}_{'worker_' + trial.handle['worker'] if reused else 'trial_' + trial.id}"
+            assert trial.handle["job"] == name
+            job = cluster.job(f"{user}~{name}")
             assert job.state == "Completed" and job.attempt is not None and job.attempt.completion is not None
             assert job.attempt.completion.code == 0
     finally:
@@ -170,7 +176,7 @@ def test_nni_s_v1_example_config_runs_unchanged(tmp_path: Path, cluster: OpenPAI
     config = write_config(tmp_path, V1_CONFIG, cluster.url, cluster.token("your_pai_nni_user"))
     experiment_id, out = run(tmp_path, config)
     check_trials(tmp_path, experiment_id, 4, "your_pai_nni_user", cluster)
-    assert "reuseMode" in out  # reuse: true is accepted and said not to be acted on
+    assert "reuseMode: accepted but not acted on" not in out  # reuse: true is acted on
 
 
 def test_nni_s_v2_example_without_the_storage_mounted_reports_through_the_relay_on_port_plus_one(
@@ -184,7 +190,7 @@ def test_nni_s_v2_example_without_the_storage_mounted_reports_through_the_relay_
     config = write_config(tmp_path, template, cluster.url, cluster.token("alice"))
     port = free_port_pair()
     experiment_id, _ = run(tmp_path, config, port)
-    check_trials(tmp_path, experiment_id, 3, "alice", cluster)
+    check_trials(tmp_path, experiment_id, 3, "alice", cluster, reused=False)
     on_storage = sorted((tmp_path / "mnt" / experiment_id / "trials").iterdir())
     assert len(on_storage) == 3
     for trial_dir in on_storage:

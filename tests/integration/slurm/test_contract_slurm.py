@@ -45,3 +45,12 @@ class TestSlurmContract(TrainingServiceContract):
             await wait_until_gone([keeper["keeper_pid"], keeper["pid"]])
 
         return kill
+
+
+class TestSlurmReuseContract(TestSlurmContract):
+    """The same contract with ``reuseMode: true``: each trial, run by a long-lived worker job, keeps every
+    guarantee of a trial that has a job of its own (hard_kill kills the trial's keeper, not its worker)."""
+
+    @pytest.fixture
+    def experiment_context(self, tmp_path: Path, slurm_cluster: SlurmCluster) -> ExperimentContext:
+        return slurm_context(tmp_path / "experiment 'dir' ü", tmp_path, reuse_mode=True)

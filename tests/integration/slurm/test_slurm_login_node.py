@@ -67,6 +67,16 @@ class TestSlurmLoginNodeContract(TrainingServiceContract):
         return kill
 
 
+class TestSlurmLoginNodeReuseContract(TestSlurmLoginNodeContract):
+    """The same, with ``reuseMode: true``: workers are handed their trials through the login node (probe.py
+    writes their inbox, as it writes the trial directories)."""
+
+    @pytest.fixture
+    def experiment_context(self, tmp_path: Path, login_fleet: LoginFleet) -> ExperimentContext:
+        machine = login_fleet.machine()
+        return slurm_context(tmp_path / "experiment 'dir' ü", tmp_path, login_node=machine, reuse_mode=True)
+
+
 ECHO = """
 import json, os, sys
 with open(os.path.join(os.environ["NNI_SYS_DIR"], "parameter.cfg")) as f:

@@ -26,7 +26,7 @@ from trialfleet.training_services.aml.job import (
     job_spec,
     trial_variables,
 )
-from trialfleet.training_services.aml.mirror import FILES_TAG, apply_chunks
+from trialfleet.training_services.aml.mirror import FILES_TAG, apply_window
 from trialfleet.training_services.aml.status import AmlJob, aml_state_meaning, trial_outcome
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "aml_job" / "hostile.json"
@@ -127,34 +127,35 @@ def test_trial_outcome(
     assert outcome(result, status, **kw) == expected
 
 
-def chunk(offset: int, data: bytes) -> str:
-    return f"{offset}:{base64.b64encode(data).decode()}"
+def piece(index: int, offset: int, data: bytes) -> str:
+    return f"{index}:{offset}:{base64.b64encode(data).decode()}"
 
 
-def test_the_mirror_applies_each_chunk_once_at_its_offset(tmp_path: Path) -> None:
-    tags = {FILES_TAG: json.dumps([".nni/metrics", "trial.stdout"]), "trialfleet.0.0": chunk(0, b"abc")}
-    assert apply_chunks(tmp_path, tags) == 3
-    tags |= {"trialfleet.0.1": chunk(3, b"def"), "trialfleet.1.0": chunk(0, "ü\n".encode())}
-    tags["trialfleet.0.3"] = chunk(9, b"jkl")  # a gap: chunk 2 is not there yet
-    assert apply_chunks(tmp_path, tags) == 3 + 3
-    assert apply_chunks(tmp_path, tags) == 0  # read twice, written once
+def test_the_mirror_applies_each_piece_once_at_its_offset(tmp_path: Path) -> None:
+    tags = {FILES_TAG: json.dumps([".nni/metrics", "trial.stdout"]), "trialfleet.slot.0": piece(0, 0, b"abc")}
+    assert apply_window(tmp_path, tags) == (3, [3, 0])
+    tags |= {"trialfleet.slot.1": piece(0, 3, b"def"), "trialfleet.slot.2": piece(1, 0, "ü\n".encode())}
+    tags["trialfleet.slot.3"] = piece(0, 9, b"jkl")  # a gap: the piece at 6 is not there yet
+    assert apply_window(tmp_path, tags) == (3 + 3, [6, 3])
+    assert apply_window(tmp_path, tags) == (0, [6, 3])  # read twice, written once
     assert (tmp_path / ".nni" / "metrics").read_bytes() == b"abcdef"
-    tags["trialfleet.0.2"] = chunk(6, b"ghi")
-    assert apply_chunks(tmp_path, tags) == 6
+    tags["trialfleet.slot.0"] = piece(0, 6, b"ghi")  # the next window reuses the slots
+    assert apply_window(tmp_path, tags) == (6, [12, 3])
     assert (tmp_path / ".nni" / "metrics").read_bytes() == b"abcdefghijkl"
     assert (tmp_path / "trial.stdout").read_text() == "ü\n"
 
 
-def test_the_mirror_ignores_what_is_not_a_chunk_of_the_trial_directory(tmp_path: Path) -> None:
+def test_the_mirror_ignores_what_is_not_a_piece_of_the_trial_directory(tmp_path: Path) -> None:
     tags = {
         FILES_TAG: json.dumps(["../escape", "/etc/passwd", "ok"]),
-        "trialfleet.0.0": chunk(0, b"x"),
-        "trialfleet.1.0": chunk(0, b"x"),
-        "trialfleet.2.0": "not base64 ~~~",
-        "trialfleet.9.0": chunk(0, b"x"),
+        "trialfleet.slot.0": piece(0, 0, b"x"),
+        "trialfleet.slot.1": piece(1, 0, b"x"),
+        "trialfleet.slot.2": "2:0:not base64 ~~~",
+        "trialfleet.slot.3": piece(9, 0, b"x"),
+        "trialfleet.slot.4": "-",
         "mlflow.user": "someone",
     }
-    assert apply_chunks(tmp_path, tags) == 0
+    assert apply_window(tmp_path, tags) == (0, [-1, -1, 0])  # refused names: not to be shipped again
     assert list(tmp_path.iterdir()) == []
 
 
@@ -216,7 +217,7 @@ def test_command_json_stays_in_the_job(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "command.json").write_text('{"env": {"SECRET": "x"}}')
     (tmp_path / "trial.stdout").write_text("hello\n")
     shipper = forwarder.Shipper(str(tmp_path))
-    assert [tag["key"] for tag in shipper.scan()] == ["trialfleet.0.0"]
+    assert shipper.scan() == {"trial.stdout": 6}
     assert shipper.files == ["trial.stdout"]
     (tmp_path / "soft.txt").symlink_to("command.json")  # links the trial makes to it (issue 44, item 5)
     os.link(tmp_path / "command.json", tmp_path / "hard.txt")
@@ -224,6 +225,29 @@ def test_command_json_stays_in_the_job(tmp_path: Path, monkeypatch) -> None:
     assert shipper.files == ["trial.stdout"]
     mirror = tmp_path / "mirror"
     mirror.mkdir()
-    shipped = {FILES_TAG: json.dumps(["command.json"]), "trialfleet.0.0": chunk(0, b"{}")}
-    assert apply_chunks(mirror, shipped) == 0
+    shipped = {FILES_TAG: json.dumps(["command.json"]), "trialfleet.slot.0": piece(0, 0, b"{}")}
+    assert apply_window(mirror, shipped) == (0, [-1])
     assert list(mirror.iterdir()) == []
+
+
+def test_the_window_keeps_the_metric_stream_first_and_the_result_last(tmp_path: Path, monkeypatch) -> None:
+    """Within Azure's 50 tags of 1,000 characters: a log over the cap reaches the manager up to the cap, the
+    metric stream whole and first, result.json only once everything before it is acknowledged."""
+    from trialfleet.training_services.aml import forwarder
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
+    monkeypatch.setenv("MLFLOW_RUN_ID", "run")
+    (tmp_path / ".nni").mkdir()
+    (tmp_path / ".nni" / "metrics").write_bytes(b"m" * (forwarder.PIECE + 1))
+    (tmp_path / "trial.stdout").write_bytes(b"o" * (forwarder.FILE_CAP + 5))
+    (tmp_path / "result.json").write_text("{}")
+    shipper = forwarder.Shipper(str(tmp_path))
+    sizes = shipper.scan()
+    assert list(sizes) == [".nni/metrics", "trial.stdout", "result.json"]
+    assert sizes["trial.stdout"] == forwarder.FILE_CAP
+    window = shipper.pending(sizes)
+    assert len(window) == forwarder.SLOTS
+    assert window[:2] == [(0, 0, forwarder.PIECE), (0, forwarder.PIECE, 1)]
+    assert all(index != 2 for index, _, _ in window)
+    shipper.acked = [forwarder.PIECE + 1, forwarder.FILE_CAP]
+    assert shipper.pending(sizes) == [(2, 0, 2)]

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from slurm_fake_commands import FakeSlurm
+from test_keeper_spawner import wait_for
 
 from trialfleet.errors import PlatformError
 from trialfleet.testing import make_context
@@ -139,8 +140,10 @@ def rendered(
 async def test_submission_matches_the_golden_files(tmp_path: Path, name: str) -> None:
     service, submitted, fake = await submit_case(tmp_path, CASES[name])
     assert submitted.handle["job_id"] == "42" and not submitted.started
-    files = rendered(tmp_path, service, submitted, fake)
-    directory = GOLDEN / f"slurm_{name}"
+    check_golden(GOLDEN / f"slurm_{name}", rendered(tmp_path, service, submitted, fake))
+
+
+def check_golden(directory: Path, files: dict[str, str]) -> None:
     if REGENERATE:
         directory.mkdir(parents=True, exist_ok=True)
         for file, text in files.items():
@@ -191,3 +194,66 @@ def test_job_names_only_take_ids_safe_everywhere() -> None:
     for bad in ("a b", "a\nb", "ü", "", "$(x)"):
         with pytest.raises(ValueError):
             job_name("exp", bad)
+
+
+#: reuse mode: the worker job's sbatch line and script, and the trial's command.json with its own environment
+REUSE_CASES: dict[str, dict[str, Any]] = {
+    "full": {**CASES["full"], "options": {**CASES["full"]["options"], "reuse_mode": True}},
+    "hostile": {**CASES["hostile"], "options": {**CASES["hostile"]["options"], "reuse_mode": True}},
+}
+
+
+def rendered_worker(
+    tmp_path: Path, service: SlurmTrainingService, submitted: Submitted, fake: FakeSlurm
+) -> dict[str, str]:
+    trial_dir, worker_dir = Path(submitted.handle["trial_dir"]), Path(submitted.handle["worker_dir"])
+    (argv,) = fake.calls("sbatch")
+    files = {
+        "sbatch.argv.json": json.dumps(argv, indent=1, ensure_ascii=False) + "\n",
+        "sbatch.sh": (worker_dir / "sbatch.sh").read_text(),
+        "command.json": json.dumps(json.loads((trial_dir / "command.json").read_text()), indent=1) + "\n",
+        "assigned.json": json.dumps(json.loads((trial_dir / "assigned.json").read_text()), indent=1) + "\n",
+        "inbox": "\n".join(sorted(p.name for p in (worker_dir / "inbox").iterdir())) + "\n",
+    }
+    version, worker = service.support_dir.name, submitted.handle["worker"]
+    return {
+        name: text.replace(str(tmp_path), "<tmp>").replace(version, "<version>").replace(worker, "<worker>")
+        for name, text in files.items()
+    }
+
+
+@pytest.mark.parametrize("name", sorted(REUSE_CASES))
+async def test_a_reuse_worker_matches_the_golden_files(tmp_path: Path, name: str) -> None:
+    service, submitted, fake = await submit_case(tmp_path, REUSE_CASES[name])
+    assert submitted.handle["job_id"] == "42" and not submitted.started
+    check_golden(GOLDEN / f"slurm_reuse_{name}", rendered_worker(tmp_path, service, submitted, fake))
+
+
+async def test_the_hostile_worker_script_runs_the_trial_with_every_value_as_given(tmp_path: Path) -> None:
+    """The worker's script, run with bash as Slurm would, takes the trial from its inbox and runs it with the
+    values of its command.json and of the job's setup; asked to stop, it exits."""
+    case = REUSE_CASES["hostile"]
+    service, submitted, _ = await submit_case(tmp_path, case)
+    trial_dir, worker_dir = Path(submitted.handle["trial_dir"]), Path(submitted.handle["worker_dir"])
+    env = {**os.environ, "SLURM_JOB_ID": "42", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    worker = subprocess.Popen(["/bin/bash", "sbatch.sh"], cwd=worker_dir, env=env, stderr=subprocess.PIPE)
+    try:
+        result = wait_for(trial_dir / "result.json")
+        (worker_dir / "stop" / "now").touch()
+        assert worker.wait(timeout=60) == 0
+    finally:
+        worker.kill()
+        worker.wait()
+    assert result["exit_code"] == 0, (trial_dir / "trial.stderr").read_text()
+    echoed = json.loads((trial_dir / "echo.json").read_text())
+    assert echoed["argv"] == [HOSTILE, HOSTILE, "ok", "ok"]
+    assert echoed["env"]["HOSTILE_VALUE"] == HOSTILE and echoed["env"]["FROM_SETUP"] == HOSTILE
+    assert echoed["env"]["NNI_PLATFORM"] == "slurm" and echoed["env"]["CUDA_VISIBLE_DEVICES"] == ""
+    assert echoed["env"]["PYTHONPATH"].split(":")[0] == str(service.support_dir / "nni-shim")
+    assert (worker_dir / "claimed" / trial_dir.name).exists()
+    assert [p.name for p in (worker_dir / "inbox").iterdir() if not p.name.startswith(".")] == []
+    assert json.loads((worker_dir / "ended.json").read_text())["reason"] == "released by the manager"
+    assert list(tmp_path.rglob("pwned")) == []
+
+

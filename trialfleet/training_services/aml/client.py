@@ -216,6 +216,31 @@ class AmlClient:
         tags = response.json().get("run", {}).get("data", {}).get("tags") or []
         return {str(tag["key"]): str(tag["value"]) for tag in tags if "key" in tag}
 
+    def set_tag(self, name: str, key: str, value: str) -> None:
+        """Set one tag of the job's MLflow run (the manager's acknowledgement to the forwarder)."""
+        import requests
+
+        what = f"acknowledge what the MLflow run of job {name} shipped"
+        body = {"run_id": name, "key": key, "value": value}
+        try:
+            response = self.http.post(
+                f"{self.tracking_uri}/api/2.0/mlflow/runs/set-tag",
+                json=body,
+                headers=self._headers(),
+                timeout=TIMEOUT,
+            )
+        except requests.RequestException as exc:
+            raise AmlUnavailable(f"aml: {self.where}: cannot {what}: {exc}") from exc
+        if response.status_code != 200:
+            error = (
+                AmlUnavailable
+                if response.status_code >= 500 or response.status_code == 429
+                else PlatformError
+            )
+            raise error(
+                f"aml: {self.where}: cannot {what}: HTTP {response.status_code} {response.text[:300]}"
+            )
+
     def log_file(self, name: str, log_name: str) -> bytes:
         """One of the run's log files (``user_logs/std_log.txt`` …), through run history's ``logFiles``."""
         what = f"read the logs of job {name}"

@@ -6,17 +6,24 @@ Usage: ``python3 -I -S forwarder.py <support dir>`` in the job's working directo
 Standalone on purpose (stdlib only, Python >= 3.8): it runs in the job's image, where nothing of trialfleet is
 installed. The manager cannot read the job's disk and the job may not reach the manager, but every AML job can
 reach its workspace's MLflow tracking server (``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID`` = the job's name,
-``MLFLOW_TRACKING_TOKEN``), so that is the channel:
+``MLFLOW_TRACKING_TOKEN``), so that is the channel, kept within Azure ML's documented limits of a run (50 tags,
+keys of 100 characters, values of 1,000: "Service limits in Azure Machine Learning") and MLflow's of a request
+(``log-batch``: 100 tags, 1 MB; ``mlflow/utils/validation.py``):
 
 * it writes the trial directory (``parameter.cfg``, ``command.json``) from the job's environment and runs the
   keeper on it, with NNI's variables and the ``nni`` shim (unless the image has a real ``nni``);
-* every half second, and once more after the keeper ended, it ships what each file of the trial directory
-  gained (``.nni/metrics``, ``trial.stdout``, ``keeper.json``, ``result.json`` …) as MLflow tags of the run:
-  ``trialfleet.files`` lists the files, ``trialfleet.<file>.<chunk>`` holds ``<offset>:<base64 bytes>``, and
-  the metric ``trialfleet.shipped`` counts the bytes shipped (its step is the batch's number). Shipping a batch
-  again after a failed request sets the same tags again: the manager applies each chunk once, by its offset;
-* SIGTERM (AML cancelling the job) reaches the keeper, which ends the trial's tree; this process goes on
-  until everything is shipped, then exits with the trial's exit code, so AML's status agrees with the trial.
+* the run's tags are a window of ``SLOTS`` slots the manager acknowledges: ``trialfleet.files`` lists the files,
+  ``trialfleet.slot.<k>`` holds ``<file index>:<offset>:<base64 of up to PIECE bytes>``, and the manager sets
+  ``trialfleet.ack`` to the bytes of each file its mirror holds. Every half second the window is refilled from
+  what is not acknowledged yet, in order: the metric stream, the keeper's records, the rest, ``result.json``
+  last (once everything else is acknowledged, so whoever sees the trial's end has every byte before it). A
+  request that fails is simply sent again later: nothing is dropped until acknowledged;
+* the trial's logs and other files reach the manager up to ``FILE_CAP`` bytes each (the metric stream and the
+  keeper's records whole): a 50 MB log would take an hour through 50 tags. The whole directory stays in the
+  job's ``./outputs``, which Azure ML keeps with the run;
+* SIGTERM (AML cancelling the job) reaches the keeper, which ends the trial's tree; this process goes on until
+  everything is acknowledged (at most ``DRAIN`` seconds, ``CANCEL_DRAIN`` after a SIGTERM: the manager asked for
+  the end it gets, and Azure ML kills what outlives its grace), then exits with the trial's exit code.
 """
 
 import base64
@@ -27,10 +34,17 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
-CHUNK = 3000  # bytes per tag: 4000 base64 characters, under MLflow's limit of tag values
-TAGS_PER_REQUEST = 50
+SLOTS = 36  # + trialfleet.files, trialfleet.ack, the job's 3 tags: 41 of 50, room for Azure's own
+PIECE = 720  # bytes per slot: 960 base64 characters and a short prefix, within a tag value of 1,000
+FILE_CAP = 256 * 1024  # what reaches the manager of a log or other file; the whole stays in ./outputs
+WHOLE = (".nni/metrics", "keeper.json", "result.json")  # shipped whole, first (result.json last)
+FILES_LIMIT = 1000  # characters of the trialfleet.files tag
+FILES_MAX = 80  # files shipped: the manager's acknowledgement (their sizes) must fit a tag value too
+DRAIN = 300.0  # seconds the job waits, after the trial ended, for the manager to acknowledge the rest
+CANCEL_DRAIN = 2.0  # the same after a SIGTERM
 TRIAL_DIR = "outputs/trialfleet-trial"  # AML keeps ./outputs as the run's artifacts once it ended
 ENV_PREFIX = "TRIALFLEET_AML_"
 
@@ -53,17 +67,19 @@ class Shipper:
         uri = os.environ["MLFLOW_TRACKING_URI"]
         if uri.startswith("azureml://"):  # what the azureml-mlflow plugin does
             uri = "https://" + uri[len("azureml://") :]
-        self.url = uri.rstrip("/") + "/api/2.0/mlflow/runs/log-batch"
+        self.api = uri.rstrip("/") + "/api/2.0/mlflow/runs/"
         self.run_id = os.environ["MLFLOW_RUN_ID"]
         self.token = os.environ.get("MLFLOW_TRACKING_TOKEN") or os.environ.get("AZUREML_RUN_TOKEN", "")
         self.trial_dir = trial_dir
-        self.files = []  # relative paths, in the order first seen: a file's index names its tags
-        self.shipped = {}  # relative path -> (bytes shipped, chunks shipped)
-        self.total = 0
+        self.files = []  # relative paths, in the order first seen: a file's index names it in the slots
+        self.acked = []  # per file index: the bytes the manager's mirror holds
+        self.capped = set()
+        self.window = None  # the slots last posted
         self.batches = 0
+        self.refused = 0.0  # when MLflow last refused a window (then it is sent again 10 s later)
 
     def scan(self):
-        """Tags for every byte the trial directory gained since the last scan."""
+        """The trial directory's files, in shipping order, with the bytes of each that may be shipped."""
         found = []
         private = private_file(self.trial_dir)
         for root, dirs, names in os.walk(self.trial_dir):
@@ -77,74 +93,125 @@ class Shipper:
                     # through a link the trial made to it: a link is not shipped, a hard link is the same file
                     continue
                 found.append(os.path.relpath(path, self.trial_dir))
-        # result.json last: a manager that sees the trial's end has every byte written before it
-        found.sort(key=lambda relative: relative == "result.json")
-        tags = []
+        found.sort(key=_shipping_order)
+        sizes = {}
         for relative in found:
-            tags += self._file_tags(relative, os.path.join(self.trial_dir, relative))
-        return tags
+            size = os.path.getsize(os.path.join(self.trial_dir, relative))
+            if relative not in WHOLE and size > FILE_CAP:
+                size = FILE_CAP
+                self._say_capped(relative)
+            if relative not in self.files:
+                if len(self.files) >= FILES_MAX or len(json.dumps([*self.files, relative])) > FILES_LIMIT:
+                    continue  # its name does not fit the list: it stays in ./outputs only
+                self.files.append(relative)
+            sizes[relative] = size
+        return sizes
 
-    def _file_tags(self, relative, path):
-        offset, chunks = self.shipped.get(relative, (0, 0))
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-        if not data:
-            return []
-        if relative not in self.files:
-            self.files.append(relative)
-        index = self.files.index(relative)
-        tags = []
-        for start in range(0, len(data), CHUNK):
-            piece = data[start : start + CHUNK]
-            value = f"{offset + start}:{base64.b64encode(piece).decode('ascii')}"
-            tags.append({"key": f"trialfleet.{index}.{chunks}", "value": value})
-            chunks += 1
-        self.shipped[relative] = (offset + len(data), chunks)
-        self.total += len(data)
-        return tags
+    def _say_capped(self, relative):
+        if relative not in self.capped:
+            self.capped.add(relative)
+            print(
+                f"trialfleet: {relative} is over {FILE_CAP} bytes: the manager gets its first {FILE_CAP}; "
+                f"all of it stays in {TRIAL_DIR}/{relative} with the job's outputs",
+                flush=True,
+            )
 
-    def ship(self, tags):
-        """Send the tags, the file list first, retrying until MLflow took them."""
-        if not tags:
+    def pending(self, sizes):
+        """The next window: (file index, offset, length) of what is not acknowledged, in shipping order."""
+        window: list[tuple[int, int, int]] = []
+        for relative, size in sizes.items():
+            index = self.files.index(relative)
+            offset = self.acked[index] if index < len(self.acked) else 0
+            if offset < 0:
+                continue  # the manager refuses the name
+            if relative == WHOLE[2] and window:
+                break  # result.json only once everything before it is acknowledged
+            while offset < size and len(window) < SLOTS:
+                window.append((index, offset, min(PIECE, size - offset)))
+                offset += PIECE
+        return window
+
+    def step(self):
+        """Read the manager's acknowledgement, post the next window if it changed; True when all is acked."""
+        sizes = self.scan()
+        window = self.pending(sizes)
+        if window and window == self.window:
+            self._read_ack()
+            window = self.pending(sizes)
+        if not window:
+            return True
+        if window != self.window and time.time() - self.refused > 10.0:
+            self._post_window(window)
+        return False
+
+    def _post_window(self, window):
+        tags = [{"key": "trialfleet.files", "value": json.dumps(self.files)}]
+        for slot in range(SLOTS):
+            value = "-"
+            if slot < len(window):
+                index, offset, length = window[slot]
+                with open(os.path.join(self.trial_dir, self.files[index]), "rb") as f:
+                    f.seek(offset)
+                    data = f.read(length)
+                value = f"{index}:{offset}:{base64.b64encode(data).decode('ascii')}"
+            tags.append({"key": f"trialfleet.slot.{slot}", "value": value})
+        metric = {
+            "key": "trialfleet.shipped",
+            "value": sum(n for n in self.acked if n > 0),
+            "step": self.batches,
+            "timestamp": int(time.time() * 1000),
+        }
+        self.batches += 1
+        if self._request("log-batch", {"run_id": self.run_id, "tags": tags, "metrics": [metric]}):
+            self.window = window
+        else:
+            self.refused = time.time()
+
+    def _read_ack(self):
+        run = self._request("get?" + urllib.parse.urlencode({"run_id": self.run_id}), None)
+        if not run:
             return
-        files = {"key": "trialfleet.files", "value": json.dumps(self.files)}
-        batches = [tags[i : i + TAGS_PER_REQUEST] for i in range(0, len(tags), TAGS_PER_REQUEST)]
-        for number, batch in enumerate(batches):
-            metric = {
-                "key": "trialfleet.shipped",
-                "value": self.total,
-                "step": self.batches,
-                "timestamp": int(time.time() * 1000),
-            }
-            self.batches += 1
-            body = {"run_id": self.run_id, "tags": ([files] if number == 0 else []) + batch}
-            if number == len(batches) - 1:
-                body["metrics"] = [metric]
-            self._post(body)
+        for tag in run.get("run", {}).get("data", {}).get("tags") or []:
+            if tag.get("key") == "trialfleet.ack":
+                try:
+                    acked = json.loads(tag.get("value") or "[]")
+                except ValueError:
+                    return
+                if isinstance(acked, list) and all(isinstance(n, int) for n in acked):
+                    self.acked = acked
+                    self.window = None  # refill from what the manager holds
 
-    def _post(self, body):
-        data = json.dumps(body).encode()
+    def _request(self, path, body):
+        """One MLflow request, retried while MLflow is unreachable, throttles or fails (5xx); its answer, or
+        None when it refused (said once on stderr: it is the job's log)."""
+        data = json.dumps(body).encode() if body is not None else None
         delay = 0.5
-        for _ in range(60):
-            request = urllib.request.Request(self.url, data=data, method="POST")
+        for _ in range(8):
+            request = urllib.request.Request(self.api + path, data=data, method="POST" if data else "GET")
             request.add_header("Content-Type", "application/json")
             if self.token:
                 request.add_header("Authorization", "Bearer " + self.token)
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:
-                    response.read()
-                return
+                    return json.loads(response.read() or b"{}") or {"ok": True}
             except urllib.error.HTTPError as error:
                 if error.code < 500 and error.code != 429:
                     sys.stderr.write(
-                        f"trialfleet: MLflow refused the trial's files: {error.read()[:500]!r}\n"
+                        f"trialfleet: MLflow refused {path.split('?')[0]}: {error.read()[:500]!r}\n"
                     )
-                    return
+                    return None
             except (OSError, ValueError) as error:
                 sys.stderr.write(f"trialfleet: MLflow is unreachable (retried): {error}\n")
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
+        return None
+
+
+def _shipping_order(relative):
+    """The metric stream, the keeper's record, the rest, result.json."""
+    if relative in WHOLE[:2]:
+        return WHOLE.index(relative)
+    return 3 if relative == WHOLE[2] else 2
 
 
 def shim_needed():
@@ -202,7 +269,8 @@ def main(argv):
     trial_dir = os.path.join(os.getcwd(), TRIAL_DIR)
     env = prepare(support, trial_dir)
     shipper = Shipper(trial_dir)
-    signal.signal(signal.SIGTERM, lambda *_: None)  # the keeper gets it too and ends the trial; we ship
+    terminated = []
+    signal.signal(signal.SIGTERM, lambda *_: terminated.append(1))  # the keeper gets it too and ends the trial
     print(
         f"trialfleet: running the trial in {trial_dir} (its output: trial.stdout, trial.stderr)", flush=True
     )
@@ -210,11 +278,17 @@ def main(argv):
         [sys.executable, "-I", "-S", os.path.join(support, "keeper", "keeper.py"), trial_dir], env=env
     )
     while keeper.poll() is None:
-        shipper.ship(shipper.scan())
+        shipper.step()
         time.sleep(0.5)
-    shipper.ship(shipper.scan())
     code = exit_code(trial_dir, keeper.returncode)
     print(f"trialfleet: the trial ended (exit code {code})", flush=True)
+    drain = CANCEL_DRAIN if terminated else DRAIN
+    deadline = time.time() + drain
+    while not shipper.step():
+        if time.time() > deadline:
+            print(f"trialfleet: the manager did not take the trial's files within {drain:.0f} s", flush=True)
+            break
+        time.sleep(0.5)
     return code
 
 

@@ -1,11 +1,13 @@
-"""The manager's side of the job's forwarder (``forwarder.py``): MLflow tags → a mirror of the trial directory.
+"""The manager's side of the job's forwarder (``forwarder.py``): a window of MLflow tags → a mirror of the trial
+directory, and the acknowledgement that moves the window on.
 
-The forwarder in the job ships what each file of its trial directory gained as tags of the job's MLflow run
-(``trialfleet.files`` lists the files; ``trialfleet.<file>.<chunk>`` holds ``<offset>:<base64 bytes>``). The
-manager writes them into the trial's directory on this machine, each chunk at its offset, so a mirror holds
-exactly the bytes the job wrote, in order, whatever was shipped or read twice. The usual trial-directory
-reading (:class:`~.trial_files.LocalTrialFiles`) then serves it: metrics exactly once through the cursors, the
-keeper's records, the trial's output and files.
+The forwarder in the job keeps a window of what the manager does not hold yet in the run's tags
+(``trialfleet.files`` lists the files; ``trialfleet.slot.<k>`` holds ``<file index>:<offset>:<base64 bytes>``).
+The manager writes each piece into the trial's directory on this machine at its offset, so a mirror holds exactly
+the bytes the job wrote, in order, whatever was shipped or read twice, and acknowledges what it holds
+(``trialfleet.ack``: the bytes of each file, by index), which lets the forwarder ship the next pieces. The usual
+trial-directory reading (:class:`~.trial_files.LocalTrialFiles`) then serves it: metrics exactly once through the
+cursors, the keeper's records, the trial's output and files.
 """
 
 from __future__ import annotations
@@ -23,52 +25,72 @@ from trialfleet.training_services.trial_dir import relative_file
 log = logging.getLogger(__name__)
 
 FILES_TAG = "trialfleet.files"
+ACK_TAG = "trialfleet.ack"
+SLOT_PREFIX = "trialfleet.slot."
 
 
-def chunks_by_file(tags: Mapping[str, str]) -> dict[str, list[tuple[int, bytes]]]:
-    """The shipped chunks of each file, as (offset, bytes), in chunk order; malformed tags are skipped."""
+def shipped_files(tags: Mapping[str, str]) -> list[str]:
     try:
         files = json.loads(tags.get(FILES_TAG, "[]"))
     except json.JSONDecodeError:
-        return {}
-    found: dict[str, list[tuple[int, int, bytes]]] = {}
+        return []
+    return [str(name) for name in files] if isinstance(files, list) else []
+
+
+def pieces_by_file(tags: Mapping[str, str]) -> dict[int, list[tuple[int, bytes]]]:
+    """The window's pieces of each file index, as (offset, bytes) in offset order; malformed slots are skipped."""
+    found: dict[int, list[tuple[int, bytes]]] = {}
     for key, value in tags.items():
-        parts = key.split(".")
-        if len(parts) != 3 or parts[0] != "trialfleet" or not (parts[1].isdigit() and parts[2].isdigit()):
+        if not key.startswith(SLOT_PREFIX):
             continue
-        index, number = int(parts[1]), int(parts[2])
-        offset, _, payload = value.partition(":")
-        if index >= len(files) or not offset.isdigit():
-            continue
+        index, _, rest = value.partition(":")
+        offset, _, payload = rest.partition(":")
+        if not (index.isdigit() and offset.isdigit()):
+            continue  # an empty slot ("-") or not one of ours
         try:
             data = base64.b64decode(payload, validate=True)
         except (binascii.Error, ValueError):
             continue
-        found.setdefault(files[index], []).append((number, int(offset), data))
-    return {name: [(offset, data) for _, offset, data in sorted(chunks)] for name, chunks in found.items()}
+        found.setdefault(int(index), []).append((int(offset), data))
+    return {index: sorted(pieces) for index, pieces in found.items()}
 
 
-def apply_chunks(trial_dir: Path, tags: Mapping[str, str]) -> int:
-    """Write every chunk not yet in the mirror at its offset; the number of bytes added."""
+def apply_window(trial_dir: Path, tags: Mapping[str, str]) -> tuple[int, list[int]]:
+    """Write every piece not yet in the mirror at its offset: the bytes added, and what the mirror holds of each
+    shipped file (the acknowledgement to give; -1 for a name it refuses)."""
+    files = shipped_files(tags)
+    pieces = pieces_by_file(tags)
     added = 0
-    for name, chunks in chunks_by_file(tags).items():
+    held: list[int] = []
+    for index, name in enumerate(files):
         try:
             path = trial_dir / relative_file(name, trial_dir)
         except (ValueError, TrialFileRefusedError):
             log.warning("aml: the job shipped %r, which is not a file of its trial directory to mirror", name)
+            held.append(-1)  # not wanted: the forwarder ships it no more
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        added += _apply(path, chunks)
-    return added
+        if index in pieces:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            added += _apply(path, pieces[index])
+        held.append(path.stat().st_size if path.exists() else 0)
+    return added, held
 
 
-def _apply(path: Path, chunks: list[tuple[int, bytes]]) -> int:
+def acknowledged(tags: Mapping[str, str]) -> list[int] | None:
+    try:
+        value = json.loads(tags.get(ACK_TAG, "null"))
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _apply(path: Path, pieces: list[tuple[int, bytes]]) -> int:
     size = path.stat().st_size if path.exists() else 0
     added = 0
     with open(path, "ab") as f:
-        for offset, data in chunks:
+        for offset, data in pieces:
             end = offset + len(data)
-            if end <= size or offset > size:  # already here; or a gap the next look fills
+            if end <= size or offset > size:  # already here; or a gap the next window fills
                 continue
             f.write(data[size - offset :])
             f.flush()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import os
 import shutil
@@ -32,7 +33,7 @@ from trialfleet.training_services.aml.job import (
     job_name,
     trial_variables,
 )
-from trialfleet.training_services.aml.mirror import apply_chunks
+from trialfleet.training_services.aml.mirror import ACK_TAG, acknowledged, apply_window
 from trialfleet.training_services.aml.status import AML_OUTCOMES, AmlJob, AmlOutcomes
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.service import BatchJobService
@@ -98,11 +99,20 @@ class JobWatcher(BatchJobWatcher[AmlJob]):
         assert self.client is not None, "start() first"
         job = self.client.job(name)
         tags = self.client.run_tags(name) if job is not None else None
-        self._shipped += apply_chunks(self.mirrors[name], tags or {})
+        self._shipped += mirror_run(self.client, name, self.mirrors[name], tags or {})
         return job
 
     async def _looked(self, found: Mapping[str, AmlJob], changed: bool) -> bool:
         return self._shipped > 0
+
+
+def mirror_run(client: AmlClient, name: str, trial_dir: Path, tags: Mapping[str, str]) -> int:
+    """Apply the run's window to the trial's mirror and acknowledge what the mirror holds, so that the forwarder
+    ships the next pieces; the bytes added."""
+    added, held = apply_window(trial_dir, tags)
+    if held and held != acknowledged(tags):
+        client.set_tag(name, ACK_TAG, json.dumps(held, separators=(",", ":")))
+    return added
 
 
 def stage_snapshot(code_dir: Path, root: Path) -> Path:
@@ -247,8 +257,9 @@ class AmlTrainingService(BatchJobService[AmlJob]):
         if self.client is not None and not (trial_dir / RESULT_RECORD).exists():
             # the trial may still run: what it wrote before this read is shipped within one period
             await asyncio.sleep(SHIP_PERIOD)
-            tags = await asyncio.to_thread(self.client.run_tags, handle["job_name"])
-            apply_chunks(trial_dir, tags or {})
+            job = handle["job_name"]
+            tags = await asyncio.to_thread(self.client.run_tags, job)
+            await asyncio.to_thread(mirror_run, self.client, job, trial_dir, tags or {})
         return await self.trials.read(handle["trial_dir"], name)
 
     async def _shutdown(self, killed_trials: bool) -> None:

@@ -20,6 +20,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.base import LiveTrial, TrainingService
 from trialfleet.training_services.batch.outcome import RESULT_GRACE, BatchJob, JobView, OutcomeTable
+from trialfleet.training_services.batch.reuse import WorkerFleet, WorkerOutcomes, runs_in_worker
 from trialfleet.training_services.batch.watcher import JobWatcher
 from trialfleet.training_services.events import PollBatch, TrialEnded, TrialStarted
 from trialfleet.training_services.trial_dir import KEEPER_RECORD
@@ -39,6 +40,8 @@ class BatchJobService(TrainingService, Generic[J]):
     ends_abandoned_jobs: ClassVar[bool] = False
 
     _unreadable: str | None = None  # why the last look at the trial directories failed
+    #: the platform's workers in reuse mode (:mod:`.reuse`); None: one job per trial attempt
+    fleet: WorkerFleet | None = None
 
     # ---- what the platform provides ------------------------------------------------------------------------
 
@@ -84,8 +87,16 @@ class BatchJobService(TrainingService, Generic[J]):
 
     # ---- the collect loop --------------------------------------------------------------------------------
 
+    def _table(self, trial: LiveTrial) -> OutcomeTable[Any]:
+        """The outcome table of this trial: its worker's when it runs in one."""
+        if runs_in_worker(trial.handle):
+            return WorkerOutcomes(self.platform)
+        return self._outcomes(trial)
+
     async def _adopt(self, trial: LiveTrial) -> None:
         self.job_watcher.watch(self._job_id(trial))
+        if self.fleet is not None and runs_in_worker(trial.handle):
+            self.fleet.adopt(trial)
         try:
             trial.started = await self.trial_files.exists(trial.handle["trial_dir"], KEEPER_RECORD)
         except PlatformError as exc:  # the next poll looks again
@@ -94,6 +105,8 @@ class BatchJobService(TrainingService, Generic[J]):
 
     async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
         looks = await self._look(trials)
+        if self.fleet is not None:
+            await self.fleet.maintain()
         if looks is None:
             return PollBatch()
         batch = PollBatch()
@@ -129,11 +142,13 @@ class BatchJobService(TrainingService, Generic[J]):
         keeper_started = bool(trial.state.get("keeper_started") or look.keeper_started)
         trial.state["keeper_started"] = keeper_started
         batch = PollBatch()
-        if not trial.started and (keeper_started or (job is not None and self._job_running(job))):
+        # a worker's job runs before it takes the trial: only the keeper says that the trial started
+        job_running = job is not None and not runs_in_worker(trial.handle) and self._job_running(job)
+        if not trial.started and (keeper_started or job_running):
             batch.started.append(TrialStarted(trial.trial_id, time.time()))
         batch.waiting = trial.waiting_changed(self._waiting_reason(job) if job is not None else None)
         view = self._view(trial, look, job, keeper_started)
-        ended = self._outcomes(trial).outcome(trial.trial_id, view)
+        ended = self._table(trial).outcome(trial.trial_id, view)
         if ended is None and self._end_near(trial, look):
             watcher.hurry()  # the end is near: learn the platform's side of it soon
             await self._still_ending(trial, job)
@@ -142,15 +157,19 @@ class BatchJobService(TrainingService, Generic[J]):
         batch.metrics, batch.problems = look.read_metrics(ended is not None)
         if ended is not None:
             batch.ended.append(ended)
-            if self.ends_abandoned_jobs and _abandoned(ended, view):
+            if self.ends_abandoned_jobs and not runs_in_worker(trial.handle) and _abandoned(ended, view):
                 await self._end_job(trial)
             await self._trial_ended(trial, ended, view)
+            if self.fleet is not None:
+                await self.fleet.trial_ended(trial, ended)
             if not self._job_shared(trial, job_id):
                 watcher.forget(job_id)
         return batch
 
     def _job_shared(self, trial: LiveTrial, job_id: str) -> bool:
-        """Another live trial runs in the same job (a worker job running trial after trial)."""
+        """Another live trial runs in the same job, or a worker runs as that job (:mod:`.reuse`)."""
+        if self.fleet is not None and self.fleet.holds(job_id):
+            return True
         return any(other is not trial and self._job_id(other) == job_id for other in self.live.values())
 
     def _view(self, trial: LiveTrial, look: TrialLook, job: J | None, keeper_started: bool) -> JobView[J]:

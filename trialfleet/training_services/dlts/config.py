@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from trialfleet.config.base import ConfigPath, Secret, existing
+from trialfleet.config.base import ConfigPath, Duration, Secret, existing
 from trialfleet.config.service import DEFAULT_IMAGE, MANAGER_IP_UNUSED, TrainingServiceConfig
 
 #: where DLTS mounts the user's work path in every job (``workPath`` left empty: the user's own directory)
@@ -48,9 +48,14 @@ class DltsConfig(TrainingServiceConfig):
     """Where this machine mounts the user's work path."""
     container_storage_mount_point: str | None = Field(default=None, pattern=r"^/")
     """Where jobs see it (`/work` when `localStorageMountPoint` is set)."""
+    reuse_mode: bool = False
+    """Run trials in long-lived worker jobs, trial after trial, instead of one job per trial (docs/reuse.md)."""
+    worker_idle_timeout: Duration = Field(default=60, gt=0)
+    """With `reuseMode`: how long a worker job with no trial is kept before it is released (e.g. `5m`)."""
 
     trialfleet_keys: ClassVar[frozenset[str]] = frozenset(
         {"gpu_type", "preemption_allowed", "local_storage_mount_point", "container_storage_mount_point"}
+        | {"reuse_mode", "worker_idle_timeout"}  # NNI's DLTS ran one job per trial
     )
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,

@@ -66,6 +66,29 @@ class TrialJob:
 
 
 @dataclass(frozen=True)
+class WorkerJob:
+    """A reuse-mode worker as a DLTS job (:mod:`..batch.reuse`); paths are as the job's container sees them."""
+
+    experiment_id: str
+    worker: str  # the worker's name
+    worker_dir: str
+    argv: tuple[str, ...]  # the worker's command line (batch.reuse.worker_argv)
+    shim_dir: str
+
+    @property
+    def name(self) -> str:
+        return f"nni_exp_{self.experiment_id}_worker_{self.worker}"
+
+    @property
+    def job_id(self) -> str:
+        return str(uuid.uuid5(JOB_ID_NAMESPACE, f"{self.experiment_id}/worker/{self.worker}"))
+
+    @property
+    def script_path(self) -> str:
+        return f"{self.worker_dir}/{SCRIPT_NAME}"
+
+
+@dataclass(frozen=True)
 class JobSettings:
     """Per-job values from the config."""
 
@@ -77,7 +100,7 @@ class JobSettings:
     preemption_allowed: bool = False
 
 
-def job_body(job: TrialJob, settings: JobSettings) -> dict[str, Any]:
+def job_body(job: TrialJob | WorkerJob, settings: JobSettings) -> dict[str, Any]:
     """The JSON body of ``POST <dashboard>api/clusters/<cluster>/jobs``."""
     return {
         "jobId": job.job_id,
@@ -121,4 +144,16 @@ def launch_script(job: TrialJob) -> str:
     ]
     lines += shim_lines(job.shim_dir)
     lines.append("exec " + keeper_line(job.env, job.keeper, q(job.trial_dir)))
+    return "\n".join(lines) + "\n"
+
+
+def worker_script(job: WorkerJob) -> str:
+    """A worker job's ``dlts.sh``: the ``nni`` shim when needed, then the worker in place of the keeper."""
+    lines = [
+        "#!/bin/bash",
+        f"# trialfleet: reuse-mode worker {job.worker} of experiment {job.experiment_id}.",
+        f"# Run by DLTS job {job.job_id} ({job.name}), submitted by the trialfleet manager.",
+        *shim_lines(job.shim_dir),
+        "exec " + shlex.join(job.argv),
+    ]
     return "\n".join(lines) + "\n"

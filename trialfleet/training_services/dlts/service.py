@@ -1,4 +1,5 @@
-"""DLTS training service: every trial attempt is one DLTS job, submitted through the cluster's dashboard.
+"""DLTS training service: every trial attempt is one DLTS job, submitted through the cluster's dashboard, or, with
+``reuseMode``, runs in a long-lived worker job that runs trial after trial (:mod:`..batch.reuse`).
 
 The trial directories, a copy of the keeper and of the ``nni`` shim, and a copy of the code live on the
 cluster's NFS storage, which this machine mounts too (:class:`~.mounted_storage.MountedStorage`); jobs see
@@ -22,10 +23,25 @@ from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
+from trialfleet.training_services.batch.reuse import (
+    REUSE_POLL_INTERVAL,
+    ReusePolicy,
+    WorkerFleet,
+    runs_in_worker,
+    worker_argv,
+)
 from trialfleet.training_services.batch.service import BatchJobService
 from trialfleet.training_services.dlts.client import DashboardClient, DltsRefused, DltsUnavailable
 from trialfleet.training_services.dlts.config import DltsConfig
-from trialfleet.training_services.dlts.job import SCRIPT_NAME, JobSettings, TrialJob, job_body, launch_script
+from trialfleet.training_services.dlts.job import (
+    SCRIPT_NAME,
+    JobSettings,
+    TrialJob,
+    WorkerJob,
+    job_body,
+    launch_script,
+    worker_script,
+)
 from trialfleet.training_services.dlts.status import DLTS_OUTCOMES, DltsJob, DltsOutcomes, JobWatcher
 from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.mounted_storage import MountedStorage, on_storage
@@ -102,6 +118,11 @@ class DltsTrainingService(BatchJobService[DltsJob]):
         self.team = _setting(config.team, "team")
         self.client = DashboardClient(self.config.dashboard, self.config.cluster, email, password)
         self.watcher = JobWatcher(self.client)
+        if self.config.reuse_mode:
+            idle = float(self.config.worker_idle_timeout)
+            self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, 1, idle)
+            self.fleet = WorkerFleet(self, self.storage.trials, self.storage.remote, self.watcher, self.reuse_policy)
+            self.poll_interval = REUSE_POLL_INTERVAL
         try:
             self.gpu_type = self.config.gpu_type or await self.client.gpu_type(self.team)
             await self.storage.prepare()
@@ -123,6 +144,8 @@ class DltsTrainingService(BatchJobService[DltsJob]):
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
         trial_dir = self.storage.trial_dir(attempt_name(spec.trial_id, spec.attempt))
+        if self.fleet is not None:
+            return await self._launch_in_worker(spec, trial_dir)
         try:
             job = self._trial_job(spec, trial_dir, "")
             log.debug("dlts: trial %s is job %s (%s)", spec.trial_id, job.job_id, job.name)
@@ -142,6 +165,36 @@ class DltsTrainingService(BatchJobService[DltsJob]):
             if await self._client.job(job.job_id) is None:  # not a second submit of the same id
                 raise
         return self._submitted(job)
+
+    async def _launch_in_worker(self, spec: TrialSpec, trial_dir: str) -> Submitted | Deferred:
+        """Reuse mode: the trial's inputs, its own environment in command.json, given to a worker."""
+        assert self.fleet is not None
+        try:
+            code_dir = await self.storage.code_dir(spec.code_dir)
+            env = job_variables(
+                self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
+            )
+            command = command_record(["/bin/bash", "-c", spec.command], code_dir, env)
+            here = {"trial_dir_here": str(self.storage.to_local(trial_dir))}  # as _submitted's
+            return await self.fleet.launch(spec, trial_dir, input_files(spec.parameter_record, command), here)
+        except DltsUnavailable as exc:  # a worker submitted may be lost: it ends itself when idle
+            return Deferred(f"the DLTS dashboard is unavailable: {exc}")
+
+    async def start_worker(self, name: str, worker_dir: str) -> str:
+        """Reuse mode: submit a worker's job (:class:`~..batch.reuse.WorkerJobs`)."""
+        trials = f"{self.storage.remote}/trials"
+        argv = tuple(worker_argv(self.storage.layout.worker, worker_dir, trials, self.reuse_policy))
+        job = WorkerJob(self.context.experiment_id, name, worker_dir, argv, self.storage.layout.shim_dir)
+        await self.storage.trials.write(worker_dir, {SCRIPT_NAME: worker_script(job)})
+        settings = dataclasses.replace(self._settings(None), gpus=self.config.trial_gpu_number or 0)
+        await self._client.submit(job_body(job, settings))
+        return job.job_id
+
+    async def end_worker(self, job_id: str) -> None:
+        try:
+            await self._client.kill(job_id)
+        except PlatformError as exc:
+            log.warning("dlts: cannot kill worker job %s (retried): %s", job_id, exc)
 
     async def _write_inputs(self, spec: TrialSpec, job: TrialJob, code_dir: str) -> None:
         # env None: the trial inherits the job's environment (DLTS's variables, its GPUs) and the script's
@@ -164,13 +217,13 @@ class DltsTrainingService(BatchJobService[DltsJob]):
             env=env,
         )
 
-    def _settings(self, spec: TrialSpec) -> JobSettings:
+    def _settings(self, spec: TrialSpec | None) -> JobSettings:
         return JobSettings(
             team=self.team,
             email=self._client.email,
             gpu_type=self.gpu_type,
             image=self.config.image,
-            gpus=spec.gpu_number or 0,
+            gpus=(spec.gpu_number or 0) if spec is not None else 0,
             preemption_allowed=self.config.preemption_allowed,
         )
 
@@ -218,6 +271,9 @@ class DltsTrainingService(BatchJobService[DltsJob]):
 
     async def _kill(self, trial: LiveTrial) -> None:
         """DLTS deletes the job's pod: the keeper, its main process, gets SIGTERM and ends the trial's tree."""
+        if self.fleet is not None and runs_in_worker(trial.handle):
+            await self.fleet.cancel(trial)  # the worker signals the keeper, which ends the trial's tree
+            return
         self._watcher.hurry()
         await self._end_job(trial)
 
@@ -237,6 +293,8 @@ class DltsTrainingService(BatchJobService[DltsJob]):
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials and self.client is not None:
             await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
+            if self.fleet is not None:
+                await self.fleet.close()
         if self.client is not None:
             await self.client.close()
         await self.storage.close()

@@ -43,6 +43,7 @@ from trialfleet.training_services.kubernetes.config import (
     KubeflowConfig,
 )
 from trialfleet.training_services.kubernetes.informer import Informer
+from trialfleet.training_services.kubernetes.mounting import LocalMount, mount_storage, unmount
 from trialfleet.training_services.kubernetes.names import (
     ATTEMPT_LABEL,
     experiment_selector,
@@ -58,7 +59,6 @@ from trialfleet.training_services.kubernetes.storage import (
     StorageSpec,
     experiment_storage,
     install_entrypoint,
-    local_mount_point,
 )
 from trialfleet.training_services.mounted_storage import MountedStorage
 from trialfleet.training_services.naming import attempt_name
@@ -106,6 +106,7 @@ class KubernetesTrainingService(TrainingService):
         self.client = KubeClient(self.platform, self.cluster, self.cluster.namespace)
         self.kind = self.resource_kind()
         self._storage: MountedStorage | None = None
+        self._mount: LocalMount | None = None
         self.entrypoint_script = ""
         self.jobs: Informer | None = None
         self.pods: Informer | None = None
@@ -164,13 +165,15 @@ class KubernetesTrainingService(TrainingService):
             await self._check_kind()
             await self.client.check_namespace()
             spec = self.storage_spec()
-            local = await asyncio.to_thread(local_mount_point, self.platform, spec)
-            self._storage = experiment_storage(local, spec, self.context.experiment_id)
+            self._mount = await mount_storage(self.platform, spec, self.context.experiment_dir)
+            self._storage = experiment_storage(self._mount.point, spec, self.context.experiment_id)
             await self.storage.prepare()
             self.entrypoint_script = await asyncio.to_thread(install_entrypoint, self.storage)
             await self._prepare_platform()
         except BaseException:
             self.client.close()
+            if self._mount is not None:
+                await unmount(self.platform, self._mount)
             raise
         self._start_informers()
 
@@ -480,6 +483,8 @@ class KubernetesTrainingService(TrainingService):
             if informer is not None:
                 await asyncio.to_thread(informer.stop)
         self.client.close()
+        if self._mount is not None:
+            await unmount(self.platform, self._mount)
 
     async def _resources_gone(self, trials: list[LiveTrial]) -> set[str]:
         gone = set()

@@ -146,8 +146,9 @@ def _match(spec: StorageSpec, mount: Mount) -> tuple[int, Path] | None:
     return None
 
 
-def local_mount_point(platform: str, spec: StorageSpec, mountinfo: Path = MOUNTINFO) -> Path:
-    """This machine's mount point of the storage; a PlatformError saying what to do when it is not mounted."""
+def local_mount_point(platform: str, spec: StorageSpec, mountinfo: Path = MOUNTINFO) -> Path | None:
+    """This machine's mount point of the storage; None for an NFS export it does not mount (then it is mounted:
+    :mod:`.mounting`), a PlatformError saying what to do for another storage it does not mount."""
     if spec.local is not None:
         if not spec.local.is_dir():
             raise PlatformError(
@@ -158,11 +159,10 @@ def local_mount_point(platform: str, spec: StorageSpec, mountinfo: Path = MOUNTI
         found = find_local_mount(spec, parse_mountinfo(mountinfo.read_text()))
     except OSError as exc:
         raise PlatformError(f"{platform}: cannot read the mount table {mountinfo}: {exc}") from exc
-    if found is None:
+    if found is None and spec.nfs is None:
         raise PlatformError(
             f"{platform}: the {spec.description} is not mounted on this machine, which reads the trials' files "
-            "there: mount it (e.g. sudo mount -t nfs <server>:<path> <directory>) or give its mount point "
-            "as storage.localMountPoint"
+            "there: mount it or give its mount point as storage.localMountPoint"
         )
     return found
 

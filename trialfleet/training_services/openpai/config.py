@@ -19,6 +19,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from trialfleet.config.base import (
     ConfigPath,
+    Duration,
     JsonMapping,
     KeyPath,
     Secret,
@@ -67,19 +68,19 @@ class OpenpaiConfig(TrainingServiceConfig):
     """Where jobs see the storage; default `/mnt/<storageConfigName>`."""
     relay_port: int | None = Field(default=None, gt=0, lt=65536)  # None: the manager's port + 1
     """The relay's port, without `localStorageMountPoint`; default: the manager's port + 1."""
-    reuse_mode: bool = False  # NNI's default is True; what trialfleet does is False, so true is warned about
-    """NNI's reuse mode."""
+    reuse_mode: bool = True  # NNI's default
+    """Run trials in long-lived worker jobs, trial after trial (docs/reuse.md); acted on with
+    `localStorageMountPoint` and a job of one task, else every trial attempt is a job of its own."""
+    worker_idle_timeout: Duration = Field(default=60, gt=0)
+    """With `reuseMode`: how long a worker job with no trial is kept before it is released (e.g. `5m`)."""
     openpai_config: JsonMapping | None = None
     """A job protocol of your own, inline."""
     openpai_config_file: ConfigPath | None = None
     """A job protocol of your own, in a YAML file."""
 
-    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"relay_port"})
-    # nniManagerIp and relayPort are used without localStorageMountPoint only; the service warns otherwise
-    not_acted_on: ClassVar[dict[str, str]] = {
-        **TrainingServiceConfig.not_acted_on,
-        "reuse_mode": "every trial attempt is an OpenPAI job of its own; no job is kept to run several trials",
-    }
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"relay_port", "worker_idle_timeout"})
+    # nniManagerIp and relayPort are used without localStorageMountPoint only, and reuseMode with it and a job of
+    # one task: the service warns otherwise
 
     @field_validator("host")
     @classmethod

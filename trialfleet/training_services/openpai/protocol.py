@@ -150,3 +150,23 @@ def task_script(task: TaskScript) -> str:
         f'exec python3 -I -S -c {q(RESULT_EXIT)} "$task_dir"',
     ]
     return "\n".join(lines) + "\n"
+
+
+def worker_job_name(experiment_id: str, worker: str) -> str:
+    """A reuse-mode worker's job: ``nni_exp_<experiment>_worker_<worker>``."""
+    name = f"nni_exp_{experiment_id}_worker_{worker}"
+    if not JOB_NAME.fullmatch(name):
+        raise ValueError(f"OpenPAI job names hold letters, digits, _ and - only (at most 255): {name!r}")
+    return name
+
+
+def worker_task_script(experiment_id: str, job: str, shim_dir: str, argv: list[str]) -> str:
+    """The task script of a reuse-mode worker's job (:mod:`..batch.reuse`): the worker in place of the keeper."""
+    lines = [
+        "#!/bin/bash",
+        f"# trialfleet: a reuse-mode worker of experiment {experiment_id} (OpenPAI job {job}).",
+        "# The job's task runs it from the storage: /bin/bash <worker dir>/openpai-task.sh <task role>",
+        *shim_lines(shim_dir),
+        "exec " + shlex.join(argv),
+    ]
+    return "\n".join(lines) + "\n"

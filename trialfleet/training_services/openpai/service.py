@@ -1,4 +1,6 @@
-"""OpenPAI training service: every trial attempt is one OpenPAI job whose task runs the trial keeper.
+"""OpenPAI training service: every trial attempt is one OpenPAI job whose task runs the trial keeper, or, in reuse
+mode (NNI's default; with the storage mounted here and a job of one task), runs in a long-lived worker job that
+runs trial after trial (:mod:`..batch.reuse`).
 
 Everything but job control goes through the storage that OpenPAI mounts into the job's containers and that the
 manager's machine mounts too (``localStorageMountPoint`` here, ``containerStorageMountPoint`` in the jobs): the
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import posixpath
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +26,13 @@ from typing import Any, cast
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
+from trialfleet.training_services.batch.reuse import (
+    REUSE_POLL_INTERVAL,
+    ReusePolicy,
+    WorkerFleet,
+    runs_in_worker,
+    worker_argv,
+)
 from trialfleet.training_services.batch.service import BatchJobService
 from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
@@ -30,14 +40,17 @@ from trialfleet.training_services.naming import attempt_name
 from trialfleet.training_services.openpai import cluster
 from trialfleet.training_services.openpai.client import OpenpaiClient, PaiApiError, RateLimited
 from trialfleet.training_services.openpai.config import OpenpaiConfig
-from trialfleet.training_services.openpai.delivery import Delivery, delivery_for
+from trialfleet.training_services.openpai.delivery import Delivery, MountedDelivery, delivery_for
 from trialfleet.training_services.openpai.protocol import (
     TASK_SCRIPT,
     TaskScript,
     job_name,
     job_protocol,
     protocol_text,
+    storage_check,
     task_script,
+    worker_job_name,
+    worker_task_script,
 )
 from trialfleet.training_services.openpai.status import (
     OUTCOMES,
@@ -79,7 +92,9 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
         self.client = OpenpaiClient(
             self.config.host, self.config.username, self.config.token.get_secret_value()
         )
-        self.watcher = JobWatcher(self.client, f"nni_exp_{context.experiment_id}_trial_")
+        # with reuse, the list shows the workers' jobs too (nni_exp_<id>_worker_<name>)
+        kind = "" if self.config.reuse_mode else "trial_"
+        self.watcher = JobWatcher(self.client, f"nni_exp_{context.experiment_id}_{kind}")
         self.trials = LocalTrialFiles()  # handles hold the trial directory as this machine sees it
         self._template: JobTemplate | None = None
         self._delivery: Delivery | None = None
@@ -104,13 +119,31 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
             await cluster.check_cluster(self.client, self.config, self.template)
             self._delivery = delivery_for(self.context, self.config, self.template)
             await self.delivery.prepare()
+            self._start_fleet()
         except PlatformError:
             await self.client.close()
             raise
 
+    def _start_fleet(self) -> None:
+        """Reuse mode (NNI's default here): worker jobs, where the storage is mounted here and the job has one task."""
+        if not self.config.reuse_mode:
+            return
+        delivery = self.delivery
+        if not isinstance(delivery, MountedDelivery) or self.template.tasks != 1:
+            why = "without localStorageMountPoint" if self.template.tasks == 1 else "for a job of several tasks"
+            log.warning("openpai: reuseMode is not acted on %s: every trial attempt is a job of its own", why)
+            return
+        idle = float(self.config.worker_idle_timeout)
+        self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, 1, idle)
+        root = str(delivery.storage.local)
+        self.fleet = WorkerFleet(self, self.trials, root, self.watcher, self.reuse_policy, job_key=self.job_key)
+        self.poll_interval = REUSE_POLL_INTERVAL
+
     # ---- submission ------------------------------------------------------------------------------------
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+        if self.fleet is not None:
+            return await self._launch_in_worker(spec)
         try:
             name = job_name(self.context.experiment_id, spec.trial_id, spec.attempt)
         except ValueError as exc:
@@ -140,6 +173,54 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
                 return Deferred(f"OpenPAI cannot take the job now: {exc}")
             raise
         return submitted
+
+    async def _launch_in_worker(self, spec: TrialSpec) -> Submitted | Deferred:
+        """Reuse mode: the trial's inputs, its own environment in command.json, given to a worker."""
+        assert self.fleet is not None
+        blocked = self._blocked()
+        if blocked is not None:
+            return Deferred(blocked)
+        attempt = attempt_name(spec.trial_id, spec.attempt)
+        container_dir = self.delivery.paths.trial_dir(attempt)
+        try:
+            code_dir = await self.delivery.code_dir(spec.code_dir)
+            command = self._command(spec.command, self.template.primary, code_dir, None)
+            command["env"] = job_variables(
+                self.platform, self.context.experiment_id, spec, trial_dir=container_dir, code_dir=code_dir
+            )
+            files = input_files(spec.parameter_record, command)
+            return await self.fleet.launch(spec, str(self.delivery.local_dir(attempt)), files)
+        except RateLimited as exc:
+            return Deferred(self._block(exc, submission=exc.what.startswith("submitting")))
+        except PaiApiError as exc:
+            if exc.transient or exc.status == 401:
+                return Deferred(f"OpenPAI cannot take the job now: {exc}")
+            raise
+
+    async def start_worker(self, name: str, worker_dir: str) -> str:
+        """Reuse mode: post a worker's job (:class:`~..batch.reuse.WorkerJobs`); ``worker_dir`` is this machine's."""
+        delivery = self.delivery
+        assert isinstance(delivery, MountedDelivery)
+        try:
+            job = worker_job_name(self.context.experiment_id, name)
+        except ValueError as exc:
+            raise PlatformError(f"openpai: {exc}") from exc
+        in_job = delivery.storage.to_remote(Path(worker_dir))
+        trials = posixpath.join(delivery.paths.root, "trials")
+        argv = worker_argv(delivery.paths.layout.worker, in_job, trials, self.reuse_policy)
+        script = worker_task_script(self.context.experiment_id, job, delivery.paths.layout.shim_dir, argv)
+        await self.trials.write(worker_dir, {TASK_SCRIPT: script})
+        description = f"trialfleet: reuse-mode worker {name} of experiment {self.context.experiment_id}"
+        setup = [storage_check(in_job, self.template)]
+        protocol = job_protocol(self.template, name=job, trial_dir=in_job, description=description, setup=setup)
+        await self.client.submit(job, protocol_text(protocol))
+        return job
+
+    async def end_worker(self, job_id: str) -> None:
+        try:
+            await self.client.stop(job_id)
+        except PaiApiError as exc:
+            log.warning("openpai: cannot stop worker job %s yet (retried): %s", job_id, exc)
 
     def _submitted(self, name: str, local_dir: Path, container_dir: str) -> Submitted:
         self.watcher.watch(name)
@@ -259,7 +340,7 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
         return result_grace(job, keeper_started)
 
     async def _trial_ended(self, trial: LiveTrial, ended: TrialEnded, view: JobView[PaiJob]) -> None:
-        if view.result is None and view.job is not None:
+        if view.result is None and view.job is not None and not runs_in_worker(trial.handle):
             await self._keep_job_log(trial)
         self._stops.pop(trial.trial_id, None)
 
@@ -270,6 +351,9 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
         and records the cancel. Through the relay, the STOP waits for the keeper to have sent what the trial wrote
         until now (the containers' end takes what it had not sent yet). A STOP OpenPAI does not take now (not
         reachable, the job not visible yet) is sent again on the next polls."""
+        if self.fleet is not None and runs_in_worker(trial.handle):
+            await self.fleet.cancel(trial)  # the worker signals the keeper, which ends the trial's tree
+            return
         self.watcher.hurry()
         settle = self.delivery.stop_settle
         self._stops[trial.trial_id] = time.monotonic() + settle
@@ -312,6 +396,8 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials and self.live:
             await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
+        if killed_trials and self.fleet is not None:
+            await self.fleet.close()
         await self.client.close()
         if self._delivery is not None:
             await self._delivery.close()
@@ -330,7 +416,9 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
 
 
 def _result_decides(trial: LiveTrial, look: TrialLook) -> bool:
-    if look.result is None or trial.handle.get("tasks", 1) != 1:
+    """The trial's end is decided by its result.json alone: its job (not a worker's, which runs on) need not be
+    asked about."""
+    if look.result is None or trial.handle.get("tasks", 1) != 1 or runs_in_worker(trial.handle):
         return False
     return not look.result.get("canceled") or trial.cancel_status is not None
 

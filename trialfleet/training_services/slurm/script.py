@@ -70,6 +70,33 @@ class TrialJob:
     def comment(self) -> str:
         return job_comment(self.attempt)
 
+    @property
+    def directory(self) -> str:
+        return self.trial_dir
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """A reuse-mode worker as a Slurm job (:mod:`..batch.reuse`); paths are as the cluster nodes see them."""
+
+    experiment_id: str
+    worker: str  # the worker's name
+    worker_dir: str
+    argv: Sequence[str]  # the worker's command line (batch.reuse.worker_argv)
+    shim_dir: str
+    setup_script: str | None = None
+    python_path: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"nni_exp_{self.experiment_id}_worker_{self.worker}"
+
+    comment = "trialfleet worker"
+
+    @property
+    def directory(self) -> str:
+        return self.worker_dir
+
 
 def job_comment(attempt: int) -> str:
     """Told apart by the comment: every attempt of a trial has the same job name."""
@@ -81,10 +108,10 @@ def reserved_options(options: Sequence[str]) -> list[str]:
     return [option for option in options if option.split("=", 1)[0].strip() in RESERVED_OPTIONS]
 
 
-def sbatch_argv(job: TrialJob, resources: JobResources, script_path: str) -> list[str]:
+def sbatch_argv(job: TrialJob | WorkerJob, resources: JobResources, script_path: str) -> list[str]:
     argv = ["sbatch", "--parsable", f"--job-name={job.name}", f"--comment={job.comment}"]
-    output = "/dev/null" if "\\" in job.trial_dir else f"\\{JOB_OUTPUT}"
-    argv += [f"--chdir={job.trial_dir}", f"--output={output}", "--no-requeue"]
+    output = "/dev/null" if "\\" in job.directory else f"\\{JOB_OUTPUT}"
+    argv += [f"--chdir={job.directory}", f"--output={output}", "--no-requeue"]
     for option, value in (
         ("--partition", resources.partition),
         ("--account", resources.account),
@@ -105,17 +132,27 @@ def sbatch_argv(job: TrialJob, resources: JobResources, script_path: str) -> lis
 
 
 def sbatch_script(job: TrialJob) -> str:
+    what = f"trial {job.trial_id}, attempt {job.attempt}"
+    lines = [*_prologue(job, what), "exec " + keeper_line(job.env, job.keeper, shlex.quote(job.trial_dir))]
+    return "\n".join(lines) + "\n"
+
+
+def worker_script(job: WorkerJob) -> str:
+    """The script of a worker job: the same setup as a trial's job, then the worker in place of the keeper."""
+    lines = [*_prologue(job, f"worker {job.worker} (reuse mode)"), "exec " + shlex.join(job.argv)]
+    return "\n".join(lines) + "\n"
+
+
+def _prologue(job: TrialJob | WorkerJob, what: str) -> list[str]:
     q = shlex.quote
     lines = [
         "#!/bin/bash",
-        f"# trialfleet: trial {job.trial_id}, attempt {job.attempt}, of experiment {job.experiment_id}.",
+        f"# trialfleet: {what}, of experiment {job.experiment_id}.",
         "# Submitted with sbatch by the trialfleet manager; the options are on its command line.",
-        f'printf "%s\\n" "$SLURM_JOB_ID" > {q(job.trial_dir + "/" + JOB_ID_FILE)}',
+        f'printf "%s\\n" "$SLURM_JOB_ID" > {q(job.directory + "/" + JOB_ID_FILE)}',
     ]
     if job.setup_script:
         lines += ["# --- setupScript ---", job.setup_script.rstrip("\n"), "# --- end of setupScript ---"]
     if job.python_path:
         lines.append(f'export PATH={q(job.python_path)}:"$PATH"')
-    lines += shim_lines(job.shim_dir)
-    lines.append("exec " + keeper_line(job.env, job.keeper, q(job.trial_dir)))
-    return "\n".join(lines) + "\n"
+    return lines + shim_lines(job.shim_dir)

@@ -1,4 +1,5 @@
-"""Slurm training service: every trial attempt is one batch job running the trial keeper on a cluster node.
+"""Slurm training service: every trial attempt is one batch job running the trial keeper on a cluster node, or,
+with ``reuseMode``, runs in a long-lived worker job that runs trial after trial (:mod:`..batch.reuse`).
 
 The trial directories, a copy of the keeper and of the ``nni`` shim (and of the code, when it is not on the
 shared directory already) live under ``<sharedDirectory>/<experiment id>/``, which the nodes see too:
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import cast
 
@@ -24,6 +26,13 @@ from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
+from trialfleet.training_services.batch.reuse import (
+    REUSE_POLL_INTERVAL,
+    ReusePolicy,
+    WorkerFleet,
+    runs_in_worker,
+    worker_argv,
+)
 from trialfleet.training_services.batch.service import BatchJobService
 from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
@@ -37,10 +46,12 @@ from trialfleet.training_services.slurm.script import (
     SCRIPT_NAME,
     JobResources,
     TrialJob,
+    WorkerJob,
     job_comment,
     reserved_options,
     sbatch_argv,
     sbatch_script,
+    worker_script,
 )
 from trialfleet.training_services.slurm.shared_directory import SharedDirectory
 from trialfleet.training_services.slurm.status import (
@@ -103,6 +114,12 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
         self._cancel_sent: dict[str, float] = {}
         # with a shared storage the code comes from it; the nodes see it at remoteMountPoint
         self.shared_storage = shared_storage_for(context.config, context.experiment_id)
+        if self.config.reuse_mode:
+            per_gpu, idle = self.config.max_trial_number_per_gpu, float(self.config.worker_idle_timeout)
+            self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, per_gpu, idle)
+            self.fleet = WorkerFleet(self, self.shared.trials, str(self.root), self.watcher, self.reuse_policy)
+            if self.config.login_node is None:
+                self.poll_interval = REUSE_POLL_INTERVAL
 
     @property
     def support_dir(self) -> PurePosixPath:
@@ -158,6 +175,8 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
 
     async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
         trial_dir = str(self.root / "trials" / attempt_name(spec.trial_id, spec.attempt))
+        if self.fleet is not None:
+            return await self._launch_in_worker(spec, trial_dir)
         try:
             earlier = await self._earlier_job(spec, trial_dir)
         except PlatformError as exc:
@@ -185,6 +204,46 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
         if result.code != 0 or not job_id.isdigit():
             raise PlatformError(f"slurm: sbatch refused trial {spec.trial_id}: {result.err.strip()}")
         return job_id
+
+    async def _launch_in_worker(self, spec: TrialSpec, trial_dir: str) -> Submitted | Deferred:
+        """Reuse mode: the trial's own environment goes into command.json (the job's is its worker's), and its
+        keeper holds it to maxTrialDuration (the job's time limit is the worker's)."""
+        assert self.fleet is not None
+        try:
+            code_dir = await self._code_dir(spec.code_dir)
+            env = job_variables(
+                self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
+            )
+            limit = self.context.config.max_trial_duration
+            command = command_record(["/bin/bash", "-c", spec.command], code_dir, env, max_duration=limit)
+            return await self.fleet.launch(spec, trial_dir, input_files(spec.parameter_record, command))
+        except SshLinkError as exc:  # the next offer finds an attempt already given to a worker (assigned.json)
+            return Deferred(f"the login node is unreachable: {exc}", sticky=True)
+
+    async def start_worker(self, name: str, worker_dir: str) -> str:
+        """Reuse mode: submit a worker job (:class:`~..batch.reuse.WorkerJobs`)."""
+        argv = worker_argv(self.shared.layout.worker, worker_dir, str(self.root / "trials"), self.reuse_policy)
+        job = WorkerJob(
+            experiment_id=self.context.experiment_id,
+            worker=name,
+            worker_dir=worker_dir,
+            argv=argv,
+            shim_dir=self.shared.layout.shim_dir,
+            setup_script=self.config.setup_script,
+            python_path=self.config.python_path,
+        )
+        await self.shared.trials.write(worker_dir, {SCRIPT_NAME: worker_script(job)})
+        resources = replace(
+            self._resources(None), time_limit=self.config.time_limit, gpus=self.config.trial_gpu_number
+        )
+        result = await self.runner.run(sbatch_argv(job, resources, posixpath.join(worker_dir, SCRIPT_NAME)))
+        job_id = result.out.strip().split(";")[0]
+        if result.code != 0 or not job_id.isdigit():
+            raise PlatformError(f"slurm: sbatch refused worker {name}: {result.err.strip()}")
+        return job_id
+
+    async def end_worker(self, job_id: str) -> None:
+        await self._scancel(job_id)
 
     def _submitted(self, job_id: str, trial_dir: str) -> Submitted:
         self.watcher.watch(job_id)
@@ -225,7 +284,7 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
             python_path=self.config.python_path,
         )
 
-    def _resources(self, spec: TrialSpec) -> JobResources:
+    def _resources(self, spec: TrialSpec | None) -> JobResources:
         config = self.config
         return JobResources(
             partition=config.partition,
@@ -234,7 +293,7 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
             time_limit=config.time_limit or self.context.config.max_trial_duration,
             cpus=config.cpus_per_trial,
             memory_mb=config.memory,
-            gpus=spec.gpu_number,
+            gpus=spec.gpu_number if spec is not None else None,
             gpu_request_style=config.gpu_request_style,
             extra=tuple(config.sbatch_options),
         )
@@ -273,6 +332,9 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
         A cancel that cannot be sent (the controller or the login node does not answer) is sent again by
         :meth:`_escalate_cancel` once the trial can be looked at again.
         """
+        if self.fleet is not None and runs_in_worker(trial.handle):
+            await self.fleet.cancel(trial)  # the worker signals the keeper, which ends the trial's tree
+            return
         job_id = trial.handle["job_id"]
         job = self.watcher.jobs.get(job_id)
         self._cancel_sent[trial.trial_id] = time.monotonic()
@@ -311,6 +373,8 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
     async def _shutdown(self, killed_trials: bool) -> None:
         if killed_trials:
             await self._wait_for_trials_to_end(self._jobs_ended, SHUTDOWN_WAIT, interval=0.5)
+            if self.fleet is not None:
+                await self.fleet.close()
         await self.shared.close()
 
     async def _jobs_ended(self, trials: list[LiveTrial]) -> set[str]:
@@ -327,6 +391,6 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
             job = jobs.get(trial.handle["job_id"]) if jobs is not None else None
             if jobs is not None and (job is None or job.ended):
                 ended.add(trial.trial_id)
-            elif trial.trial_id not in ended:
+            elif trial.trial_id not in ended and not runs_in_worker(trial.handle):
                 await self._escalate_cancel(trial)
         return ended

@@ -1,0 +1,76 @@
+"""Reuse mode on the DLTS emulator: trials run one after another in one worker job, and a worker job that DLTS
+preempts (its pod deleted, the job queued again) fails the trial it ran as an infrastructure failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dlts_helpers import dlts_config
+
+from tests.emulators.dlts import DltsEmulator
+from trialfleet.status import FailureKind, TrialStatus
+from trialfleet.testing import make_context, poll_until, wait_for_file
+from trialfleet.training_services.dlts import DltsTrainingService
+from trialfleet.training_services.spec import Submitted, TrialSpec
+
+RECORD = json.dumps({"parameter_id": 1, "parameter_source": "algorithm", "parameters": {"x": 1}})
+
+
+def spec(tmp_path: Path, trial_id: str, command: str, attempt: int = 0) -> TrialSpec:
+    code_dir = tmp_path / "code"
+    code_dir.mkdir(exist_ok=True)
+    return TrialSpec(trial_id, 0, command, code_dir, RECORD, attempt=attempt)
+
+
+async def submit(service: DltsTrainingService, trial: TrialSpec) -> Submitted:
+    submitted = await service.submit(trial)
+    assert isinstance(submitted, Submitted), submitted
+    return submitted
+
+
+def submits(dlts: DltsEmulator) -> int:
+    return sum(1 for r in dlts.requests if r["method"] == "POST" and r["path"].endswith("/jobs"))
+
+
+async def test_trials_run_one_after_another_in_one_worker_job(tmp_path: Path, dlts: DltsEmulator) -> None:
+    config = dlts_config(dlts, reuseMode=True, preemptionAllowed=True)
+    service = DltsTrainingService(make_context(tmp_path / "experiment", config, "exp1"))
+    await service.start()
+    try:
+        jobs = set()
+        for n in range(3):
+            job = await submit(service, spec(tmp_path, f"t{n}", "echo ok"))
+            jobs.add(job.handle["job_id"])
+            ended = (await poll_until(service, lambda s, n=n: f"t{n}" in s.ended)).ended[f"t{n}"]
+            assert ended.status is TrialStatus.SUCCEEDED
+        assert len(jobs) == 1 and submits(dlts) == 1
+        (job_id,) = jobs
+        assert dlts.job(job_id)["jobParams"]["jobName"].startswith("nni_exp_exp1_worker_")
+    finally:
+        await service.close()
+
+
+async def test_a_preempted_worker_fails_its_running_trial_for_a_retry(
+    tmp_path: Path, dlts: DltsEmulator
+) -> None:
+    config = dlts_config(dlts, reuseMode=True, preemptionAllowed=True)
+    service = DltsTrainingService(make_context(tmp_path / "experiment", config, "exp1"))
+    await service.start()
+    hold = dlts.work_dir() / "hold"
+    hold.touch()
+    try:
+        command = "while [ -e /work/hold ]; do sleep 0.05; done"
+        job = await submit(service, spec(tmp_path, "held", command))
+        trial_dir = dlts.work_dir() / Path(job.handle["trial_dir"]).relative_to("/work")
+        await wait_for_file(trial_dir / "keeper.json")
+        dlts.preempt(job.handle["job_id"])
+        ended = (await poll_until(service, lambda s: "held" in s.ended)).ended["held"]
+        assert (ended.status, ended.failure_kind) == (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
+        hold.unlink()
+        retry = await submit(service, spec(tmp_path, "held", "echo again", attempt=1))
+        seen = await poll_until(service, lambda s: "held" in s.ended)
+        assert seen.ended["held"].status is TrialStatus.SUCCEEDED
+        assert retry.handle["trial_dir"] != job.handle["trial_dir"]
+    finally:
+        await service.close()
