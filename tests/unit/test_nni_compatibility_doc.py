@@ -57,9 +57,11 @@ def test_works_and_differs_rows_name_a_test(title: str, row: dict[str, str]) -> 
 
 
 def _defined(path: Path, name: str) -> bool:
-    """``name`` (``test_x``, ``test_x[param id]``, ``Class::test_x``) is a test of ``path``."""
+    """``name`` (``test_x``, ``test_x[param id]``, ``Class::test_x``, ``TestClass``) is a test of ``path``."""
     function, _, param = name.partition("[")
     text = path.read_text()
+    if function.startswith("Test") and "::" not in function:  # a whole test class (a contract suite)
+        return re.search(rf"^class {re.escape(function)}\b", text, re.MULTILINE) is not None
     if "::" in function:  # a contract suite's method: the class is here, the method in its base class
         cls, function = function.split("::")
         sources = [text, *(p.read_text() for p in (ROOT / "trialfleet" / "testing").glob("*.py"))]
