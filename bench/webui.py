@@ -5,6 +5,8 @@ The experiment is the one of tests/browser/test_ten_thousand_running.py: a real 
 10,000 simulated trials (trialfleet.testing.simulated), each reporting an intermediate result every 30 s.
 Figures are measured, never asserted:
 
+* a first visit, cold (a new browser context: nothing cached) of the Overview and the Charts page: navigation
+  → the first chart drawn with data, and → every chart; the longest main-thread task meanwhile;
 * first paint: navigation → first contentful paint, and → the page's content (overview cards, the first
   table row, all four charts drawn with their data);
 * redraws: each chart drawing on the charts page over a live minute (the page's "draw <chart>" user-timing
@@ -112,6 +114,49 @@ def overview_liveness(page: Any, running: RunningExperiment, trial_ids: list[str
     return delays
 
 
+#: installed before the page's own scripts: every main-thread task over 50 ms from navigation on
+LONG_TASKS_FROM_START = """window.__tasks = [];
+new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__tasks.push(e.duration); })
+  .observe({ type: 'longtask', buffered: true });"""
+
+#: the first chart of each page with charts, drawn with data
+FIRST_CHART = {
+    "overview": "() => document.getElementById('overview-metric-plot')?.data?.length",
+    "charts": "() => document.getElementById('chart-metric')?.data?.length",
+}
+
+
+def cold_visit(browser: Any, url: str, name: str) -> dict[str, float]:
+    """A first visit with nothing cached (a new browser context: no HTTP or code cache): seconds from navigation
+    to the page's first chart drawn with data and to its content (every chart), the longest main-thread task
+    meanwhile (ms), and the bytes of plotly.js received."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(300_000)
+    page.add_init_script(LONG_TASKS_FROM_START)
+    sizes: list[int] = []
+    page.on(
+        "response",
+        lambda r: sizes.append(int(r.headers.get("content-length") or 0)) if "plotly" in r.url else None,
+    )
+    started = time.monotonic()
+    page.goto(f"{url}/#/{name}")
+    wait_js(page, FIRST_CHART[name], timeout=300)
+    first = time.monotonic() - started
+    wait_js(page, CONTENT[name], timeout=300)
+    content = time.monotonic() - started
+    time.sleep(0.2)  # a task still running when the content showed is reported when it ends
+    tasks = page.evaluate("() => window.__tasks")
+    context.close()
+    return {
+        "first_chart_s": first,
+        "content_s": content,
+        "longest_task_ms": max(tasks, default=0.0),
+        "tasks_over_50ms": len(tasks),
+        "plotly_kib": sum(sizes) / 1024,
+    }
+
+
 def first_paint(page: Any, url: str, name: str) -> tuple[float, float]:
     """(first contentful paint, content shown) in seconds after a fresh navigation to the page."""
     page.goto("about:blank")
@@ -142,6 +187,7 @@ def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
             running.end(f"s{running.trials - 2000 - i:05d}", "SUCCEEDED", round(0.3 + i / 500, 4))
         while running.get("/api/v1/trialfleet/trials?status=SUCCEEDED&limit=1")["total"] < 50:
             time.sleep(0.1)
+        figures["cold"] = {name: cold_visit(browser, running.url, name) for name in FIRST_CHART}
         page.goto(f"{running.url}/#/charts")  # warms the HTTP cache: plotly's immutable URL
         wait_js(page, CONTENT["charts"], timeout=300)
         page.evaluate(WATCH_TASKS)
@@ -232,6 +278,16 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
         f"p99 {percentile(figures['overview_liveness'], 0.99):.2f} s | |",
         f"| memory after 20 page switches | {BEFORE['leak']} | heap {heap0:.1f} → {heap1:.1f} MB, DOM nodes "
         f"{nodes0:,} → {nodes1:,} | |",
+        "",
+        "First visit, cold (a new browser context: nothing in the HTTP or code cache), navigation →:",
+        "",
+        "| page | first chart drawn | every chart drawn | longest main-thread task | tasks over 50 ms | plotly.js received |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {name} | {c['first_chart_s']:.2f} s | {c['content_s']:.2f} s | {c['longest_task_ms']:.0f} ms | "
+            f"{c['tasks_over_50ms']} | {c['plotly_kib']:,.0f} KiB |"
+            for name, c in figures["cold"].items()
+        ),
         "",
         "First paint of each page (fresh navigation, plotly cached):",
         "",
