@@ -5,6 +5,8 @@ The experiment is the one of tests/browser/test_ten_thousand_running.py: a real 
 10,000 simulated trials (trialfleet.testing.simulated), each reporting an intermediate result every 30 s.
 Figures are measured, never asserted:
 
+* a first visit, cold (a new browser context: nothing cached) of the Overview and the Charts page: navigation
+  → the first chart drawn with data, and → every chart; the longest main-thread task meanwhile;
 * first paint: navigation → first contentful paint, and → the page's content (overview cards, the first
   table row, all four charts drawn with their data);
 * redraws: each chart drawing on the charts page over a live minute (the page's "draw <chart>" user-timing
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -114,6 +117,63 @@ def overview_liveness(page: Any, running: RunningExperiment, trial_ids: list[str
     return delays
 
 
+#: installed before the page's own scripts: every main-thread task over 50 ms from navigation on
+LONG_TASKS_FROM_START = """window.__tasks = [];
+new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__tasks.push(e.duration); })
+  .observe({ type: 'longtask', buffered: true });"""
+
+WHOLE = re.compile(r"(webui/v-\w+/)vendor/plotly-cartesian\.min\.js")
+
+#: the first chart of each page with charts, drawn with data
+FIRST_CHART = {
+    "overview": "() => document.getElementById('overview-metric-plot')?.data?.length",
+    "charts": "() => document.getElementById('chart-metric')?.data?.length",
+}
+
+
+def naming_the_whole_plotly(route: Any) -> None:
+    """The page, with its plotly.js script named as the whole bundle (sent as the browser reads it)."""
+    answer = route.fetch()
+    plain = {k: v for k, v in answer.headers.items() if k not in ("content-encoding", "content-length")}
+    route.fulfill(
+        status=answer.status, headers=plain, body=WHOLE.sub(r"\1vendor/plotly.min.js", answer.text())
+    )
+
+
+def cold_visit(browser: Any, url: str, name: str, whole_plotly: bool = False) -> dict[str, float]:
+    """A first visit with nothing cached (a new browser context: no HTTP or code cache): seconds from navigation
+    to the page's first chart drawn with data and to its content (every chart), the longest main-thread task
+    meanwhile (ms), and the bytes of plotly.js received. ``whole_plotly``: the page is made to load the whole
+    plotly.js of the ``plotly`` package (what it loaded before the cartesian bundle), to compare."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(300_000)
+    page.add_init_script(LONG_TASKS_FROM_START)
+    if whole_plotly:
+        page.route(f"{url}/", naming_the_whole_plotly)
+    sizes: list[int] = []
+    page.on(
+        "response",
+        lambda r: sizes.append(int(r.headers.get("content-length") or 0)) if "plotly" in r.url else None,
+    )
+    started = time.monotonic()
+    page.goto(f"{url}/#/{name}")
+    wait_js(page, FIRST_CHART[name], timeout=300)
+    first = time.monotonic() - started
+    wait_js(page, CONTENT[name], timeout=300)
+    content = time.monotonic() - started
+    time.sleep(0.2)  # a task still running when the content showed is reported when it ends
+    tasks = page.evaluate("() => window.__tasks")
+    context.close()
+    return {
+        "first_chart_s": first,
+        "content_s": content,
+        "longest_task_ms": max(tasks, default=0.0),
+        "tasks_over_50ms": len(tasks),
+        "plotly_kib": sum(sizes) / 1024,
+    }
+
+
 def first_paint(page: Any, url: str, name: str) -> tuple[float, float]:
     """(first contentful paint, content shown) in seconds after a fresh navigation to the page."""
     page.goto("about:blank")
@@ -132,6 +192,14 @@ def heap(session: Any) -> tuple[float, int]:
     return used, int(nodes)
 
 
+def end_some(running: RunningExperiment) -> None:
+    """50 trials end, so that every chart has data to draw."""
+    for i in range(50):
+        running.end(f"s{running.trials - 2000 - i:05d}", "SUCCEEDED", round(0.3 + i / 500, 4))
+    while running.get("/api/v1/trialfleet/trials?status=SUCCEEDED&limit=1")["total"] < 50:
+        time.sleep(0.1)
+
+
 def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
@@ -140,10 +208,8 @@ def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(300_000)
-        for i in range(50):  # every chart has data to draw
-            running.end(f"s{running.trials - 2000 - i:05d}", "SUCCEEDED", round(0.3 + i / 500, 4))
-        while running.get("/api/v1/trialfleet/trials?status=SUCCEEDED&limit=1")["total"] < 50:
-            time.sleep(0.1)
+        end_some(running)
+        figures["cold"] = {name: cold_visit(browser, running.url, name) for name in FIRST_CHART}
         page.goto(f"{running.url}/#/charts")  # warms the HTTP cache: plotly's immutable URL
         wait_js(page, CONTENT["charts"], timeout=300)
         page.evaluate(WATCH_TASKS)
@@ -237,6 +303,16 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
         f"| memory after 20 page switches | {BEFORE['leak']} | heap {heap0:.1f} → {heap1:.1f} MB, DOM nodes "
         f"{nodes0:,} → {nodes1:,} | |",
         "",
+        "First visit, cold (a new browser context: nothing in the HTTP or code cache), navigation →:",
+        "",
+        "| page | first chart drawn | every chart drawn | longest main-thread task | tasks over 50 ms | plotly.js received |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {name} | {c['first_chart_s']:.2f} s | {c['content_s']:.2f} s | {c['longest_task_ms']:.0f} ms | "
+            f"{c['tasks_over_50ms']} | {c['plotly_kib']:,.0f} KiB |"
+            for name, c in figures["cold"].items()
+        ),
+        "",
         "First paint of each page (fresh navigation, plotly cached):",
         "",
         "| page | first contentful paint | content shown |",
@@ -258,17 +334,60 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
     return "\n".join(lines)
 
 
+def cold_pairs(running: RunningExperiment, pairs: int) -> str:
+    """``pairs`` cold first visits of each page with the cartesian bundle and with the whole plotly.js,
+    alternated so that both meet the same load: a markdown table of each run and the medians."""
+    from playwright.sync_api import sync_playwright
+
+    end_some(running)
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        for _ in range(pairs):
+            for name in FIRST_CHART:
+                for bundle in ("cartesian", "whole"):
+                    visit = cold_visit(browser, running.url, name, whole_plotly=bundle == "whole")
+                    runs.setdefault((name, bundle), []).append(visit)
+        browser.close()
+    lines = [
+        "| page | plotly.js | first chart drawn (median; each) | longest task (median; each) |",
+        "|---|---|---|---|",
+    ]
+    for (name, bundle), visits in runs.items():
+        first = [v["first_chart_s"] for v in visits]
+        longest = [v["longest_task_ms"] for v in visits]
+        lines.append(
+            f"| {name} | {bundle} ({visits[0]['plotly_kib']:,.0f} KiB sent) | {statistics.median(first):.2f} s; "
+            + ", ".join(f"{x:.2f}" for x in first)
+            + f" | {statistics.median(longest):.0f} ms; "
+            + ", ".join(f"{x:.0f}" for x in longest)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.webui", description=__doc__)
     parser.add_argument("--trials", type=int, default=10_000)
     parser.add_argument("--live-seconds", type=float, default=60.0, help="how long redraws are watched")
     parser.add_argument("--results", default=str(RESULTS), help="markdown file to write ('-' for none)")
+    parser.add_argument(
+        "--cold-pairs",
+        type=int,
+        default=0,
+        help="only compare N cold first visits with the cartesian bundle and with the whole plotly.js",
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()
     with (
         tempfile.TemporaryDirectory(prefix="bench-webui-") as work,
         running_experiment(Path(work), args.trials, metric_interval=30.0) as running,
     ):
+        if args.cold_pairs:
+            print(f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start")
+            print(cold_pairs(running, args.cold_pairs))
+            print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+            return 0
         figures = measure(running, args.live_seconds)
     text = report(figures, args.trials, load)
     print(text)

@@ -1,55 +1,39 @@
-"""The web UI: a single page of our own (vanilla ES modules, no build step) served by the manager's
-REST server, plus plotly.js taken from the installed ``plotly`` package at run time.
+"""The web UI: a single page of our own (vanilla ES modules, no build step of their own) served by the
+manager's REST server, with plotly.js's cartesian bundle from its npm package (built into the package by
+``scripts/build_webui.py``; the whole plotly.js of the installed ``plotly`` package where it was not built).
 
 ``mount(app, manager)`` adds:
 
 * ``/``                        the page (hash routes ``#/overview``, ``#/trials``, ``#/charts``, ``#/experiments``)
 * ``/oview``, ``/detail``, ``/experiment``  NNI's web UI paths, redirected to the matching page
-* ``/webui/...``               our static assets; ``/webui/vendor/plotly-<version>.min.js`` from the plotly
-                               package, cached as immutable (the page names it in ``<meta name=plotly-src>``)
+* ``/webui/<version>/...``     the static assets, gzipped, cached as immutable (``/webui/...``: revalidated);
+                               see :mod:`trialfleet.webui.assets` (the page names plotly.js in
+                               ``<meta name=plotly-src>``)
 * ``/api/v1/trialfleet/...``   the UI's incremental JSON routes (see :mod:`trialfleet.webui.api`)
 """
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable
-from importlib import resources
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fastapi import FastAPI
-from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, RedirectResponse, Response
-from fastapi.staticfiles import StaticFiles
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.queries import TrialQueries
 from trialfleet.webui.api import build_router
+from trialfleet.webui.assets import Assets, plotly_js_path
 
 if TYPE_CHECKING:
     from trialfleet.manager.experiment_manager import ExperimentManager
 
 STATIC_DIR = Path(__file__).parent / "static"
 _NNI_PAGES = {"/oview": "overview", "/detail": "trials", "/experiment": "experiments"}
-IMMUTABLE = "public, max-age=31536000, immutable"
 
 __all__ = ["STATIC_DIR", "mount", "plotly_js_path"]
-
-
-def plotly_version() -> str:
-    try:
-        return version("plotly")
-    except PackageNotFoundError:
-        return "missing"
-
-
-def plotly_js_path() -> Path | None:
-    """``plotly.min.js`` inside the installed ``plotly`` wheel, or None when plotly is not installed."""
-    try:
-        path = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
-    except ModuleNotFoundError:
-        return None
-    return path if path.is_file() else None
 
 
 def mount(
@@ -64,33 +48,30 @@ def mount(
     cache = app.state.trialfleet.cache  # the server's, of the routes that only read the database
     app.include_router(build_router(manager, reader, queries, closers, cache), prefix=prefix)
 
-    plotly_url = f"webui/vendor/plotly-{plotly_version()}.min.js"
-    index_html = (STATIC_DIR / "index.html").read_text().replace("{{plotly_src}}", plotly_url)
-
-    def plotly_js(cache: str) -> Callable[[], Response]:
-        def serve() -> Response:
-            path = plotly_js_path()
-            if path is None:
-                return PlainTextResponse("plotly is not installed: pip install 'plotly>=5'", status_code=503)
-            return FileResponse(path, media_type="text/javascript", headers={"Cache-Control": cache})
-
-        return serve
-
-    def index() -> HTMLResponse:
-        return HTMLResponse(index_html, headers={"Cache-Control": "no-cache"})
-
-    # the plotly routes must precede the /webui mount that would otherwise answer for them; the versioned
-    # URL never changes content, so a browser keeps it for a year without asking again
-    app.add_api_route(
-        f"{prefix}/{plotly_url}", plotly_js(IMMUTABLE), methods=["GET"], include_in_schema=False
+    assets = Assets(STATIC_DIR)
+    base = f"webui/{assets.version}"
+    index_html = (
+        (STATIC_DIR / "index.html")
+        .read_text()
+        .replace("{{assets}}", base)
+        .replace("{{plotly_src}}", f"{base}/{assets.plotly}")
     )
+
+    index_gzipped = gzip.compress(index_html.encode(), mtime=0)
+
+    def index(request: Request) -> Response:
+        headers = {"Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"
+            return HTMLResponse(index_gzipped, headers=headers)
+        return HTMLResponse(index_html, headers=headers)
+
+    def asset(path: str, request: Request) -> Response:
+        return assets.serve(path, request)
+
     app.add_api_route(
-        f"{prefix}/webui/vendor/plotly.min.js",
-        plotly_js("max-age=86400"),
-        methods=["GET"],
-        include_in_schema=False,
+        f"{prefix}/webui/{{path:path}}", asset, methods=["GET", "HEAD"], include_in_schema=False
     )
-    app.mount(f"{prefix}/webui", StaticFiles(directory=STATIC_DIR), name="webui")
     app.add_api_route(f"{prefix}/", index, methods=["GET"], include_in_schema=False)
     if prefix:
         app.add_api_route(prefix, _redirect_to(f"{prefix}/"), methods=["GET"], include_in_schema=False)

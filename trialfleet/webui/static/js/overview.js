@@ -5,7 +5,7 @@ import {
   badge, card, fmtDuration, fmtNumber, fmtParams, fmtTime, h, jsonBlock, modal, parseDuration, STATUS_COLORS,
   redrawScheduler, toast, TRIAL_STATUSES, trialDuration,
 } from "./dom.js";
-import { finalMetricPlot, release } from "./plots.js";
+import { finalMetricPlot, loadPlotly, release } from "./plots.js";
 import * as trialCache from "./trialcache.js";
 
 const ENDED = new Set(["DONE", "STOPPED", "ERROR", "VIEWED"]); // no time is left to count down
@@ -224,6 +224,7 @@ function mount(container, state) {
   slots.chart.append(h("div", { className: "empty" }, "Loading…"));
   scheduler = redrawScheduler({ chart: drawChart, best: refreshBest }, { minInterval: 1000 });
   unsubscribe = trialCache.subscribe(refreshChart);
+  loadPlotly(); // fetched and evaluated while the final results are asked for
   drawFinalsFirst().finally(() => trialCache.all().then(refreshChart));
 }
 
