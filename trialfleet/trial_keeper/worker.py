@@ -35,7 +35,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the 
 
 import keeper
 
-TICK = 0.1  # seconds between two looks at the inbox: the most a trial waits for a free worker to take it
+TICK = 0.1  # seconds between two looks at the requests: the most a trial waits for a free worker to take it
+#: looks at the inbox this often (s) for a while after a trial ended: the manager gives the next trial as soon as
+#: it has seen that end, so this is when one is due (a look is three directory listings)
+EAGER_TICK = 0.02
+EAGER_FOR = 2.0
 KILL_GRACE = 5.0
 
 
@@ -47,6 +51,7 @@ class Worker:
         self.running: dict = {}  # keeper pid -> attempt name
         self.signalled = False
         self.idle_since = time.monotonic()
+        self.ended_at = float("-inf")  # when a trial of this worker last ended
         for sub in ("inbox", "claimed", "cancel", "stop"):
             os.makedirs(self.path(sub), exist_ok=True)
 
@@ -95,6 +100,7 @@ class Worker:
         for pid in keeper.reap_exited_children():
             name = self.running.pop(pid, None)
             if name is not None:
+                self.ended_at = time.monotonic()
                 self.ended(os.path.join(self.trials_dir, name))
 
     def ended(self, trial_dir: str) -> None:
@@ -146,7 +152,11 @@ class Worker:
             why = self.turn()
             if why is not None:
                 return why
-            time.sleep(TICK)
+            time.sleep(self.tick())
+
+    def tick(self) -> float:
+        """Until the next look: short while the next trial is due (shortly after one ended)."""
+        return EAGER_TICK if time.monotonic() - self.ended_at < EAGER_FOR else TICK
 
 
 def record_lost(trial_dir: str, reason: str) -> None:

@@ -74,3 +74,28 @@ async def test_a_preempted_worker_fails_its_running_trial_for_a_retry(
         assert retry.handle["trial_dir"] != job.handle["trial_dir"]
     finally:
         await service.close()
+
+
+async def test_a_restarted_manager_gives_the_next_trial_to_the_idle_worker_of_the_last(
+    tmp_path: Path, dlts: DltsEmulator
+) -> None:
+    """No trial names the idle worker any more: it is found in the experiment's record of its workers."""
+    config = dlts_config(dlts, reuseMode=True)
+    context = make_context(tmp_path / "experiment", config, "exp1")
+    first = DltsTrainingService(context)
+    await first.start()
+    try:
+        job = await submit(first, spec(tmp_path, "t0", "echo ok"))
+        await poll_until(first, lambda s: "t0" in s.ended)
+    finally:
+        await first.close(kill_trials=False)  # the manager goes away; its worker stays, idle
+    restarted = DltsTrainingService(make_context(tmp_path / "experiment", config, "exp1"))
+    await restarted.start()
+    try:
+        again = await submit(restarted, spec(tmp_path, "t1", "echo ok"))
+        assert (again.handle["worker"], again.handle["job_id"]) == (job.handle["worker"], job.handle["job_id"])
+        ended = (await poll_until(restarted, lambda s: "t1" in s.ended)).ended["t1"]
+        assert ended.status is TrialStatus.SUCCEEDED
+        assert submits(dlts) == 1
+    finally:
+        await restarted.close()

@@ -144,3 +144,27 @@ def test_a_worker_started_again_records_the_trials_it_had_taken_as_lost(dirs: tu
     result = json.loads((trials / "taken" / "result.json").read_text())
     assert result["lost"] is True and not (trials / "taken" / "ran").exists()
     assert json.loads((trials / "done" / "result.json").read_text()) == {"exit_code": 0}
+
+
+def test_the_worker_looks_often_for_the_next_trial_right_after_one_ended(dirs: tuple[Path, Path]) -> None:
+    """The manager gives the next trial as soon as it saw one end: that is when the inbox is looked at often."""
+    from trialfleet.trial_keeper import worker as worker_module
+
+    worker_dir, trials = dirs
+    worker = worker_module.Worker(str(worker_dir), str(trials), 60.0)
+    assert worker.tick() == worker_module.TICK
+    trials.mkdir()
+    (trials / "done").mkdir()
+    (trials / "done" / "result.json").write_text(json.dumps({"exit_code": 0}))
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: stands for a keeper that ended
+        os._exit(0)
+    worker.running[pid] = "done"
+    wait_for_reaped = time.monotonic() + HANG_GUARD
+    while worker.running and time.monotonic() < wait_for_reaped:
+        worker.reap()
+        time.sleep(0.01)
+    assert not worker.running
+    assert worker.tick() == worker_module.EAGER_TICK < worker_module.TICK
+    worker.ended_at -= worker_module.EAGER_FOR
+    assert worker.tick() == worker_module.TICK

@@ -13,8 +13,8 @@ The API, for a platform built on :class:`~.service.BatchJobService`:
   ``python3 -I -S <support>/keeper/worker.py <worker_dir> <trials_dir> <idle_timeout>`` (:func:`worker_argv`) in
   the environment a trial's job would have (setup script, the ``nni`` shim), and returns its job id;
   ``end_worker(job_id)`` cancels it;
-* set ``self.fleet = WorkerFleet(self, files, root, watcher, policy, job_key=self.job_key)`` when the config
-  asks for reuse (``root``: the experiment's directory on the storage as ``files`` reaches it; ``start_worker``
+* set ``self.fleet = WorkerFleet(self, files, root, watcher, policy, job_key=self.job_key,
+  registry=context.experiment_dir / REGISTRY)`` when the config asks for reuse (``root``: the experiment's directory on the storage as ``files`` reaches it; ``start_worker``
   gets the worker's directory so, and translates it for the job where the job sees the storage elsewhere);
 * in ``_launch``, write nothing yourself: hand the trial's input files (``command.json`` holding the trial's own
   environment: a worker job's environment is the worker's) to :meth:`WorkerFleet.launch`;
@@ -41,11 +41,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import posixpath
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from trialfleet.errors import PlatformError
@@ -60,6 +62,8 @@ from trialfleet.training_services.trial_files import TrialFiles
 
 log = logging.getLogger(__name__)
 
+#: in the manager's experiment directory: the workers in use (:class:`WorkerRegistry`)
+REGISTRY = "reuse-workers.json"
 ASSIGNMENT = "assigned.json"  # in the trial directory: the worker the attempt was given to
 #: a worker ends itself this much later than the manager would release it: the manager's release comes first
 WORKER_IDLE_MARGIN = 30.0
@@ -70,7 +74,7 @@ CLOSE_WAIT = 10.0
 #: how often a service whose workers' directories are mounted here looks at them (its ``poll_interval``): the
 #: end of a trial is what lets the manager hand its worker the next one, so it is looked for more often than
 #: the platform's 1 s (a look is a few stat calls per live trial); through a login node the 1 s stays
-REUSE_POLL_INTERVAL = 0.2
+REUSE_POLL_INTERVAL = 0.1
 
 
 class WorkerJobs(Protocol):
@@ -136,6 +140,7 @@ class WorkerFleet:
         policy: ReusePolicy,
         *,
         job_key: str = "job_id",
+        registry: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.jobs, self.files, self.watcher, self.policy = jobs, files, watcher, policy
@@ -145,6 +150,9 @@ class WorkerFleet:
         self.clock = clock
         self.workers: dict[str, Worker] = {}
         self.started_jobs = 0  # worker jobs this manager submitted (what reuse saves is read from it)
+        #: the workers in use, kept on this machine for a manager that restarts (:class:`WorkerRegistry`)
+        self.registry = WorkerRegistry(registry, clock) if registry is not None else None
+        self._recovered = registry is None
 
     # ---- placement -------------------------------------------------------------------------------------------
 
@@ -153,6 +161,7 @@ class WorkerFleet:
     ) -> Submitted:
         """Give the trial (its input ``files``) to a worker, starting one when none has a free slot; ``extra``:
         more keys of the platform's for the handle."""
+        await self._recover()
         earlier = await self._earlier(trial_dir)
         if earlier is not None:
             handle = earlier
@@ -162,6 +171,7 @@ class WorkerFleet:
             handle.update(worker=worker.name, worker_dir=worker.worker_dir, **(extra or {}))
             await self.files.write(trial_dir, {**files, ASSIGNMENT: json.dumps(handle)})
         worker = self._register(handle, spec.trial_id)
+        self._save()
         # again after a restart too: the worker never takes an attempt twice (claimed/)
         await self.files.write(
             posixpath.join(worker.worker_dir, "inbox"), {posixpath.basename(trial_dir): ""}
@@ -202,7 +212,36 @@ class WorkerFleet:
         log.info("%s: worker %s started as job %s", self.jobs.platform, name, job_id)
         worker = Worker(name, job_id, worker_dir)
         self.workers[name] = worker
+        self._save()
         return worker
+
+    async def _recover(self) -> None:
+        """Once, before this manager places a trial or releases a worker: the workers an earlier manager of the
+        experiment left running, idle ones included, are live again; those whose job is known to have ended (or
+        which recorded their own end) are not."""
+        if self._recovered or self.registry is None:
+            return
+        self._recovered = True
+        candidates = [w for w in self.registry.load() if w.name not in self.workers]
+        try:
+            found = await self.watcher.query([w.job_id for w in candidates]) if candidates else {}
+            ended = [await self.files.exists(w.worker_dir, "ended.json") for w in candidates]
+        except (OSError, PlatformError) as exc:  # not known now: those workers end themselves when idle
+            log.warning("%s: cannot look at the workers of an earlier manager: %s", self.jobs.platform, exc)
+            return
+        for worker, ended_itself in zip(candidates, ended, strict=True):
+            job = found.get(worker.job_id)
+            if job is None or job.ended or ended_itself:
+                continue
+            self.watcher.seed({worker.job_id: job})
+            self.watcher.watch(worker.job_id)
+            self.workers[worker.name] = worker
+            log.info("%s: worker %s (job %s) re-adopted", self.jobs.platform, worker.name, worker.job_id)
+        self._save()
+
+    def _save(self) -> None:
+        if self.registry is not None:
+            self.registry.save(w for w in self.workers.values() if w.released_at is None)
 
     def _register(self, handle: Mapping[str, Any], trial_id: str) -> Worker:
         name = str(handle["worker"])
@@ -251,12 +290,14 @@ class WorkerFleet:
         worker.trials.discard(trial.trial_id)
         if not worker.trials:
             worker.idle_since = self.clock()
+            self._save()
         if ended.failure_kind is FailureKind.INFRASTRUCTURE and worker.released_at is None:
             # a worker that ran the trial is asked to stop, never cancelled: it may run other trials to their end
             await self._release(worker, ran=bool(trial.state.get("keeper_started")))
 
     async def maintain(self) -> None:
         """Forget ended workers; release those idle for longer than the policy's timeout."""
+        await self._recover()
         now = self.clock()
         for worker in list(self.workers.values()):
             job = self.watcher.jobs.get(worker.job_id)
@@ -264,6 +305,7 @@ class WorkerFleet:
                 if not worker.trials:
                     self.workers.pop(worker.name)
                     self.watcher.forget(worker.job_id)
+                    self._save()
                 continue
             if worker.released_at is not None:
                 if now - worker.released_at >= RELEASE_ESCALATE_AFTER:
@@ -277,6 +319,7 @@ class WorkerFleet:
         exit, a queued one cancelled."""
         log.info("%s: releasing worker %s (job %s)", self.jobs.platform, worker.name, worker.job_id)
         worker.released_at = self.clock()
+        self._save()  # a restarted manager must not give a trial to a worker asked to exit
         if ran or self._running(worker):
             try:
                 await self.files.write(posixpath.join(worker.worker_dir, "stop"), {"now": ""})
@@ -303,6 +346,56 @@ class WorkerFleet:
             live = {job_id for job_id in live if job_id in found and not found[job_id].ended}
         for job_id in sorted(live):
             await self.jobs.end_worker(job_id)
+
+
+class WorkerRegistry:
+    """The workers a manager uses, in a file of its experiment directory, so that a restarted manager re-adopts
+    the idle ones too (those running a trial are also found from the trial's handle). A worker released is left
+    out (it exits); one whose job ended is forgotten at the restarted manager's first look. How long a worker
+    has been idle is kept as a wall-clock time, so the restarted manager releases it on time, before the worker
+    would end itself. A worker missing here (the manager died between submitting its job and this write) ends
+    itself once idle."""
+
+    def __init__(self, path: Path, clock: Callable[[], float]) -> None:
+        self.path, self.clock = path, clock
+
+    def save(self, workers: Iterable[Worker]) -> None:
+        offset = time.time() - self.clock()  # monotonic → wall clock
+        entries = [
+            {
+                "name": w.name,
+                "job_id": w.job_id,
+                "worker_dir": w.worker_dir,
+                "idle_since": None if w.idle_since is None else w.idle_since + offset,
+            }
+            for w in workers
+        ]
+        temporary = self.path.with_name(f"{self.path.name}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps({"workers": entries}))
+            os.replace(temporary, self.path)
+        except OSError as exc:  # a restarted manager would then start new workers, these end themselves
+            log.warning("cannot record the reuse workers in %s: %s", self.path, exc)
+
+    def load(self) -> list[Worker]:
+        try:
+            entries = json.loads(self.path.read_text())["workers"]
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("cannot read the reuse workers of an earlier manager from %s: %s", self.path, exc)
+            return []
+        offset = time.time() - self.clock()
+        workers = []
+        for entry in entries:
+            idle = entry.get("idle_since")
+            # an idle worker whose idle time is unknown (a trial of it was running) counts as idle from now on
+            idle_since = self.clock() if idle is None else min(float(idle) - offset, self.clock())
+            worker = Worker(str(entry["name"]), str(entry["job_id"]), str(entry["worker_dir"]))
+            worker.idle_since = idle_since
+            workers.append(worker)
+        return workers
 
 
 class WorkerOutcomes(OutcomeTable[BatchJob]):

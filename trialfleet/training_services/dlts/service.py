@@ -24,6 +24,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.reuse import (
+    REGISTRY,
     REUSE_POLL_INTERVAL,
     ReusePolicy,
     WorkerFleet,
@@ -121,7 +122,10 @@ class DltsTrainingService(BatchJobService[DltsJob]):
         if self.config.reuse_mode:
             idle = float(self.config.worker_idle_timeout)
             self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, 1, idle)
-            self.fleet = WorkerFleet(self, self.storage.trials, self.storage.remote, self.watcher, self.reuse_policy)
+            registry = self.context.experiment_dir / REGISTRY
+            self.fleet = WorkerFleet(
+                self, self.storage.trials, self.storage.remote, self.watcher, self.reuse_policy, registry=registry
+            )
             self.poll_interval = REUSE_POLL_INTERVAL
         try:
             self.gpu_type = self.config.gpu_type or await self.client.gpu_type(self.team)

@@ -27,6 +27,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.reuse import (
+    REGISTRY,
     REUSE_POLL_INTERVAL,
     ReusePolicy,
     WorkerFleet,
@@ -136,7 +137,10 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
         idle = float(self.config.worker_idle_timeout)
         self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, 1, idle)
         root = str(delivery.storage.local)
-        self.fleet = WorkerFleet(self, self.trials, root, self.watcher, self.reuse_policy, job_key=self.job_key)
+        registry = self.context.experiment_dir / REGISTRY
+        self.fleet = WorkerFleet(
+            self, self.trials, root, self.watcher, self.reuse_policy, job_key=self.job_key, registry=registry
+        )
         self.poll_interval = REUSE_POLL_INTERVAL
 
     # ---- submission ------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.reuse import (
+    REGISTRY,
     REUSE_POLL_INTERVAL,
     ReusePolicy,
     WorkerFleet,
@@ -117,7 +118,10 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
         if self.config.reuse_mode:
             per_gpu, idle = self.config.max_trial_number_per_gpu, float(self.config.worker_idle_timeout)
             self.reuse_policy = ReusePolicy.of(self.config.trial_gpu_number, per_gpu, idle)
-            self.fleet = WorkerFleet(self, self.shared.trials, str(self.root), self.watcher, self.reuse_policy)
+            registry = context.experiment_dir / REGISTRY
+            self.fleet = WorkerFleet(
+                self, self.shared.trials, str(self.root), self.watcher, self.reuse_policy, registry=registry
+            )
             if self.config.login_node is None:
                 self.poll_interval = REUSE_POLL_INTERVAL
 
