@@ -197,6 +197,35 @@ async def test_a_restarted_manager_adopts_the_worker_and_its_running_trial(
         await after.close()
 
 
+async def test_a_restarted_manager_gives_the_next_trial_to_an_idle_worker(
+    tmp_path: Path, slurm_cluster: SlurmCluster, code_dir: Path, control: Path
+) -> None:
+    """No live trial names the worker after the restart: it is found in the experiment's record of its
+    workers, and takes the next trial instead of a new job."""
+    context = slurm_context(tmp_path / "exp", tmp_path / "shared", reuse_mode=True)
+    before = SlurmTrainingService(context)
+    await before.start()
+    (control / "release").touch()
+    try:
+        first = await submitted(before, trial_spec("first", hold(control), code_dir))
+        seen = await poll_until(before, lambda s: "first" in s.ended)
+        assert seen.ended["first"].status is TrialStatus.SUCCEEDED
+    finally:
+        await before.close(kill_trials=False)  # the manager went away between two trials: its worker is idle
+
+    after = SlurmTrainingService(context)
+    await after.start()
+    try:
+        nxt = await submitted(after, trial_spec("next", hold(control), code_dir))
+        assert nxt.handle["job_id"] == first.handle["job_id"]
+        seen = await poll_until(after, lambda s: "next" in s.ended)
+        assert seen.ended["next"].status is TrialStatus.SUCCEEDED
+        assert seen_by(control, "next")["job"] == first.handle["job_id"] and after.fleet is not None
+        assert after.fleet.started_jobs == 0
+    finally:
+        await after.close()
+
+
 async def test_a_worker_killed_mid_trial_fails_its_trial_as_infrastructure(
     tmp_path: Path, slurm_cluster: SlurmCluster, code_dir: Path, control: Path
 ) -> None:
