@@ -3,7 +3,9 @@ preempts (its pod deleted, the job queued again) fails the trial it ran as an in
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 
 from dlts_helpers import dlts_config
@@ -97,5 +99,33 @@ async def test_a_restarted_manager_gives_the_next_trial_to_the_idle_worker_of_th
         ended = (await poll_until(restarted, lambda s: "t1" in s.ended)).ended["t1"]
         assert ended.status is TrialStatus.SUCCEEDED
         assert submits(dlts) == 1
+    finally:
+        await restarted.close()
+
+
+async def test_a_restarted_manager_releases_a_worker_idle_for_longer_than_its_timeout(
+    tmp_path: Path, dlts: DltsEmulator
+) -> None:
+    """How long the worker has been idle survives the restart: one idle past workerIdleTimeout is released, not
+    given the next trial (it might end itself meanwhile)."""
+    config = dlts_config(dlts, reuseMode=True, workerIdleTimeout=1)
+    first = DltsTrainingService(make_context(tmp_path / "experiment", config, "exp1"))
+    await first.start()
+    try:
+        job = await submit(first, spec(tmp_path, "t0", "echo ok"))
+        await poll_until(first, lambda s: "t0" in s.ended)
+        idle_from = time.monotonic()
+    finally:
+        await first.close(kill_trials=False)
+    await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - idle_from)))  # its idle timeout passes meanwhile
+    restarted = DltsTrainingService(make_context(tmp_path / "experiment", config, "exp1"))
+    await restarted.start()
+    try:
+        again = await submit(restarted, spec(tmp_path, "t1", "echo ok"))
+        assert again.handle["job_id"] != job.handle["job_id"]
+        await poll_until(restarted, lambda s: "t1" in s.ended)
+        worker_dir = dlts.work_dir() / Path(job.handle["worker_dir"]).relative_to("/work")
+        await poll_until(restarted, lambda s: (worker_dir / "ended.json").exists())
+        assert json.loads((worker_dir / "ended.json").read_text())["reason"] == "released by the manager"
     finally:
         await restarted.close()

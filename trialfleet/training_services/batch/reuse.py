@@ -32,8 +32,8 @@ worker has one slot without GPUs (NNI: one trial at a time per environment); wit
 is what its job asks for) it has ``maxTrialNumberPerGpu`` slots, its trials sharing its GPUs. The handle of a
 worker's trial names the worker and its job (under the service's ``job_key``: the batch watcher watches the job
 once, whatever the number of its trials; ``launch``'s ``extra`` adds the platform's own keys); ``assigned.json`` in the trial directory holds the same, so ``submit`` of an attempt
-already given to a worker finds it again, and a restarted manager re-adopts workers from their trials' handles.
-An idle worker no trial names after a restart ends itself after its idle timeout.
+already given to a worker finds it again, and a restarted manager re-adopts workers from their trials' handles,
+and idle ones from :data:`REGISTRY` in its experiment directory (:class:`WorkerRegistry`).
 """
 
 from __future__ import annotations
@@ -196,9 +196,11 @@ class WorkerFleet:
         return free[0] if free else None
 
     def _usable(self, worker: Worker) -> bool:
+        """Not released, not ended, and not idle for so long that it is released next (an earlier manager's)."""
         job = self.watcher.jobs.get(worker.job_id)
         ended = job is not None and job.ended
-        return worker.released_at is None and not ended and not self.watcher.gone(worker.job_id)
+        idle = worker.idle_since is not None and self.clock() - worker.idle_since >= self.policy.idle_timeout
+        return worker.released_at is None and not ended and not idle and not self.watcher.gone(worker.job_id)
 
     def _running(self, worker: Worker) -> bool:
         job = self.watcher.jobs.get(worker.job_id)
