@@ -382,22 +382,20 @@ class WorkerRegistry:
 
     def load(self) -> list[Worker]:
         try:
-            entries = json.loads(self.path.read_text())["workers"]
+            return [self._worker(entry) for entry in json.loads(self.path.read_text())["workers"]]
         except FileNotFoundError:
             return []
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("cannot read the reuse workers of an earlier manager from %s: %s", self.path, exc)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("cannot read the reuse workers of an earlier manager from %s: %r", self.path, exc)
             return []
-        offset = time.time() - self.clock()
-        workers = []
-        for entry in entries:
-            idle = entry.get("idle_since")
-            # an idle worker whose idle time is unknown (a trial of it was running) counts as idle from now on
-            idle_since = self.clock() if idle is None else min(float(idle) - offset, self.clock())
-            worker = Worker(str(entry["name"]), str(entry["job_id"]), str(entry["worker_dir"]))
-            worker.idle_since = idle_since
-            workers.append(worker)
-        return workers
+
+    def _worker(self, entry: Mapping[str, Any]) -> Worker:
+        now = self.clock()
+        idle = entry.get("idle_since")
+        # a worker that had a trial counts as idle from now on at the most (its trial may have ended meanwhile)
+        idle_since = now if idle is None else min(float(idle) - (time.time() - now), now)
+        worker_dir = str(entry["worker_dir"])
+        return Worker(str(entry["name"]), str(entry["job_id"]), worker_dir, idle_since=idle_since)
 
 
 class WorkerOutcomes(OutcomeTable[BatchJob]):
