@@ -1,4 +1,4 @@
-"""The record of a manager's reuse workers (``batch/reuse.py``'s WorkerRegistry), read back as a restarted manager
+"""The record of a manager's reuse workers (``batch/workers.py``'s WorkerRegistry), read back as a restarted manager
 does: each worker with its job, and how long it has been idle on the wall clock; an unreadable record costs only
 the re-adoption (its workers end themselves once idle), never the start."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trialfleet.training_services.batch.reuse import REGISTRY, Worker, WorkerRegistry
+from trialfleet.training_services.batch.workers import REGISTRY, Worker, WorkerRegistry
 
 
 class Clock:

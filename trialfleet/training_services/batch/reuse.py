@@ -14,8 +14,9 @@ The API, for a platform built on :class:`~.service.BatchJobService`:
   the environment a trial's job would have (setup script, the ``nni`` shim), and returns its job id;
   ``end_worker(job_id)`` cancels it;
 * set ``self.fleet = WorkerFleet(self, files, root, watcher, policy, job_key=self.job_key,
-  registry=context.experiment_dir / REGISTRY)`` when the config asks for reuse (``root``: the experiment's directory on the storage as ``files`` reaches it; ``start_worker``
-  gets the worker's directory so, and translates it for the job where the job sees the storage elsewhere);
+  registry=context.experiment_dir / REGISTRY)`` when the config asks for reuse (``root``: the experiment's
+  directory on the storage as ``files`` reaches it; ``start_worker`` gets the worker's directory so, and
+  translates it for the job where the job sees the storage elsewhere; ``REGISTRY`` from :mod:`.workers`);
 * in ``_launch``, write nothing yourself: hand the trial's input files (``command.json`` holding the trial's own
   environment: a worker job's environment is the worker's) to :meth:`WorkerFleet.launch`;
 * in ``_kill``, hand a worker's trial (:func:`runs_in_worker`) to :meth:`WorkerFleet.cancel`;
@@ -33,7 +34,7 @@ is what its job asks for) it has ``maxTrialNumberPerGpu`` slots, its trials shar
 worker's trial names the worker and its job (under the service's ``job_key``: the batch watcher watches the job
 once, whatever the number of its trials; ``launch``'s ``extra`` adds the platform's own keys); ``assigned.json`` in the trial directory holds the same, so ``submit`` of an attempt
 already given to a worker finds it again, and a restarted manager re-adopts workers from their trials' handles,
-and idle ones from :data:`REGISTRY` in its experiment directory (:class:`WorkerRegistry`).
+and idle ones from :data:`~.workers.REGISTRY` in its experiment directory (:class:`WorkerRegistry`).
 """
 
 from __future__ import annotations
@@ -41,12 +42,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import posixpath
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,6 +55,7 @@ from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.base import LiveTrial
 from trialfleet.training_services.batch.outcome import BatchJob, JobView, OutcomeTable
 from trialfleet.training_services.batch.watcher import JobWatcher
+from trialfleet.training_services.batch.workers import Worker, WorkerRegistry
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.spec import Submitted, TrialSpec
 from trialfleet.training_services.trial_dir import ended_from_result
@@ -62,8 +63,6 @@ from trialfleet.training_services.trial_files import TrialFiles
 
 log = logging.getLogger(__name__)
 
-#: in the manager's experiment directory: the workers in use (:class:`WorkerRegistry`)
-REGISTRY = "reuse-workers.json"
 ASSIGNMENT = "assigned.json"  # in the trial directory: the worker the attempt was given to
 #: a worker ends itself this much later than the manager would release it: the manager's release comes first
 WORKER_IDLE_MARGIN = 30.0
@@ -101,16 +100,6 @@ class ReusePolicy:
     def of(cls, gpu_number: int | None, max_trials_per_gpu: int, idle_timeout: float) -> ReusePolicy:
         """One slot without GPUs; ``maxTrialNumberPerGpu`` trials sharing the worker's GPUs with them."""
         return cls(max_trials_per_gpu if gpu_number else 1, idle_timeout)
-
-
-@dataclass
-class Worker:
-    name: str
-    job_id: str
-    worker_dir: str
-    trials: set[str] = field(default_factory=set)
-    idle_since: float | None = None
-    released_at: float | None = None
 
 
 def worker_argv(worker_script: str, worker_dir: str, trials_dir: str, policy: ReusePolicy) -> list[str]:
@@ -348,54 +337,6 @@ class WorkerFleet:
             live = {job_id for job_id in live if job_id in found and not found[job_id].ended}
         for job_id in sorted(live):
             await self.jobs.end_worker(job_id)
-
-
-class WorkerRegistry:
-    """The workers a manager uses, in a file of its experiment directory, so that a restarted manager re-adopts
-    the idle ones too (those running a trial are also found from the trial's handle). A worker released is left
-    out (it exits); one whose job ended is forgotten at the restarted manager's first look. How long a worker
-    has been idle is kept as a wall-clock time, so the restarted manager releases it on time, before the worker
-    would end itself. A worker missing here (the manager died between submitting its job and this write) ends
-    itself once idle."""
-
-    def __init__(self, path: Path, clock: Callable[[], float]) -> None:
-        self.path, self.clock = path, clock
-
-    def save(self, workers: Iterable[Worker]) -> None:
-        offset = time.time() - self.clock()  # monotonic → wall clock
-        entries = [
-            {
-                "name": w.name,
-                "job_id": w.job_id,
-                "worker_dir": w.worker_dir,
-                "idle_since": None if w.idle_since is None else w.idle_since + offset,
-            }
-            for w in workers
-        ]
-        temporary = self.path.with_name(f"{self.path.name}.tmp")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(json.dumps({"workers": entries}))
-            os.replace(temporary, self.path)
-        except OSError as exc:  # a restarted manager would then start new workers, these end themselves
-            log.warning("cannot record the reuse workers in %s: %s", self.path, exc)
-
-    def load(self) -> list[Worker]:
-        try:
-            return [self._worker(entry) for entry in json.loads(self.path.read_text())["workers"]]
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.warning("cannot read the reuse workers of an earlier manager from %s: %r", self.path, exc)
-            return []
-
-    def _worker(self, entry: Mapping[str, Any]) -> Worker:
-        now = self.clock()
-        idle = entry.get("idle_since")
-        # a worker that had a trial counts as idle from now on at the most (its trial may have ended meanwhile)
-        idle_since = now if idle is None else min(float(idle) - (time.time() - now), now)
-        worker_dir = str(entry["worker_dir"])
-        return Worker(str(entry["name"]), str(entry["job_id"]), worker_dir, idle_since=idle_since)
 
 
 class WorkerOutcomes(OutcomeTable[BatchJob]):

@@ -24,7 +24,6 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.reuse import (
-    REGISTRY,
     REUSE_POLL_INTERVAL,
     ReusePolicy,
     WorkerFleet,
@@ -32,6 +31,7 @@ from trialfleet.training_services.batch.reuse import (
     worker_argv,
 )
 from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.batch.workers import REGISTRY
 from trialfleet.training_services.dlts.client import DashboardClient, DltsRefused, DltsUnavailable
 from trialfleet.training_services.dlts.config import DltsConfig
 from trialfleet.training_services.dlts.job import (

@@ -27,7 +27,6 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.base import ExperimentContext, LiveTrial
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.reuse import (
-    REGISTRY,
     REUSE_POLL_INTERVAL,
     ReusePolicy,
     WorkerFleet,
@@ -35,6 +34,7 @@ from trialfleet.training_services.batch.reuse import (
     worker_argv,
 )
 from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.batch.workers import REGISTRY
 from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.naming import attempt_name
