@@ -82,3 +82,25 @@ class TestAdaptDLContract(KubernetesContract):
 
     def config(self, root: Path, cluster: KubernetesEmulator) -> TrainingServiceConfig:
         return adl_config(root, cluster)
+
+
+class TestFrameworkControllerReuseContract(TestFrameworkControllerContract):
+    """The same contract in reuse mode (NNI's default on FrameworkController): each trial, run by a long-lived
+    worker Framework, keeps every guarantee of a trial that has a Framework of its own."""
+
+    def config(self, root: Path, cluster: KubernetesEmulator) -> TrainingServiceConfig:
+        return fc_config(root, cluster, reuseMode=True)
+
+
+class TestTFJobReuseContract(TestTFJobContract):
+    """The contract in reuse mode on Kubeflow (NNI's default there): trials in a worker TFJob of one replica."""
+
+    def config(self, root: Path, cluster: KubernetesEmulator) -> TrainingServiceConfig:
+        return kubeflow_config(root, cluster, "tf-operator", worker=KF_ROLE, reuseMode=True)
+
+
+class TestPyTorchJobReuseContract(TestPyTorchJobContract):
+    """The contract in reuse mode on Kubeflow's PyTorchJob: trials in a worker of one master replica."""
+
+    def config(self, root: Path, cluster: KubernetesEmulator) -> TrainingServiceConfig:
+        return kubeflow_config(root, cluster, "pytorch-operator", master=KF_ROLE, reuseMode=True)
