@@ -10,7 +10,9 @@ Per-trial overhead = submit → end seen, minus the trial's bare run time (its c
 first). The first trial pays the queue in both modes; the figure of merit is the median overhead of the trials
 after it (target with reuse: < 0.2 s). Figures are printed, never asserted.
 
-Platforms: those with reuse mode and an emulator — OpenPAI and DLTS. Slurm has reuse too but is a real Slurm here,
+Platforms: those with reuse mode and an emulator — OpenPAI, DLTS, Kubeflow (a TFJob of one worker replica) and
+FrameworkController (a Framework of one task), the last two on the Kubernetes emulator through the real
+``kubernetes`` client, whose knob holds every pod ``Pending`` without a node for ``--latency`` seconds. Slurm has reuse too but is a real Slurm here,
 whose queue latency this module cannot set.
 """
 
@@ -94,7 +96,46 @@ async def openpai_service(root: Path, latency: float, reuse: bool) -> AsyncItera
             yield service
 
 
-PLATFORMS: dict[str, Callable[[Path, float, bool], Any]] = {"openpai": openpai_service, "dlts": dlts_service}
+@contextlib.asynccontextmanager
+async def kubernetes_service(root: Path, latency: float, reuse: bool, platform: str) -> AsyncIterator[Any]:
+    from trialfleet.testing import make_context
+    from trialfleet.training_services.kubernetes.service import (
+        FrameworkControllerTrainingService,
+        KubeflowTrainingService,
+    )
+
+    _helpers("kubernetes")
+    from k8s_helpers import KF_ROLE, fc_config, kubeflow_config, start_cluster
+
+    cluster = start_cluster(root)
+    try:
+        cluster.set_scheduling_latency(latency)
+        if platform == "kubeflow":
+            block: Any = kubeflow_config(root, cluster, "tf-operator", worker=KF_ROLE, reuseMode=reuse)
+            service: Any = KubeflowTrainingService(make_context(root / "experiment", block, "bench"))
+        else:
+            block = fc_config(root, cluster, reuseMode=reuse)
+            service = FrameworkControllerTrainingService(make_context(root / "experiment", block, "bench"))
+        async with started(service):
+            yield service
+    finally:
+        cluster.stop()
+
+
+def kubeflow_service(root: Path, latency: float, reuse: bool) -> Any:
+    return kubernetes_service(root, latency, reuse, "kubeflow")
+
+
+def frameworkcontroller_service(root: Path, latency: float, reuse: bool) -> Any:
+    return kubernetes_service(root, latency, reuse, "frameworkcontroller")
+
+
+PLATFORMS: dict[str, Callable[[Path, float, bool], Any]] = {
+    "openpai": openpai_service,
+    "dlts": dlts_service,
+    "kubeflow": kubeflow_service,
+    "frameworkcontroller": frameworkcontroller_service,
+}
 
 
 async def run(platform: str, trials: int, latency: float, reuse: bool, poll: float | None) -> list[float]:
@@ -112,7 +153,10 @@ async def run(platform: str, trials: int, latency: float, reuse: bool, poll: flo
         async with PLATFORMS[platform](root, latency, reuse) as service:
             if poll is not None:
                 service.poll_interval = poll
-                service.job_watcher.min_interval = poll
+                # the batch platforms' watcher; a Kubernetes service's workers' (None without reuse)
+                watcher = service.job_watcher if hasattr(service, "job_watcher") else service.watcher
+                if watcher is not None:
+                    watcher.min_interval = poll
             for n in range(trials):
                 start = time.perf_counter()
                 submitted = await service.submit(TrialSpec(f"t{n}", n, COMMAND, code, RECORD))
