@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,29 @@ touch(os.environ["NNI_TRIAL_JOB_ID"] + ".running")
 wait_for("release")
 report("FINAL", 0, 2)
 """
+
+
+@pytest.fixture
+def sleeper(tmp_path: Path) -> Iterator[tuple[TrialHost, str]]:
+    """The control directory, and the command of a trial that holds until ``release``; trials left are ended."""
+    control = trial_host(tmp_path)
+    write_trial(tmp_path / "code", "sleeper.py", SLEEPER)
+    try:
+        yield control, f"python3 sleeper.py {control.seen_by_trials}"
+    finally:
+        end_orphans(control)
+
+
+async def left_running(service_class: Any, context: Any, control: TrialHost, command: str, code: Path) -> Any:
+    """A first manager submits trial "kept" and stops while it runs (its worker runs on): its handle and the
+    cursor of the metric it saw."""
+    first = service_class(context)
+    await first.start()
+    handle = await submit(first, "kept", command, code)
+    await control.wait_for("kept.running")
+    seen = await poll_until(first, lambda s: len(s.metrics) == 1)
+    await first.close(kill_trials=False)
+    return handle, seen.metrics[0].cursor
 
 
 def platforms(root: Path, cluster: KubernetesEmulator, platform: str, **fields: Any) -> tuple[Any, Any, Any]:
@@ -138,11 +162,9 @@ async def test_trials_run_one_after_another_in_one_worker_resource(
 
 @pytest.mark.parametrize("platform", ["frameworkcontroller", "tfjob"])
 async def test_a_cancelled_trial_leaves_its_worker_running_for_the_next(
-    tmp_path: Path, cluster: KubernetesEmulator, platform: str
+    tmp_path: Path, cluster: KubernetesEmulator, sleeper: tuple[TrialHost, str], platform: str
 ) -> None:
-    control = trial_host(tmp_path)
-    write_trial(tmp_path / "code", "sleeper.py", SLEEPER)
-    command = f"python3 sleeper.py {control.seen_by_trials}"
+    control, command = sleeper
     service_class, block, kind = platforms(tmp_path, cluster, platform, reuseMode=True)
     async with started(service_class, tmp_path, block) as service:
         first = await submit(service, "held", command, tmp_path / "code")
@@ -160,139 +182,94 @@ async def test_a_cancelled_trial_leaves_its_worker_running_for_the_next(
 
 
 async def test_a_worker_deleted_outside_trialfleet_fails_its_trial_for_a_retry_elsewhere(
-    tmp_path: Path, cluster: KubernetesEmulator
+    tmp_path: Path, cluster: KubernetesEmulator, sleeper: tuple[TrialHost, str]
 ) -> None:
-    control = trial_host(tmp_path)
-    write_trial(tmp_path / "code", "sleeper.py", SLEEPER)
-    command = f"python3 sleeper.py {control.seen_by_trials}"
-    try:
-        block = fc_config(tmp_path, cluster, reuseMode=True)
-        async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
-            handle = await submit(service, "lost", command, tmp_path / "code")
-            await control.wait_for("lost.running")
-            custom(cluster).delete_namespaced_custom_object(FC[0], "v1", "default", FC[1], handle["name"])
-            seen = await poll_until(service, lambda s: "lost" in s.ended)
-            assert ended(seen, "lost") == (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
-            end_orphans(control)
-            control.touch("release")
-            retry = await submit(service, "lost", command, tmp_path / "code", attempt=1)
-            assert retry["name"] != handle["name"]
-            seen = await poll_until(service, lambda s: "lost" in s.ended)
-            assert ended(seen, "lost") == (TrialStatus.SUCCEEDED, None)
-    finally:
+    control, command = sleeper
+    block = fc_config(tmp_path, cluster, reuseMode=True)
+    async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
+        handle = await submit(service, "lost", command, tmp_path / "code")
+        await control.wait_for("lost.running")
+        custom(cluster).delete_namespaced_custom_object(FC[0], "v1", "default", FC[1], handle["name"])
+        seen = await poll_until(service, lambda s: "lost" in s.ended)
+        assert ended(seen, "lost") == (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
         end_orphans(control)
+        control.touch("release")
+        retry = await submit(service, "lost", command, tmp_path / "code", attempt=1)
+        assert retry["name"] != handle["name"]
+        seen = await poll_until(service, lambda s: "lost" in s.ended)
+        assert ended(seen, "lost") == (TrialStatus.SUCCEEDED, None)
 
 
 @pytest.mark.parametrize("platform", ["frameworkcontroller", "tfjob"])
+@pytest.mark.parametrize("how", ["adopted", "submitted again"])
 async def test_a_restarted_manager_re_adopts_its_worker_and_its_trial_which_runs_once(
-    tmp_path: Path, cluster: KubernetesEmulator, platform: str
+    tmp_path: Path, cluster: KubernetesEmulator, sleeper: tuple[TrialHost, str], platform: str, how: str
 ) -> None:
-    control = trial_host(tmp_path)
-    write_trial(tmp_path / "code", "sleeper.py", SLEEPER)
-    command = f"python3 sleeper.py {control.seen_by_trials}"
+    """``adopt`` with the stored handle and cursor (the manager's resume), or ``submit`` of the same attempt (a
+    manager killed before it recorded the handle): the same worker, the trial run once, its metrics once."""
+    control, command = sleeper
     service_class, block, kind = platforms(tmp_path, cluster, platform, reuseMode=True)
     context = make_context(tmp_path / "experiment", block, "k8s")
-    first = service_class(context)
-    await first.start()
-    handle = await submit(first, "kept", command, tmp_path / "code")
-    await control.wait_for("kept.running")
-    await first.close(kill_trials=False)  # the manager stops; the worker and its trial run on
-
+    handle, cursor = await left_running(service_class, context, control, command, tmp_path / "code")
     second = service_class(context)
     await second.start()
     try:
-        # a manager killed before it recorded the handle submits the attempt again: the same worker, not run again
-        assert await submit(second, "kept", command, tmp_path / "code") == handle
+        if how == "adopted":
+            await second.adopt("kept", handle, cursor)
+        else:
+            assert await submit(second, "kept", command, tmp_path / "code") == handle
         control.touch("release")
         seen = await poll_until(second, lambda s: "kept" in s.ended)
         assert ended(seen, "kept") == (TrialStatus.SUCCEEDED, None)
-        assert [m.type for m in seen.metrics] == ["PERIODICAL", "FINAL"]
+        # exactly once: the first was delivered with the cursor that adopt is given; a resubmission had none
+        expected = ["FINAL"] if how == "adopted" else ["PERIODICAL", "FINAL"]
+        assert [m.type for m in seen.metrics] == expected
         assert control.read_text("kept.runs") == "run\n"
         after = await submit(second, "after", "true", tmp_path / "code")
         assert after["name"] == handle["name"]  # the worker re-adopted takes the next trial
-        assert (
-            ended(await poll_until(second, lambda s: "after" in s.ended), "after")[0] is TrialStatus.SUCCEEDED
-        )
+        seen = await poll_until(second, lambda s: "after" in s.ended, seen)
+        assert ended(seen, "after") == (TrialStatus.SUCCEEDED, None)
         assert creates(cluster, kind[1]) == 1
     finally:
         await second.close()
 
 
-async def test_adopting_a_trial_by_its_handle_watches_its_worker(
-    tmp_path: Path, cluster: KubernetesEmulator
-) -> None:
-    """The manager's resume path: ``adopt`` with the stored handle and cursor."""
-    control = trial_host(tmp_path)
-    write_trial(tmp_path / "code", "sleeper.py", SLEEPER)
-    command = f"python3 sleeper.py {control.seen_by_trials}"
-    context = make_context(tmp_path / "experiment", fc_config(tmp_path, cluster, reuseMode=True), "k8s")
-    first = FrameworkControllerTrainingService(context)
-    await first.start()
-    handle = await submit(first, "kept", command, tmp_path / "code")
-    await control.wait_for("kept.running")
-    seen = await poll_until(first, lambda s: len(s.metrics) == 1)
-    cursor = seen.metrics[0].cursor
-    await first.close(kill_trials=False)
-
-    second = FrameworkControllerTrainingService(context)
-    await second.start()
-    try:
-        await second.adopt("kept", handle, cursor)
-        control.touch("release")
-        seen = await poll_until(second, lambda s: "kept" in s.ended)
-        assert ended(seen, "kept") == (TrialStatus.SUCCEEDED, None)
-        assert [m.type for m in seen.metrics] == ["FINAL"]  # exactly once: the first was delivered before
-        assert control.read_text("kept.runs") == "run\n"
-    finally:
-        await second.close()
-
-
 async def test_a_worker_with_a_gpu_runs_max_trial_number_per_gpu_trials_at_once(
-    tmp_path: Path, cluster: KubernetesEmulator
+    tmp_path: Path, cluster: KubernetesEmulator, sleeper: tuple[TrialHost, str]
 ) -> None:
-    control = trial_host(tmp_path)
-    write_trial(tmp_path / "code", "sleeper.py", SLEEPER)
-    command = f"python3 sleeper.py {control.seen_by_trials}"
+    control, command = sleeper
     block = fc_config(
         tmp_path, cluster, reuseMode=True, maxTrialNumberPerGpu=2, taskRoles=[{**FC_ROLE, "gpuNumber": 1}]
     )
-    try:
-        async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
-            handles = [await submit(service, f"g{n}", command, tmp_path / "code") for n in range(3)]
-            for n in range(3):
-                await control.wait_for(f"g{n}.running")
-            assert handles[0]["name"] == handles[1]["name"] != handles[2]["name"]
-            control.touch("release")
-            seen = await poll_until(service, lambda s: len(s.ended) == 3)
-            assert {ended(seen, f"g{n}") for n in range(3)} == {(TrialStatus.SUCCEEDED, None)}
-            assert creates(cluster, "frameworks") == 2
-    finally:
-        end_orphans(control)
+    async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
+        handles = [await submit(service, f"g{n}", command, tmp_path / "code") for n in range(3)]
+        for n in range(3):
+            await control.wait_for(f"g{n}.running")
+        assert handles[0]["name"] == handles[1]["name"] != handles[2]["name"]
+        control.touch("release")
+        seen = await poll_until(service, lambda s: len(s.ended) == 3)
+        assert {ended(seen, f"g{n}") for n in range(3)} == {(TrialStatus.SUCCEEDED, None)}
+        assert creates(cluster, "frameworks") == 2
 
 
 async def test_an_idle_worker_is_released_after_worker_idle_timeout(
-    tmp_path: Path, cluster: KubernetesEmulator
+    tmp_path: Path, cluster: KubernetesEmulator, sleeper: tuple[TrialHost, str]
 ) -> None:
-    control = trial_host(tmp_path)
-    write_trial(tmp_path / "code", "sleeper.py", SLEEPER)
-    command = f"python3 sleeper.py {control.seen_by_trials}"
+    control, command = sleeper
     block = fc_config(tmp_path, cluster, reuseMode=True, workerIdleTimeout=1)
-    try:
-        async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
-            held = await submit(service, "held", command, tmp_path / "code")
-            await control.wait_for("held.running")
-            short = await submit(service, "short", "true", tmp_path / "code")
-            assert short["name"] != held["name"]
-            seen = await poll_until(service, lambda s: "short" in s.ended)
-            # the manager polls on (a trial is live) and releases the idle worker; it exits by itself
-            await poll_until(service, lambda s: finished(resource(cluster, FC, short["name"])), seen)
-            worker_dir = Path(held["trial_dir_here"]).parents[1] / "workers" / short["worker"]
-            assert '"released by the manager"' in (worker_dir / "ended.json").read_text()
-            assert not finished(resource(cluster, FC, held["name"]))
-            control.touch("release")
-            await poll_until(service, lambda s: "held" in s.ended, seen)
-    finally:
-        end_orphans(control)
+    async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
+        held = await submit(service, "held", command, tmp_path / "code")
+        await control.wait_for("held.running")
+        short = await submit(service, "short", "true", tmp_path / "code")
+        assert short["name"] != held["name"]
+        seen = await poll_until(service, lambda s: "short" in s.ended)
+        # the manager polls on (a trial is live) and releases the idle worker; it exits by itself
+        await poll_until(service, lambda s: finished(resource(cluster, FC, short["name"])), seen)
+        worker_dir = Path(held["trial_dir_here"]).parents[1] / "workers" / short["worker"]
+        assert '"released by the manager"' in (worker_dir / "ended.json").read_text()
+        assert not finished(resource(cluster, FC, held["name"]))
+        control.touch("release")
+        await poll_until(service, lambda s: "held" in s.ended, seen)
 
 
 @pytest.mark.parametrize(

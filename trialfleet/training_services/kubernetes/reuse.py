@@ -57,6 +57,11 @@ from trialfleet.training_services.trial_files import TrialLook
 log = logging.getLogger(__name__)
 
 SYNC_WAIT = 10.0  # seconds a look waits for the informers' first list
+#: how often a service with workers looks at its trials (half the batch platforms' REUSE_POLL_INTERVAL): a look is a
+#: few stat calls per live trial on the storage, the workers' state being in memory; the end of a trial seen sooner
+#: is the next trial given sooner (bench.cluster_reuse: 0.31 s of overhead per trial after the first at 0.2 s on
+#: Kubeflow, about 0 at 0.1 s, on a loaded 2-core machine)
+WORKER_POLL_INTERVAL = REUSE_POLL_INTERVAL / 2
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,7 @@ class ReusableKubernetesService(KubernetesTrainingService):
         self.fleet = WorkerFleet(
             self, storage.trials, storage.remote, self.watcher, self.reuse_policy, job_key="name"
         )
-        self.poll_interval = REUSE_POLL_INTERVAL
+        self.poll_interval = WORKER_POLL_INTERVAL
 
     # ---- the fleet's WorkerJobs --------------------------------------------------------------------------
 
