@@ -297,3 +297,13 @@ async def test_a_job_of_several_pods_is_one_resource_per_trial_and_the_log_says_
             assert service.fleet is None
     assert f"reuseMode is not acted on for {why}: a worker runs its trials in one pod" in caplog.text
     assert "every trial attempt is a resource of its own" in caplog.text
+
+
+async def test_max_trial_number_per_gpu_without_a_gpu_is_named_in_a_warning(
+    tmp_path: Path, cluster: KubernetesEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    block = fc_config(tmp_path, cluster, reuseMode=True, maxTrialNumberPerGpu=2)
+    with caplog.at_level(logging.WARNING):
+        async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
+            assert service.reuse_policy.slots == 1
+    assert "maxTrialNumberPerGpu is not acted on: the role asks for no GPU (gpuNumber)" in caplog.text

@@ -155,6 +155,12 @@ class ReusableKubernetesService(KubernetesTrainingService):
             )
             return
         idle = float(config.worker_idle_timeout)
+        if config.max_trial_number_per_gpu != 1 and not self.worker_gpus():
+            log.warning(
+                "%s: maxTrialNumberPerGpu is not acted on: the role asks for no GPU (gpuNumber), so a worker runs "
+                "one trial at a time",
+                self.platform,
+            )
         self.reuse_policy = ReusePolicy.of(self.worker_gpus(), config.max_trial_number_per_gpu, idle)
         self.watcher = ResourceWatcher(self)
         storage = self.storage
