@@ -307,3 +307,19 @@ async def test_max_trial_number_per_gpu_without_a_gpu_is_named_in_a_warning(
         async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
             assert service.reuse_policy.slots == 1
     assert "maxTrialNumberPerGpu is not acted on: the role asks for no GPU (gpuNumber)" in caplog.text
+
+
+async def test_a_worker_whose_image_cannot_be_pulled_fails_its_trial_as_an_infrastructure_failure(
+    tmp_path: Path, cluster: KubernetesEmulator
+) -> None:
+    """The worker's resource stays pending while its pod cannot start: its pod tells, and the worker is deleted."""
+    cluster.fail_image_pulls("registry.example.org/broken*")
+    role = {**FC_ROLE, "dockerImage": "registry.example.org/broken:1"}
+    (tmp_path / "code").mkdir()
+    block = fc_config(tmp_path, cluster, reuseMode=True, taskRoles=[role])
+    async with started(FrameworkControllerTrainingService, tmp_path, block) as service:
+        handle = await submit(service, "pull", "true", tmp_path / "code")
+        seen = await poll_until(service, lambda s: "pull" in s.ended)
+        assert ended(seen, "pull") == (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
+        assert "cannot pull image 'registry.example.org/broken:1'" in (seen.ended["pull"].message or "")
+        await poll_until(service, lambda s: resource(cluster, FC, handle["name"]) is None, seen)
