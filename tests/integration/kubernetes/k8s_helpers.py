@@ -92,6 +92,7 @@ def fc_config(root: Path, cluster: KubernetesEmulator, **fields: Any) -> Framewo
         "kubeconfig": str(cluster.kubeconfig),
         "storage": nfs_storage(root),
         "taskRoles": [FC_ROLE],
+        "reuseMode": False,  # NNI's default is true: the tests of one resource per trial say false
         **fields,
     }
     return FrameworkControllerConfig.model_validate(data)
@@ -104,6 +105,7 @@ def kubeflow_config(root: Path, cluster: KubernetesEmulator, operator: str, **fi
         "operator": operator,
         "apiVersion": "v1",
         "storage": nfs_storage(root),
+        "reuseMode": False,  # NNI's default is true: the tests of one resource per trial say false
         **fields,
     }
     return KubeflowConfig.model_validate(data)

@@ -24,6 +24,7 @@ from trialfleet.training_services.kubernetes.service import (
     FrameworkControllerTrainingService,
     KubeflowTrainingService,
 )
+from trialfleet.training_services.spec import Submitted, TrialSpec
 
 
 class KubernetesContract(TrainingServiceContract):
@@ -82,3 +83,35 @@ class TestAdaptDLContract(KubernetesContract):
 
     def config(self, root: Path, cluster: KubernetesEmulator) -> TrainingServiceConfig:
         return adl_config(root, cluster)
+
+
+class InWorkers(KubernetesContract):
+    """Reuse mode: every trial the suite submits is given to a worker (the suite would pass without reuse too)."""
+
+    @staticmethod
+    async def submit(service: TrainingService, spec: TrialSpec) -> Submitted:
+        submitted = await KubernetesContract.submit(service, spec)
+        assert "worker" in submitted.handle, f"not given to a worker: {submitted.handle}"
+        return submitted
+
+
+class TestFrameworkControllerReuseContract(InWorkers, TestFrameworkControllerContract):
+    """The same contract in reuse mode (NNI's default on FrameworkController): each trial, run by a long-lived
+    worker Framework, keeps every guarantee of a trial that has a Framework of its own."""
+
+    def config(self, root: Path, cluster: KubernetesEmulator) -> TrainingServiceConfig:
+        return fc_config(root, cluster, reuseMode=True)
+
+
+class TestTFJobReuseContract(InWorkers, TestTFJobContract):
+    """The contract in reuse mode on Kubeflow (NNI's default there): trials in a worker TFJob of one replica."""
+
+    def config(self, root: Path, cluster: KubernetesEmulator) -> TrainingServiceConfig:
+        return kubeflow_config(root, cluster, "tf-operator", worker=KF_ROLE, reuseMode=True)
+
+
+class TestPyTorchJobReuseContract(InWorkers, TestPyTorchJobContract):
+    """The contract in reuse mode on Kubeflow's PyTorchJob: trials in a worker of one master replica."""
+
+    def config(self, root: Path, cluster: KubernetesEmulator) -> TrainingServiceConfig:
+        return kubeflow_config(root, cluster, "pytorch-operator", master=KF_ROLE, reuseMode=True)

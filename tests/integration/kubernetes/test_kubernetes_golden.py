@@ -67,7 +67,7 @@ KF_ROLE = {"replicas": 1, "cpuNumber": 0.5, "memorySize": 2048}
 CASES: dict[str, dict[str, Any]] = {
     "frameworkcontroller_minimal": {
         "platform": "frameworkcontroller",
-        "config": {"trialCommand": "python3 echo.py", "taskRoles": [FC_ROLE]},
+        "config": {"trialCommand": "python3 echo.py", "taskRoles": [FC_ROLE], "reuseMode": False},
     },
     "frameworkcontroller_hostile": {
         "platform": "frameworkcontroller",
@@ -88,8 +88,27 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "frameworkcontroller_azure_file": {
         "platform": "frameworkcontroller",
-        "config": {"trialCommand": "python3 echo.py", "taskRoles": [{**FC_ROLE, "gpuNumber": 1}]},
+        "config": {
+            "trialCommand": "python3 echo.py",
+            "taskRoles": [{**FC_ROLE, "gpuNumber": 1}],
+            "reuseMode": False,
+        },
         "storage": "azure",
+    },
+    # reuse mode (NNI's default): the worker's resource, and the trial's files its worker takes
+    "frameworkcontroller_reuse_worker": {
+        "platform": "frameworkcontroller",
+        "config": {"taskRoles": [{**FC_ROLE, "command": ECHO}], "workerIdleTimeout": 300},
+        "hostile": True,
+    },
+    "tfjob_reuse_worker": {
+        "platform": "kubeflow",
+        "config": {
+            "operator": "tf-operator",
+            "apiVersion": "v1",
+            "worker": {**KF_ROLE, "command": ECHO, "privateRegistryAuthPath": "registry.json"},
+        },
+        "hostile": True,
     },
     "tfjob_hostile": {
         "platform": "kubeflow",
@@ -224,7 +243,7 @@ def rendered(root: Path, cluster: KubernetesEmulator, submitted: Submitted) -> d
     files = {f"post-{i}-{r.path.rsplit('/', 1)[-1]}.json": _json(r.body) for i, r in enumerate(posts)}
     trial_dir = local_path(root, submitted.handle["trial_dir"])
     for name in sorted(os.listdir(trial_dir)):
-        if name.startswith("command") or name == "parameter.cfg":
+        if name.startswith("command") or name in ("parameter.cfg", "assigned.json"):
             text = (trial_dir / name).read_text()
             files[name] = _json(json.loads(text)) if name.endswith(".json") else text
     return {name: _generic(text, root) for name, text in files.items()}
@@ -240,6 +259,9 @@ def _generic(text: str, root: Path) -> str:
     text = re.sub(r"entrypoint-[0-9a-f]{16}\.py", "entrypoint-<digest>.py", text)
     text = re.sub(r"\.trialfleet/[0-9a-f]{16}/", ".trialfleet/<version>/", text)
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uid>", text)
+    text = re.sub(
+        r"w[0-9a-f]{15}(?![0-9a-f])", "w<worker>", text
+    )  # a reuse-mode worker's name (time, random)
     return re.sub(r"/code/[0-9a-f]{16}", "/code/<copy>", text)
 
 

@@ -1,5 +1,6 @@
 """A FrameworkController experiment whose manager is killed while trials run: ``trialfleet resume`` finds the
-experiment's Frameworks by label, re-adopts them, and every trial ends once, with its metrics."""
+experiment's Frameworks by label, re-adopts them, and every trial ends once, with its metrics; in reuse mode (NNI's
+default) the two re-adopted workers run the last two trials too."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import signal
 from pathlib import Path
 
+import pytest
 from k8s_helpers import NFS_EXPORT, NFS_SERVER, trial_host
 from kubernetes import client, config
 
@@ -35,6 +37,7 @@ experimentWorkingDirectory: {root}/experiments
 tuner: {{name: Random}}
 trainingService:
   platform: frameworkcontroller
+  reuseMode: {reuse}
   kubeconfig: {kubeconfig}
   storage: {{storageType: nfs, server: {server}, path: {path}, localMountPoint: {root}/nfs}}
   taskRoles:
@@ -47,15 +50,22 @@ trainingService:
 """
 
 
+@pytest.mark.parametrize("reuse", [False, True], ids=["one Framework per trial", "reuse mode"])
 def test_a_killed_manager_is_resumed_and_its_trials_readopted(
-    tmp_path: Path, cluster: KubernetesEmulator
+    tmp_path: Path, cluster: KubernetesEmulator, reuse: bool
 ) -> None:
     control = trial_host(tmp_path)
     control.touch("hold")
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "trial.py").write_text(TRIAL.format(control=control.seen_by_trials))
     config_file = tmp_path / "config.yml"
-    text = CONFIG.format(root=tmp_path, kubeconfig=cluster.kubeconfig, server=NFS_SERVER, path=NFS_EXPORT)
+    text = CONFIG.format(
+        root=tmp_path,
+        kubeconfig=cluster.kubeconfig,
+        server=NFS_SERVER,
+        path=NFS_EXPORT,
+        reuse=str(reuse).lower(),
+    )
     config_file.write_text(text)
     cli = Cli.in_dir(tmp_path)
     out = cli.ok("create", "--config", str(config_file), "--port", str(free_port()))
@@ -85,6 +95,10 @@ def test_a_killed_manager_is_resumed_and_its_trials_readopted(
         "frameworks",
         label_selector=f"expId={experiment_id}",
     )["items"]
+    if reuse:  # the two workers re-adopted ran the last two trials: no Framework of a trial's own
+        assert len(frameworks) == 2
+        assert all(f["metadata"]["labels"]["trialfleet.io/worker"] for f in frameworks)
+        return
     assert sorted(f["metadata"]["labels"]["trialId"] for f in frameworks) == sorted(
         t["trialJobId"] for t in finished
     )

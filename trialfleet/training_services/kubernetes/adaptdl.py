@@ -24,7 +24,7 @@ from trialfleet.errors import PlatformError
 from trialfleet.training_services.kubernetes.client import ResourceKind
 from trialfleet.training_services.kubernetes.cluster import KubernetesTrainingService, TrialJob
 from trialfleet.training_services.kubernetes.config import AdlCheckpointConfig, AdlConfig
-from trialfleet.training_services.kubernetes.pods import Replica, container, pod_template
+from trialfleet.training_services.kubernetes.pods import Entrypoint, Replica, container, pod_template
 from trialfleet.training_services.kubernetes.states import JobState, adaptdl_state
 from trialfleet.training_services.kubernetes.storage import StorageSpec, adl_storage_spec
 from trialfleet.training_services.spec import TrialSpec
@@ -42,6 +42,7 @@ HOSTNAME_ROOM = len("-99999-999")
 
 
 def adaptdl_manifest(job: TrialJob, replica: Replica, preemptible: bool) -> dict[str, Any]:
+    assert isinstance(job.entrypoint, Entrypoint)  # AdaptDL has no reuse mode: every job runs a trial
     variables = {
         **job.variables,
         "ADAPTDL_CHECKPOINT_PATH": CHECKPOINT_PATH,

@@ -53,7 +53,7 @@ from trialfleet.training_services.kubernetes.names import (
     trial_labels,
 )
 from trialfleet.training_services.kubernetes.outcome import TrialView, trial_outcome
-from trialfleet.training_services.kubernetes.pods import Entrypoint
+from trialfleet.training_services.kubernetes.pods import ContainerCommand, Entrypoint
 from trialfleet.training_services.kubernetes.states import JobState, pod_problem, pod_waiting_reason
 from trialfleet.training_services.kubernetes.storage import (
     StorageSpec,
@@ -85,7 +85,7 @@ class TrialJob:
     labels: dict[str, str]
     annotations: dict[str, str]
     variables: dict[str, str]  # NNI's and the spec's, for every replica
-    entrypoint: Entrypoint
+    entrypoint: ContainerCommand
     volume: dict[str, Any]
     mount_path: str
     gpu_number: int | None  # the spec's (AdaptDL: GPUs per replica)

@@ -13,13 +13,25 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from trialfleet.config.base import ConfigModel, ConfigPath, KeyPath, SizeMB, build_settings, raise_problems
-from trialfleet.config.service import DEFAULT_IMAGE, MANAGER_IP_UNUSED, TrainingServiceConfig
+from trialfleet.config.base import (
+    ConfigModel,
+    ConfigPath,
+    Duration,
+    KeyPath,
+    SizeMB,
+    build_settings,
+    raise_problems,
+)
+from trialfleet.config.service import (
+    DEFAULT_IMAGE,
+    MANAGER_IP_UNUSED,
+    MAX_TRIALS_PER_GPU,
+    TrainingServiceConfig,
+)
 
 #: FrameworkController's CRD: task role names (and Framework names) match this
 FC_NAME = re.compile(r"[a-z0-9]{1,63}")
 _LOCAL_MOUNT = "where this machine mounts the storage; found in the mount table when unset"
-_REUSE = "every trial attempt is a custom resource of its own (NNI's non-reuse mode); no environment is kept"
 _ROLE_CODE_DIR = "trials run trialCodeDirectory, copied to the storage once"
 
 
@@ -82,6 +94,21 @@ class ClusterAccessConfig(ConfigModel):
     trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"kubeconfig", "kube_context"})
 
 
+class K8sReuseConfig(ConfigModel):
+    """Reuse mode on Kubeflow and FrameworkController (NNI 3.0's v2 default there; docs/reuse.md)."""
+
+    reuse_mode: bool = True  # NNI's default
+    """Run trials in long-lived worker jobs, trial after trial (docs/reuse.md); acted on for a job of one pod (one
+    role of one replica), else every trial attempt is a custom resource of its own and the log says why."""
+    worker_idle_timeout: Duration = Field(default=60, gt=0)
+    """With `reuseMode`: how long a worker job with no trial is kept before it is released (e.g. `5m`)."""
+    max_trial_number_per_gpu: int = Field(default=1, gt=0, le=MAX_TRIALS_PER_GPU)
+    """With `reuseMode` and a role asking for GPUs: how many trials one worker runs at once, sharing its GPUs
+    (NNI's environment service read it, its schema did not list it)."""
+
+    trialfleet_keys: ClassVar[frozenset[str]] = frozenset({"worker_idle_timeout", "max_trial_number_per_gpu"})
+
+
 class K8sRoleConfig(ConfigModel):
     command: str | None = None  # None or "": the experiment's trialCommand
     """The role's command; unset or empty: the experiment's `trialCommand`."""
@@ -109,7 +136,7 @@ class KubeflowRoleConfig(K8sRoleConfig):
 ROLE_NAMES = ("master", "worker", "ps")  # Kubeflow roles, in the order their replicas are named
 
 
-class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig):
+class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig, K8sReuseConfig):
     platform: Literal["kubeflow"] = "kubeflow"
     """`kubeflow`."""
     trial_command: str = ""  # the roles carry the commands
@@ -127,16 +154,12 @@ class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig):
     """The parameter-server role (tf-operator)."""
     master: KubeflowRoleConfig | None = None
     """The master role."""
-    # NNI's default is true; trialfleet runs NNI's non-reuse mode, so that is its default and true is warned about
-    reuse_mode: bool = False
-    """NNI's reuse mode."""
     namespace: str = "default"
     """The namespace of the custom resources."""
 
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED + " on the storage",
-        "reuse_mode": _REUSE,
         "trial_gpu_number": "each role's gpuNumber is what its pods ask for",
     }
 
@@ -185,7 +208,7 @@ class FrameworkControllerRoleConfig(K8sRoleConfig):
     """When the role's tasks end the attempt."""
 
 
-class FrameworkControllerConfig(TrainingServiceConfig, ClusterAccessConfig):
+class FrameworkControllerConfig(TrainingServiceConfig, ClusterAccessConfig, K8sReuseConfig):
     platform: Literal["frameworkcontroller"] = "frameworkcontroller"
     """`frameworkcontroller`."""
     trial_command: str = ""  # the task roles carry the commands
@@ -196,16 +219,12 @@ class FrameworkControllerConfig(TrainingServiceConfig, ClusterAccessConfig):
     """The pods' service account."""
     task_roles: list[FrameworkControllerRoleConfig] = Field(min_length=1)
     """The Framework's task roles."""
-    # NNI's default is true; trialfleet runs NNI's non-reuse mode, so that is its default and true is warned about
-    reuse_mode: bool = False
-    """NNI's reuse mode."""
     namespace: str = "default"
     """The namespace of the Frameworks."""
 
     not_acted_on: ClassVar[dict[str, str]] = {
         **TrainingServiceConfig.not_acted_on,
         "nni_manager_ip": MANAGER_IP_UNUSED + " on the storage",
-        "reuse_mode": _REUSE,
         "trial_gpu_number": "each task role's gpuNumber is what its pods ask for",
     }
 

@@ -9,6 +9,9 @@ writes ``injector.sh``, sourced before the entry point, which exports ``FB_<ROLE
 ``FB_<ROLE>_ADDRESSES`` (with ``FB_<ROLE>_PORT``, 4000 + the role's position, NNI's ports: every role's in every
 container).
 
+With ``reuseMode`` (NNI's default) and one task, trials run one after another in worker Frameworks
+(:mod:`.reuse`).
+
 Nothing is retried by FrameworkController (``maxRetryCount: 0`` for the Framework and its tasks):
 trialfleet's retry policy decides, in a fresh attempt. Its names take no hyphen (``^[a-z0-9]{1,63}$``, the CRD's
 ``NamingConvention``, microsoft/frameworkcontroller pkg/apis/frameworkcontroller/v1/crd.go). What
@@ -24,12 +27,13 @@ from __future__ import annotations
 from typing import Any, cast
 
 from trialfleet.training_services.kubernetes.client import ResourceKind
-from trialfleet.training_services.kubernetes.cluster import KubernetesTrainingService, TrialJob
+from trialfleet.training_services.kubernetes.cluster import TrialJob
 from trialfleet.training_services.kubernetes.config import (
     FrameworkControllerConfig,
     FrameworkControllerRoleConfig,
 )
 from trialfleet.training_services.kubernetes.pods import Replica, container, pod_template
+from trialfleet.training_services.kubernetes.reuse import ReusableKubernetesService
 from trialfleet.training_services.kubernetes.secrets import prepare_secrets
 from trialfleet.training_services.kubernetes.states import JobState, framework_state
 from trialfleet.training_services.kubernetes.storage import StorageSpec, storage_spec
@@ -94,7 +98,7 @@ def framework_manifest(
     }
 
 
-class FrameworkControllerTrainingService(KubernetesTrainingService):
+class FrameworkControllerTrainingService(ReusableKubernetesService):
     platform = "frameworkcontroller"
     config_class = FrameworkControllerConfig
     compact_names = True
@@ -111,6 +115,19 @@ class FrameworkControllerTrainingService(KubernetesTrainingService):
 
     def role_commands(self, spec: TrialSpec) -> dict[str, str]:
         return {role.name: role.command or spec.command for role in self.config.task_roles}
+
+    def reuse_refusal(self) -> str | None:
+        """A worker is one task: the tasks of a Framework of several run one distributed trial, gathered by
+        FrameworkController's barrier once per Framework, which one worker running trial after trial cannot give."""
+        roles = self.config.task_roles
+        tasks = sum(role.task_number for role in roles)
+        if tasks == 1:
+            return None
+        shape = ", ".join(f"{role.name} x{role.task_number}" for role in roles)
+        return f"a Framework of {tasks} tasks ({shape})"
+
+    def worker_gpus(self) -> int | None:
+        return self.config.task_roles[0].gpu_number
 
     async def _prepare_platform(self) -> None:
         roles = {role.name: role for role in self.config.task_roles}

@@ -6,6 +6,8 @@ entry point with its role's command. The trial's own replica — the one whose m
 framework's environment (``TF_CONFIG`` for distributed TFJobs, ``MASTER_ADDR``/``MASTER_PORT``/``RANK``/
 ``WORLD_SIZE`` for PyTorchJobs) and its index as a pod label, which the downward API hands the entry point.
 
+With ``reuseMode`` (NNI's default) and one replica, trials run one after another in worker jobs (:mod:`.reuse`).
+
 Replicas never restart (``restartPolicy: Never``: trialfleet's retry policy decides, in a fresh attempt) and
 the ``runPolicy`` cleans up replicas still running once the job ended (``cleanPodPolicy: Running``, the PS of
 a TFJob) while keeping the finished ones, whose exit codes and OOM kills say how a replica ended. No
@@ -18,9 +20,10 @@ from __future__ import annotations
 from typing import Any, cast
 
 from trialfleet.training_services.kubernetes.client import ResourceKind
-from trialfleet.training_services.kubernetes.cluster import KubernetesTrainingService, TrialJob
+from trialfleet.training_services.kubernetes.cluster import TrialJob
 from trialfleet.training_services.kubernetes.config import ROLE_NAMES, KubeflowConfig, KubeflowRoleConfig
 from trialfleet.training_services.kubernetes.pods import Replica, container, pod_template
+from trialfleet.training_services.kubernetes.reuse import ReusableKubernetesService
 from trialfleet.training_services.kubernetes.secrets import prepare_secrets
 from trialfleet.training_services.kubernetes.states import JobState, kubeflow_state
 from trialfleet.training_services.kubernetes.storage import StorageSpec, storage_spec
@@ -67,7 +70,7 @@ def kubeflow_manifest(
     }
 
 
-class KubeflowTrainingService(KubernetesTrainingService):
+class KubeflowTrainingService(ReusableKubernetesService):
     platform = "kubeflow"
     config_class = KubeflowConfig
 
@@ -103,6 +106,19 @@ class KubeflowTrainingService(KubernetesTrainingService):
 
     def role_commands(self, spec: TrialSpec) -> dict[str, str]:
         return {name: role.command or spec.command for name, role in self._roles().items()}
+
+    def reuse_refusal(self) -> str | None:
+        """A worker is one replica: a job of several replicas runs one distributed trial (their ``TF_CONFIG`` or
+        ``MASTER_ADDR`` name that job's peers), which one worker running trial after trial cannot give."""
+        roles = self._roles()
+        replicas = sum(role.replicas for role in roles.values())
+        if replicas == 1:
+            return None
+        shape = ", ".join(f"{name} x{role.replicas}" for name, role in roles.items())
+        return f"a job of {replicas} replicas ({shape})"
+
+    def worker_gpus(self) -> int | None:
+        return next(iter(self._roles().values())).gpu_number
 
     async def _prepare_platform(self) -> None:
         self.pull_secrets = await prepare_secrets(

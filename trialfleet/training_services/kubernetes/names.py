@@ -22,6 +22,8 @@ from trialfleet.training_services.naming import nni_job_name
 
 APP = "nni-kubernetes-trial"
 ATTEMPT_LABEL = "trialfleet.io/attempt"
+WORKER_LABEL = "trialfleet.io/worker"
+WORKER_DIR_ANNOTATION = "trialfleet.io/worker-dir"
 JOB_NAME_ANNOTATION = "trialfleet.io/nni-job-name"
 TRIAL_DIR_ANNOTATION = "trialfleet.io/trial-dir"
 MAX_NAME = 63
@@ -29,14 +31,22 @@ _LABEL_VALUE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
 def resource_name(
-    experiment_id: str, trial_id: str, attempt: int, *, compact: bool = False, room: int = 0
+    experiment_id: str,
+    trial_id: str,
+    attempt: int,
+    *,
+    compact: bool = False,
+    room: int = 0,
+    kind: str = "trial",
 ) -> str:
     """``nni-exp-<exp>-trial-<trial>[-attempt-<n>][-<digest>]``; ``compact``: FrameworkController's ``[a-z0-9]``.
 
     At most ``MAX_NAME - room`` characters: ``room`` is what the operator appends to build its replicas' names.
+    ``kind="env"`` with a worker's name in place of the trial id: a reuse-mode worker (NNI's environment,
+    ``nni-exp-<exp>-env-<id>``).
     """
     limit = MAX_NAME - room
-    words = ["nni", "exp", experiment_id, "trial", trial_id] + (["attempt", str(attempt)] if attempt else [])
+    words = ["nni", "exp", experiment_id, kind, trial_id] + (["attempt", str(attempt)] if attempt else [])
     separator, unwanted = ("", r"[^a-z0-9]") if compact else ("-", r"[^a-z0-9-]")
     kept = [re.sub(unwanted, "", word.lower()) for word in words]
     name = separator.join(kept)
@@ -63,6 +73,11 @@ def trial_labels(experiment_id: str, trial_id: str, attempt: int) -> dict[str, s
         "trialId": label_value("trial id", trial_id),
         ATTEMPT_LABEL: str(attempt),
     }
+
+
+def worker_labels(experiment_id: str, worker: str) -> dict[str, str]:
+    """A reuse-mode worker's resource and pods: the experiment's labels (its informers see them) and the worker's."""
+    return {"app": APP, "expId": label_value("experiment id", experiment_id), WORKER_LABEL: worker}
 
 
 def experiment_selector(experiment_id: str) -> str:

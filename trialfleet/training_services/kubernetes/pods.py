@@ -10,10 +10,12 @@ trial exactly as given. Resources are requests and equal limits (NNI's ``memory:
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from trialfleet.training_services.batch.launch import shim_lines
 from trialfleet.training_services.environment import gpu_variables
 from trialfleet.training_services.kubernetes.storage import VOLUME_NAME
 
@@ -25,6 +27,12 @@ TERMINATION_GRACE = 30  # seconds: the keeper ends the trial's tree within its k
 def escaped(text: str) -> str:
     """A value the kubelet gives back unchanged (no ``$(VAR)`` expansion)."""
     return text.replace("$", "$$")
+
+
+class ContainerCommand(Protocol):
+    """What a replica's container runs."""
+
+    def argv(self, role: str, index_variable: str) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,19 @@ class Entrypoint:
         mode = "restartable" if self.restartable else "once"
         tail = [self.trial_dir, self.keeper, self.shim_dir, role, self.primary_role, index_variable, mode]
         return [self.python, "-I", "-S", self.script, *tail]
+
+
+@dataclass(frozen=True)
+class WorkerCommand:
+    """A reuse-mode worker's container (:mod:`.workers`): the ``nni`` shim where the image's python3 has no real
+    nni (its trials inherit it), then the worker itself."""
+
+    shim_dir: str
+    worker_argv: tuple[str, ...]
+
+    def argv(self, role: str, index_variable: str) -> list[str]:
+        script = "\n".join([*shim_lines(self.shim_dir), "exec " + shlex.join(self.worker_argv)])
+        return ["/bin/sh", "-c", script]
 
 
 @dataclass(frozen=True)
@@ -97,11 +118,13 @@ def index_variables(replica: Replica) -> list[str]:
     """The variables that may hold the replica's index, in the order the entry point reads them."""
     if len(replica.index_labels) <= 1:
         return [replica.index_variable]
-    return [replica.index_variable] + [f"{replica.index_variable}_{i}" for i in range(1, len(replica.index_labels))]
+    return [replica.index_variable] + [
+        f"{replica.index_variable}_{i}" for i in range(1, len(replica.index_labels))
+    ]
 
 
 def container(
-    replica: Replica, entrypoint: Entrypoint, variables: Mapping[str, str], mount_path: str
+    replica: Replica, entrypoint: ContainerCommand, variables: Mapping[str, str], mount_path: str
 ) -> dict[str, Any]:
     argv = entrypoint.argv(replica.role, ",".join(index_variables(replica)))
     if replica.shell_prefix is not None:
