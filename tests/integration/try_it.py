@@ -19,6 +19,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +101,8 @@ class Terminal:
         start = self.transcript.stat().st_size
         self._count += 1
         status = self.status_dir / str(self._count)
-        self.send(f"{{ {step.command}\n}} </dev/null; echo $? > {status}")
+        result = "$!" if step.background else "$?"  # a server: its pid
+        self.send(f"{{ {step.command}\n}} </dev/null; echo {result} > {status}")
         deadline = time.monotonic() + timeout
         while not self._finished(step, status, start):
             assert self.shell.poll() is None, f"the shell ended at {step.command!r}:\n{self.output()}"
@@ -119,7 +121,12 @@ class Terminal:
             return status.exists() and status.read_text().endswith("\n")
         assert step.shown, f"the page shows nothing under {step.command!r}: nothing tells it is ready"
         printed = self.output(start)
-        return all(shows(line, printed) for line in step.shown if line.strip())
+        if all(shows(line, printed) for line in step.shown if line.strip()):
+            return True
+        if status.exists() and status.read_text().endswith("\n"):
+            pid = status.read_text().strip()
+            assert Path(f"/proc/{pid}").exists(), f"{step.command!r} ended before it was ready:\n{printed}"
+        return False
 
     def jobs(self) -> str:
         """The shell's background jobs still running (``jobs -r``)."""
@@ -151,11 +158,15 @@ def run_as_written(
     transcript: Path,
     timeout: float = 600,
     private_network: bool = True,
+    machine: Sequence[str] = (),
 ) -> list[str]:
     """Runs the steps in one terminal; what each printed. Fails at the first step that does not run as the page
-    says, or when a background job outlives the last step."""
+    says, or when a background job outlives the last step. ``machine``: commands run first, in the same terminal,
+    that give it what the page expects of the machine (a daemon running, say); they must exit 0."""
     terminal = Terminal(cwd, env, transcript, private_network)
     try:
+        for command in machine:
+            terminal.run(Step(command, ()), timeout)
         printed = [terminal.run(step, timeout) for step in steps]
         if any(step.background for step in steps):
             deadline = time.monotonic() + timeout
