@@ -14,12 +14,14 @@ namespace of its own (root: ``unshare --net``, its loopback up), so nothing else
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +73,12 @@ class Terminal:
     """One bash process in a session of its own, fed command after command; its output goes to ``transcript``."""
 
     def __init__(
-        self, cwd: Path, env: dict[str, str], transcript: Path, private_network: bool = True
+        self,
+        cwd: Path,
+        env: dict[str, str],
+        transcript: Path,
+        private_network: bool = True,
+        niceness: int | None = None,
     ) -> None:
         self.transcript = transcript
         self.status_dir = transcript.parent / f"{transcript.name}.status"
@@ -86,6 +93,7 @@ class Terminal:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=None if niceness is None else lambda: os.setpriority(os.PRIO_PROCESS, 0, niceness),
             )
 
     def output(self, since: int = 0) -> str:
@@ -159,11 +167,13 @@ def run_as_written(
     timeout: float = 600,
     private_network: bool = True,
     machine: Sequence[str] = (),
+    niceness: int | None = None,
 ) -> list[str]:
     """Runs the steps in one terminal; what each printed. Fails at the first step that does not run as the page
     says, or when a background job outlives the last step. ``machine``: commands run first, in the same terminal,
-    that give it what the page expects of the machine (a daemon running, say); they must exit 0."""
-    terminal = Terminal(cwd, env, transcript, private_network)
+    that give it what the page expects of the machine (a daemon running, say); they must exit 0. ``niceness``: the
+    terminal's priority (root may raise it: what the page starts then runs ahead of the machine's other work)."""
+    terminal = Terminal(cwd, env, transcript, private_network, niceness)
     try:
         for command in machine:
             terminal.run(Step(command, ()), timeout)
@@ -176,3 +186,39 @@ def run_as_written(
         return printed
     finally:
         terminal.close()
+
+
+@contextlib.contextmanager
+def local_sshd(home: Path, state: Path) -> Iterator[str]:
+    """The command that starts a machine's sshd in the terminal (on 127.0.0.1:22 of its network), for pages that
+    expect one: its keys from ``home``'s authorized_keys, ``home`` mounted at root's home (so the page's user is
+    root, at home in the test's directory); the sshd is stopped on leaving."""
+    state.mkdir()
+    key = state / "host_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    config = state / "sshd_config"
+    config.write_text(
+        "\n".join(
+            [
+                "ListenAddress 127.0.0.1",
+                f"HostKey {key}",
+                f"PidFile {state / 'sshd.pid'}",
+                f"AuthorizedKeysFile {home / '.ssh' / 'authorized_keys'}",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "Subsystem sftp internal-sftp",
+                "",
+            ]
+        )
+    )
+    script = 'mount --bind "$1" /root && exec /usr/sbin/sshd -f "$2" -E "$3"'
+    try:
+        yield shlex.join(
+            ["unshare", "--mount", "sh", "-c", script, "sh", str(home), str(config), str(state / "log")]
+        )
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((state / "sshd.pid").read_text()), signal.SIGTERM)

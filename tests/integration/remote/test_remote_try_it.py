@@ -5,49 +5,16 @@ user's home (the test's) where root's is, as on the page's machine."""
 from __future__ import annotations
 
 import os
-import shlex
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.try_it import run_as_written, try_it_steps
+from tests.integration.try_it import local_sshd, run_as_written, try_it_steps
 
 pytestmark = pytest.mark.ssh
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def local_sshd(home: Path, state: Path) -> str:
-    """The command that starts the machine's sshd: its keys from ``home``'s authorized_keys, ``home`` mounted at
-    root's home (so the page's user is root, at home in the test's directory)."""
-    state.mkdir()
-    key = state / "host_key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    config = state / "sshd_config"
-    config.write_text(
-        "\n".join(
-            [
-                "ListenAddress 127.0.0.1",
-                f"HostKey {key}",
-                f"PidFile {state / 'sshd.pid'}",
-                f"AuthorizedKeysFile {home / '.ssh' / 'authorized_keys'}",
-                "PermitRootLogin prohibit-password",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "UsePAM no",
-                "StrictModes no",
-                "Subsystem sftp internal-sftp",
-                "",
-            ]
-        )
-    )
-    script = 'mount --bind "$1" /root && exec /usr/sbin/sshd -f "$2" -E "$3"'
-    return shlex.join(
-        ["unshare", "--mount", "sh", "-c", script, "sh", str(home), str(config), str(state / "log")]
-    )
 
 
 def test_the_remote_page_try_it_runs_as_written(tmp_path: Path) -> None:
@@ -61,12 +28,7 @@ def test_the_remote_page_try_it_runs_as_written(tmp_path: Path) -> None:
         "TRIALFLEET_HOME": str(home / ".trialfleet"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    sshd = local_sshd(home, tmp_path / "sshd")
-    try:
+    with local_sshd(home, tmp_path / "sshd") as sshd:
         printed = run_as_written(steps, ROOT, env, tmp_path / "terminal.log", machine=[sshd])
-    finally:
-        pid_file = tmp_path / "sshd" / "sshd.pid"
-        if pid_file.exists():
-            os.kill(int(pid_file.read_text()), signal.SIGTERM)
     assert "DONE" in printed[-1] and "trials: succeeded 4" in printed[-1], printed[-1]
     assert len(list((home / "trialfleet").glob("*/trials/*"))) == 4
