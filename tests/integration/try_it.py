@@ -20,11 +20,14 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+#: the checkout's root, where the pages say to run their commands
+ROOT = Path(__file__).resolve().parents[2]
 #: stands for what the page elides or leaves to the reader in a line it shows (``eyJhbGciOi…``, ``<id>``)
 _ELIDED = re.compile(r"…|<[^<>\s]+>")
 
@@ -67,6 +70,19 @@ def shows(shown: str, printed: str) -> bool:
     """Whether ``printed`` holds the line the page shows, what the page elides standing for anything."""
     pattern = ".*?".join(re.escape(part) for part in _ELIDED.split(shown.strip()))
     return re.search(pattern, printed) is not None
+
+
+def user_env(home: Path, **extra: str) -> dict[str, str]:
+    """This process's environment as a user's shell would have it: ``home`` as ``HOME`` (where the pages' ``~``
+    paths and ``~/trialfleet-experiments`` land), trialfleet's state below it, and this Python's commands first on
+    ``PATH`` (``python``, ``trialfleet``)."""
+    return {
+        **os.environ,
+        "HOME": str(home),
+        "TRIALFLEET_HOME": str(home / ".trialfleet"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **extra,
+    }
 
 
 class Terminal:
@@ -222,3 +238,13 @@ def local_sshd(home: Path, state: Path) -> Iterator[str]:
     finally:
         with contextlib.suppress(OSError, ValueError):
             os.kill(int((state / "sshd.pid").read_text()), signal.SIGTERM)
+
+
+def run_with_local_sshd(steps: list[Step], tmp_path: Path) -> tuple[list[str], Path]:
+    """Runs the steps as written on a machine whose sshd lets its users in with their keys (:func:`local_sshd`);
+    what each printed, and the user's home."""
+    home = tmp_path / "home"
+    home.mkdir()
+    with local_sshd(home, tmp_path / "sshd") as sshd:
+        printed = run_as_written(steps, ROOT, user_env(home), tmp_path / "terminal.log", machine=[sshd])
+    return printed, home

@@ -3,17 +3,14 @@ emulator started in the background, its variables sourced, the example config fo
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.try_it import run_as_written, try_it_steps
+from tests.integration.try_it import ROOT, run_as_written, try_it_steps, user_env
 
 pytestmark = pytest.mark.netns  # the page's fixed ports, in a network of the test's own
 
-ROOT = Path(__file__).resolve().parents[3]
 #: what the test's own process has that the user's shell would not: the page's commands set their own
 CLIENT_VARIABLES = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "HTTPS_PROXY", "NO_PROXY", "AZUREML_CURRENT_CLOUD")
 
@@ -24,12 +21,8 @@ def test_the_aml_page_try_it_runs_as_written(tmp_path: Path) -> None:
         "trialfleet create --config examples/aml/config_emulator.yml --foreground",
         "kill %1",
     ]
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in CLIENT_VARIABLES and not k.startswith("AZURE_")},
-        "HOME": str(tmp_path),  # ~/aml-emulator and ~/trialfleet-experiments land here
-        "TRIALFLEET_HOME": str(tmp_path / "home"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
+    user = user_env(tmp_path)
+    env = {k: v for k, v in user.items() if k not in CLIENT_VARIABLES and not k.startswith("AZURE_")}
     printed = run_as_written(steps, ROOT, env, tmp_path / "terminal.log")
     assert "DONE" in printed[2] and "trials: succeeded 2" in printed[2], printed[2]
     assert "experimental class" not in printed[2], printed[2]

@@ -3,32 +3,19 @@ own sshd (an sshd of the test's own on 127.0.0.1, as for docs/remote.md's) in on
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.try_it import local_sshd, run_as_written, try_it_steps
+from tests.integration.try_it import ROOT, run_with_local_sshd, try_it_steps
 
 pytestmark = pytest.mark.ssh
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_hybrid_page_try_it_runs_as_written(tmp_path: Path) -> None:
     steps = try_it_steps(ROOT / "docs" / "hybrid.md", "## Try it")
     assert steps[-1].command == "trialfleet create --config examples/hybrid/config_localhost.yml --foreground"
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "TRIALFLEET_HOME": str(home / ".trialfleet"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    with local_sshd(home, tmp_path / "sshd") as sshd:
-        printed = run_as_written(steps, ROOT, env, tmp_path / "terminal.log", machine=[sshd])
+    printed, home = run_with_local_sshd(steps, tmp_path)
     assert "DONE" in printed[-1] and "trials: succeeded 4" in printed[-1], printed[-1]
     on_remote = list((home / "trialfleet").glob("*/trials/*"))
     assert 0 < len(on_remote) < 4, on_remote  # the others ran on local

@@ -3,17 +3,13 @@ root: the export created, the emulator started in the background, the three exam
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.try_it import run_as_written, try_it_steps
+from tests.integration.try_it import ROOT, run_as_written, try_it_steps, user_env
 
 pytestmark = pytest.mark.netns  # the page's fixed ports, in a network of the test's own
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_kubernetes_page_try_it_runs_as_written(tmp_path: Path) -> None:
@@ -22,12 +18,7 @@ def test_the_kubernetes_page_try_it_runs_as_written(tmp_path: Path) -> None:
     assert [command.split()[3] for command in creates] == [
         f"examples/kubernetes/{name}.yml" for name in ("frameworkcontroller", "kubeflow", "adl")
     ]
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path),  # ~/k8s and ~/trialfleet-experiments land here
-        "TRIALFLEET_HOME": str(tmp_path / "home"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
+    env = user_env(tmp_path)
     env.pop("KUBECONFIG", None)
     printed = run_as_written(steps, ROOT, env, tmp_path / "terminal.log")
     for command, output in zip(creates, printed[-4:-1], strict=True):

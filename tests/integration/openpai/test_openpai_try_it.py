@@ -5,17 +5,13 @@ that token, the emulator stopped."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.try_it import run_as_written, try_it_steps
+from tests.integration.try_it import ROOT, run_as_written, try_it_steps, user_env
 
 pytestmark = pytest.mark.netns  # the page's fixed ports, in a network of the test's own
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_openpai_page_try_it_runs_as_written(tmp_path: Path) -> None:
@@ -23,12 +19,7 @@ def test_the_openpai_page_try_it_runs_as_written(tmp_path: Path) -> None:
     commands = [step.command for step in steps]
     assert commands[1] == "trialfleet create --config examples/openpai/config_emulator.yml --foreground"
     assert commands[2].startswith("curl ") and commands[3] == "kill %1"
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path),  # ~/pai-nfs and ~/trialfleet-experiments land here
-        "TRIALFLEET_HOME": str(tmp_path / "home"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
+    env = user_env(tmp_path)
     printed = run_as_written(steps, ROOT, env, tmp_path / "terminal.log")
     assert "DONE" in printed[1] and "trials: succeeded 2" in printed[1], printed[1]
     jobs = json.loads(printed[2])

@@ -4,31 +4,18 @@ user's home (the test's) where root's is, as on the page's machine."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.try_it import local_sshd, run_as_written, try_it_steps
+from tests.integration.try_it import ROOT, run_with_local_sshd, try_it_steps
 
 pytestmark = pytest.mark.ssh
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_remote_page_try_it_runs_as_written(tmp_path: Path) -> None:
     steps = try_it_steps(ROOT / "docs" / "remote.md", "## Try it")
     assert steps[-1].command == "trialfleet create --config examples/remote/config_localhost.yml --foreground"
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "TRIALFLEET_HOME": str(home / ".trialfleet"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    with local_sshd(home, tmp_path / "sshd") as sshd:
-        printed = run_as_written(steps, ROOT, env, tmp_path / "terminal.log", machine=[sshd])
+    printed, home = run_with_local_sshd(steps, tmp_path)
     assert "DONE" in printed[-1] and "trials: succeeded 4" in printed[-1], printed[-1]
     assert len(list((home / "trialfleet").glob("*/trials/*"))) == 4
