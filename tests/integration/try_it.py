@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _ELIDED = re.compile(r"…|<[^<>\s]+>")
 
 
+#: how long what the page started in the background may take to end once the page stopped it
+STOP_GRACE = 30.0
 _SHELL = ["bash", "--noprofile", "--norc"]
 _PRIVATE_NETWORK = ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$0" "$@"']
 
@@ -184,6 +186,7 @@ def run_as_written(
     private_network: bool = True,
     machine: Sequence[str] = (),
     niceness: int | None = None,
+    stop_grace: float = STOP_GRACE,
 ) -> list[str]:
     """Runs the steps in one terminal; what each printed. Fails at the first step that does not run as the page
     says, or when a background job outlives the last step. ``machine``: commands run first, in the same terminal,
@@ -195,7 +198,7 @@ def run_as_written(
             terminal.run(Step(command, ()), timeout)
         printed = [terminal.run(step, timeout) for step in steps]
         if any(step.background for step in steps):
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + stop_grace
             while (left := terminal.jobs()) and time.monotonic() < deadline:
                 time.sleep(0.5)
             assert not left, f"the page's commands left these running:\n{left}\n{terminal.output()}"
