@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -38,6 +39,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="seconds every job waits in the queue before it runs (the scheduling-latency knob)",
     )
     parser.add_argument("--json", action="store_true", help="print the connection details as one JSON object")
+    parser.add_argument(
+        "--env-file",
+        type=Path,
+        default=None,
+        help="also write the client's variables there, as `export` lines",
+    )
     return parser.parse_args(argv)
 
 
@@ -77,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         workspace_name=args.workspace,
         computes=tuple(args.compute) if args.compute else defaults.computes,
     )
+    if args.root:
+        args.root.mkdir(parents=True, exist_ok=True)
     emulator = AmlEmulator(
         args.root,
         config=config,
@@ -87,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     with emulator:
+        if args.env_file:
+            exports = (f"export {key}={shlex.quote(value)}\n" for key, value in emulator.client_env().items())
+            args.env_file.write_text("".join(exports))
         print(json.dumps(emulator.info()) if args.json else _describe(emulator), flush=True)
         stop.wait()
     return 0

@@ -25,6 +25,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--storage-name", default=DEFAULT_STORAGE)
     parser.add_argument("--user", default="alice", help="the user whose token is printed")
     parser.add_argument("--password", default="openpai-password")
+    parser.add_argument(
+        "--token", help="a bearer token of the user that never expires, printed (default: a new JWT)"
+    )
     parser.add_argument("--delay", type=float, default=0.5, help="seconds each FC state lasts at least")
     parser.add_argument(
         "--scheduling-latency",
@@ -46,7 +49,7 @@ def build_config(args: argparse.Namespace) -> ClusterConfig:
     names = [vc.name for vc in clusters]
     users = [
         User("admin", admin=True, virtual_clusters=names),
-        User(args.user, args.password, virtual_clusters=names),
+        User(args.user, args.password, virtual_clusters=names, tokens=[args.token] if args.token else []),
     ]
     storages = [Storage(args.storage_name, args.storage.resolve())] if args.storage else []
     delays = {state: args.delay for state in DEFAULT_DELAYS}
@@ -74,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     done = threading.Event()
     for signo in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signo, lambda *_: done.set())
-    config = emulator.nni_config(args.user, args.storage_name)
+    config = emulator.nni_config(args.user, args.storage_name) | ({"token": args.token} if args.token else {})
     print(f"OpenPAI emulator (REST server v2) at {emulator.url}/rest-server/api/v2", flush=True)
     print("NNI trainingService settings:")
     for key in ("platform", "host", "username", "token", "storageConfigName"):

@@ -4,7 +4,6 @@ shell) on the test cluster: page and test cannot drift."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,16 +11,11 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster
 
+from tests.integration.try_it import try_it_commands
+
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def try_it_commands(page: Path, heading: str = "## Try it") -> list[str]:
-    """The ``$ `` lines of the ```console blocks of the page's section ``heading``."""
-    section = page.read_text().split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```console\n(.*?)```", section, flags=re.S)
-    return [line[2:] for block in blocks for line in block.splitlines() if line.startswith("$ ")]
 
 
 def test_the_slurm_page_try_it_runs_as_written(tmp_path: Path, slurm_cluster: SlurmCluster) -> None:
