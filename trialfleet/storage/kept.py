@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from trialfleet.storage.queries import Cursor, TrialQueries
+from trialfleet.storage.summary_json import summary_rows
 
 #: (key, order, encoded element): a trial's id, its sequence id and its JSON
 Element = tuple[str, int, bytes]
@@ -156,7 +157,14 @@ class SummaryIndex:
             return now, self._kept.list.body
 
     def _read(self, ids: Sequence[str] | None) -> list[Element]:
-        return [
-            (summary["id"], summary["seq"], self._encode(summary).encode())
-            for summary in self._queries.trial_summaries(ids)
-        ]
+        """The summaries as SQLite encodes them (``summary_json``); those it cannot, the Python way."""
+        elements: list[Element] = []
+        others: list[str] = []
+        for trial_id, sequence_id, encoded in summary_rows(self._queries.store.read_rows, ids):
+            if encoded is None:
+                others.append(trial_id)
+            else:
+                elements.append((trial_id, sequence_id, encoded.encode()))
+        summaries = self._queries.trial_summaries(others) if others else []
+        elements += [(s["id"], s["seq"], self._encode(s).encode()) for s in summaries]
+        return elements

@@ -1,4 +1,5 @@
-"""NNI's whole lists encoded by SQLite (trialfleet/nni_view/encoded.py) are byte for byte the Python build's,
+"""NNI's whole lists and the web UI's summaries encoded by SQLite (trialfleet/nni_view/encoded.py,
+trialfleet/storage/summary_json.py) are byte for byte the Python build's,
 for ordinary trials (which SQLite encodes) and for values where SQLite would write otherwise (built the Python
 way): non-ASCII and escaped characters, NaN stored by an older manager, times on a half millisecond."""
 
@@ -12,10 +13,13 @@ from pathlib import Path
 from trialfleet.manager.decisions import parameter_record
 from trialfleet.nni_view.encoded import metric_data_rows, trial_job_rows
 from trialfleet.nni_view.reader import ExperimentReader
-from trialfleet.server.encoding import encoded_list
+from trialfleet.server.encoding import encode_strict_json, encoded_list
 from trialfleet.server.lists import WholeLists
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric
+from trialfleet.storage.kept import SummaryIndex
+from trialfleet.storage.queries import TrialQueries
+from trialfleet.storage.summary_json import summary_rows
 
 T0 = 1_700_000_000.0
 ODD_TEXT = ["plain", 'a "quoted" \\ back', "é ü 漢", "tab\tnew\nline\x01\x7f", "\u2028", "/x/y//"]
@@ -109,4 +113,28 @@ def test_kept_lists_stay_equal_to_the_python_build_as_trials_change(tmp_path: Pa
         assert lists.metric_data() == metrics[None]
     finally:
         lists.close()
+        store.close()
+
+
+def test_sqlite_encodes_the_web_uis_summaries_as_python_does(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    store = _populate(path, random.Random(7))
+    with sqlite3.connect(path) as conn:  # as an older manager stored them, unchecked
+        conn.execute("""UPDATE trials SET parameters = '{"parameters": {"x": NaN}}' WHERE sequence_id = 2""")
+        conn.execute("UPDATE trials SET final_data = 'NaN', final_value = 0.1 + 0.2 WHERE sequence_id = 3")
+        conn.execute("UPDATE trials SET final_data = '[1e-7]', final_value = 1e-7 WHERE sequence_id = 6")
+        conn.execute("UPDATE trials SET final_value = 1e20 WHERE sequence_id = 8")
+    queries = TrialQueries(ExperimentStore(path, readonly=True))
+    index = SummaryIndex(TrialQueries(ExperimentStore(path, readonly=True)), encode_strict_json)
+    try:
+        python = "[" + ",".join(encode_strict_json(s) for s in queries.trial_summaries()) + "]"
+        assert index.look()[1] == python.encode()
+        encoded = [row[2] for row in summary_rows(queries.store.read_rows, None)]
+        assert 0 < sum(e is None for e in encoded) < len(encoded)
+        store.add_trial("new", parameter_record(99, {"é": 1}), T0 + 0.0005)
+        store.end_trial("t1", TrialStatus.FAILED, T0 + 0.0045, exit_code=1, message="é")
+        python = "[" + ",".join(encode_strict_json(s) for s in queries.trial_summaries()) + "]"
+        assert index.look()[1] == python.encode()
+    finally:
+        queries.close()
         store.close()
