@@ -12,7 +12,7 @@ after a change reads only what changed since the previous one:
 * the metric list appends the metrics stored since (metrics are only ever appended), and is read again whole
   only after a trial was retried (the earlier attempt's metrics leave the list) or when too much changed.
 
-Each element is encoded by SQLite (:mod:`~trialfleet.nni_view.encoded`; Python builds those it would write
+Each element is encoded by SQLite (:mod:`~trialfleet.storage.nni_json`; Python builds those it would write
 otherwise): a first build at 100,000 trials took 12.7 s of CPU for ``/trial-jobs`` and 3.2 s for ``/metric-data``
 with a payload dict and a ``json.dumps`` per element, 3.0 s and 1.9 s so (load average 8-14 on 2 cores).
 
@@ -29,12 +29,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trialfleet.nni_view import payloads
-from trialfleet.nni_view.encoded import metric_data_rows, trial_job_rows
 from trialfleet.server.encoding import encode_json
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.kept import Element, KeptTrials
+from trialfleet.storage.nni_json import metric_data_rows, trial_job_rows
 from trialfleet.storage.queries import Cursor, TrialQueries
+from trialfleet.training_services.trial_dir import STDERR_FILE
 
 #: more trials changed than this since the previous build: read them all again
 MAX_CHANGED_TRIALS = 2000
@@ -79,7 +80,9 @@ class WholeLists:
         """The trials' elements as SQLite encodes them; those it cannot encode as Python does, the Python way."""
         elements: list[Element] = []
         others: list[str] = []
-        for trial_id, sequence_id, encoded in trial_job_rows(self._store, None if ids is None else list(ids)):
+        for trial_id, sequence_id, encoded in trial_job_rows(
+            self._store, STDERR_FILE, None if ids is None else list(ids)
+        ):
             if encoded is None:
                 others.append(trial_id)
             else:

@@ -1,4 +1,4 @@
-"""NNI's whole lists and the web UI's summaries encoded by SQLite (trialfleet/nni_view/encoded.py,
+"""NNI's whole lists and the web UI's summaries encoded by SQLite (trialfleet/storage/nni_json.py,
 trialfleet/storage/summary_json.py) are byte for byte the Python build's,
 for ordinary trials (which SQLite encodes) and for values where SQLite would write otherwise (built the Python
 way): non-ASCII and escaped characters, NaN stored by an older manager, times on a half millisecond."""
@@ -11,15 +11,16 @@ import sqlite3
 from pathlib import Path
 
 from trialfleet.manager.decisions import parameter_record
-from trialfleet.nni_view.encoded import metric_data_rows, trial_job_rows
 from trialfleet.nni_view.reader import ExperimentReader
 from trialfleet.server.encoding import encode_strict_json, encoded_list
 from trialfleet.server.lists import WholeLists
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore, NewMetric
 from trialfleet.storage.kept import SummaryIndex
+from trialfleet.storage.nni_json import metric_data_rows, trial_job_rows
 from trialfleet.storage.queries import TrialQueries
 from trialfleet.storage.summary_json import summary_rows
+from trialfleet.training_services.trial_dir import STDERR_FILE
 
 T0 = 1_700_000_000.0
 ODD_TEXT = ["plain", 'a "quoted" \\ back', "é ü 漢", "tab\tnew\nline\x01\x7f", "\u2028", "/x/y//"]
@@ -87,7 +88,7 @@ def test_sqlite_encodes_every_list_as_python_does(tmp_path: Path) -> None:
         for kind in (None, "FINAL"):
             assert lists.metric_data(kind) == metrics[kind], kind
         # SQLite wrote most elements, Python the rest: both paths were taken
-        encoded = [row[2] for row in trial_job_rows(store)]
+        encoded = [row[2] for row in trial_job_rows(store, STDERR_FILE)]
         assert 0 < sum(e is None for e in encoded) < len(encoded)
         records = [row[1] for row in metric_data_rows(store, None, 0, None)]
         assert 0 < sum(e is None for e in records) < len(records)

@@ -1,5 +1,5 @@
 """NNI's TrialJobInfo and MetricDataRecord encoded by SQLite's JSON functions, byte for byte as
-:mod:`~trialfleet.nni_view.payloads` and :func:`~trialfleet.server.encoding.encode_json` write them.
+``trialfleet.nni_view.payloads`` and ``trialfleet.server.encoding.encode_json`` write them (the server's kept lists join them).
 
 The first build of a whole list at 100,000 trials spent its time on a Python object per row: a ``TrialRow``
 (two ``json.loads``), a payload dict, the parameters decoded and encoded again, the element encoded (12.7 s of
@@ -25,10 +25,10 @@ element against the Python build, hostile values included.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
-from trialfleet.storage import ExperimentStore
-from trialfleet.training_services.trial_dir import STDERR_FILE
+from trialfleet.storage.store import ExperimentStore
 
 #: rows per query of a whole list (paged by key, never by offset)
 CHUNK = 5000
@@ -72,7 +72,7 @@ def _optional(key: str, condition: str, value: str) -> str:
     return f"CASE WHEN {condition} THEN ',\"{key}\":' || {value} ELSE '' END"
 
 
-def _job_json() -> str:
+def _job_json(stderr_file: str) -> str:
     """A TrialJobInfo of trials row ``t`` (with ``fm``, its first final metric, or NULL)."""
     start = "coalesce(t.start_time, t.submit_time)"
     safe = (
@@ -97,19 +97,24 @@ def _job_json() -> str:
         f"|| {_optional('platform', 't.platform IS NOT NULL AND t.handle IS NOT NULL', 'json_quote(t.platform)')} "
         f"|| {_optional('message', 't.message IS NOT NULL', 'json_quote(t.message)')} "
         f"|| {_optional('finalMetricData', succeeded, final)} "
-        f"|| {_optional('stderrPath', failed, _stderr())} "
+        f"|| {_optional('stderrPath', failed, _stderr(stderr_file))} "
         "|| '}' END"
     )
 
 
-def _stderr() -> str:
-    return f"json_quote(rtrim(t.location, '/') || '/{STDERR_FILE}')"
+def _stderr(stderr_file: str) -> str:
+    name = stderr_file.replace("'", "''")
+    return f"json_quote(rtrim(t.location, '/') || '/{name}')"
 
 
-_JOBS_SQL = (
-    f"SELECT t.id, t.sequence_id, {_job_json()} FROM trials t LEFT JOIN metrics fm ON fm.id = {_FIRST_FINAL} "
-    "AND t.status = 'SUCCEEDED'"
-)
+@cache
+def _jobs_sql(stderr_file: str) -> str:
+    return (
+        f"SELECT t.id, t.sequence_id, {_job_json(stderr_file)} FROM trials t LEFT JOIN metrics fm ON fm.id = {_FIRST_FINAL} "
+        "AND t.status = 'SUCCEEDED'"
+    )
+
+
 _METRICS_SQL = (
     f"SELECT m.id, {_metric_json('m')} FROM metrics m JOIN trials t ON t.id = m.trial_id AND t.attempt = m.attempt "
     "WHERE m.id > ?"
@@ -117,18 +122,20 @@ _METRICS_SQL = (
 
 
 def trial_job_rows(
-    store: ExperimentStore, ids: list[str] | None = None
+    store: ExperimentStore, stderr_file: str, ids: list[str] | None = None
 ) -> Iterator[tuple[str, int, str | None]]:
-    """(id, sequence id, TrialJobInfo's JSON or None) of every trial by sequence id, or of trials ``ids``."""
+    """(id, sequence id, TrialJobInfo's JSON or None) of every trial by sequence id, or of trials ``ids``;
+    a FAILED trial's ``stderrPath`` is ``stderr_file`` in its directory."""
+    jobs_sql = _jobs_sql(stderr_file)
     if ids is not None:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            yield from store.read_rows(f"{_JOBS_SQL} WHERE t.id IN ({', '.join('?' for _ in chunk)})", chunk)
+            yield from store.read_rows(f"{jobs_sql} WHERE t.id IN ({', '.join('?' for _ in chunk)})", chunk)
         return
     after = -(2**63)
     while True:
         rows = store.read_rows(
-            f"{_JOBS_SQL} WHERE t.sequence_id > ? ORDER BY t.sequence_id LIMIT ?", (after, CHUNK)
+            f"{jobs_sql} WHERE t.sequence_id > ? ORDER BY t.sequence_id LIMIT ?", (after, CHUNK)
         )
         yield from rows
         if len(rows) < CHUNK:
