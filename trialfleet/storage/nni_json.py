@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
-from typing import Any
 
 from trialfleet.storage.store import ExperimentStore
 
@@ -148,13 +147,13 @@ def metric_data_rows(
 ) -> Iterator[tuple[int, str | None]]:
     """(id, MetricDataRecord's JSON or None) of the current attempts' metrics after id ``after`` (up to
     ``up_to``; of ``type``), in the order stored."""
-    sql, args = _METRICS_SQL, list[Any]()
-    if up_to is not None:
-        sql += " AND m.id <= ?"
-        args.append(up_to)
-    if type is not None:
-        sql += " AND m.type = ?"
-        args.append(type)
+    given = [
+        (clause, value)
+        for clause, value in ((" AND m.id <= ?", up_to), (" AND m.type = ?", type))
+        if value is not None
+    ]
+    sql = _METRICS_SQL + "".join(clause for clause, _ in given)
+    args = [value for _, value in given]
     while True:
         rows = store.read_rows(f"{sql} ORDER BY m.id LIMIT ?", [after, *args, CHUNK])
         yield from rows
