@@ -12,6 +12,10 @@ after a change reads only what changed since the previous one:
 * the metric list appends the metrics stored since (metrics are only ever appended), and is read again whole
   only after a trial was retried (the earlier attempt's metrics leave the list) or when too much changed.
 
+Each element is encoded by SQLite (:mod:`~trialfleet.storage.nni_json`; Python builds those it would write
+otherwise): a first build at 100,000 trials took 12.7 s of CPU for ``/trial-jobs`` and 3.2 s for ``/metric-data``
+with a payload dict and a ``json.dumps`` per element, 3.0 s and 1.9 s so (load average 8-14 on 2 cores).
+
 The kept body is the one the response cache sends, not a copy of it: at 10,000 trials the lists cost no memory
 beyond their bodies, and a list nobody asked for in :data:`FORGET_AFTER` seconds is let go (NNI's web UI asks
 every 10 to 60 seconds, as its user chose). Builds are serialised, on a read-only connection of the lists' own.
@@ -21,14 +25,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from trialfleet.server.encoding import encode_json, encoded_list
+from trialfleet.nni_view import payloads
+from trialfleet.server.encoding import encode_json
 from trialfleet.server.reader import ExperimentReader
 from trialfleet.storage import ExperimentStore
 from trialfleet.storage.kept import Element, KeptTrials
+from trialfleet.storage.nni_json import metric_data_rows, trial_job_rows
 from trialfleet.storage.queries import Cursor, TrialQueries
+from trialfleet.training_services.trial_dir import STDERR_FILE
 
 #: more trials changed than this since the previous build: read them all again
 MAX_CHANGED_TRIALS = 2000
@@ -69,12 +76,20 @@ class WholeLists:
             self._trials.refresh()
             return self._trials.list.body
 
-    def _read_trials(self, ids: Sequence[str] | None) -> Iterator[Element]:
-        if ids is None:
-            infos: Iterable[dict] = (info for chunk in self._reader.trial_job_chunks() for info in chunk)
-        else:
-            infos = self._reader.trial_jobs_with_ids(ids)
-        return ((info["trialJobId"], info["sequenceId"], encode_json(info).encode()) for info in infos)
+    def _read_trials(self, ids: Sequence[str] | None) -> list[Element]:
+        """The trials' elements as SQLite encodes them; those it cannot encode as Python does, the Python way."""
+        elements: list[Element] = []
+        others: list[str] = []
+        for trial_id, sequence_id, encoded in trial_job_rows(
+            self._store, STDERR_FILE, None if ids is None else list(ids)
+        ):
+            if encoded is None:
+                others.append(trial_id)
+            else:
+                elements.append((trial_id, sequence_id, encoded.encode()))
+        infos = self._reader.trial_jobs_with_ids(others) if others else []
+        elements += [(info["trialJobId"], info["sequenceId"], encode_json(info).encode()) for info in infos]
+        return elements
 
     def metric_data(self, type: str | None = None) -> bytes:
         """Every MetricDataRecord of the trials' current attempts (of ``type``), in the order stored."""
@@ -83,14 +98,23 @@ class WholeLists:
             now = self._queries.cursor()
             kept = self._metrics.get(type)
             if kept is None or self._queries.retried_since(kept[0], now):
-                body = encoded_list(self._reader.metric_data_chunks(type, up_to=now.metric)).data
+                body = self._metric_list(type, 0, now.metric)
             else:
                 since, body = kept
-                more = encoded_list(
-                    self._reader.metric_data_chunks(type, after=since.metric, up_to=now.metric)
-                ).data
+                more = self._metric_list(type, since.metric, now.metric)
                 if len(more) > 2:  # one copy of the kept body, not two
                     comma = b"," if len(body) > 2 else b""
                     body = b"".join((memoryview(body)[:-1], comma, memoryview(more)[1:]))
             self._metrics[type] = (now, body)
             return body
+
+    def _metric_list(self, type: str | None, after: int, up_to: int) -> bytes:
+        """The JSON array of the MetricDataRecords after ``after`` up to ``up_to``: SQLite's encoding of each,
+        or Python's where SQLite's would differ."""
+        parts: list[str] = []
+        for metric_id, encoded in metric_data_rows(self._store, type, after, up_to):
+            if encoded is None:
+                (row,) = self._store.metrics(type=type, after_id=metric_id - 1, up_to_id=metric_id)
+                encoded = encode_json(payloads.metric_record(row))
+            parts.append(encoded)
+        return ("[" + ",".join(parts) + "]").encode()

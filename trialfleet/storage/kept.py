@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from trialfleet.storage.queries import Cursor, TrialQueries
+from trialfleet.storage.summary_json import summary_rows
 
 #: (key, order, encoded element): a trial's id, its sequence id and its JSON
 Element = tuple[str, int, bytes]
@@ -156,7 +157,43 @@ class SummaryIndex:
             return now, self._kept.list.body
 
     def _read(self, ids: Sequence[str] | None) -> list[Element]:
-        return [
-            (summary["id"], summary["seq"], self._encode(summary).encode())
-            for summary in self._queries.trial_summaries(ids)
-        ]
+        """The summaries as SQLite encodes them (``summary_json``); those it cannot, the Python way."""
+        elements: list[Element] = []
+        others: list[str] = []
+        for trial_id, sequence_id, encoded in summary_rows(self._queries.store.read_rows, ids):
+            if encoded is None:
+                others.append(trial_id)
+            else:
+                elements.append((trial_id, sequence_id, encoded.encode()))
+        summaries = self._queries.trial_summaries(others) if others else []
+        elements += [(s["id"], s["seq"], self._encode(s).encode()) for s in summaries]
+        return elements
+
+
+class KeptFinals:
+    """The final results as columns (``TrialQueries.final_results``, encoded), kept until a trial's summary
+    changes: an event (a status, a retry) or a final result, as the change feed names them. The response cache
+    builds a body again at every commit, and while trials run the database commits an intermediate result every
+    few milliseconds: at 100,000 trials each build of ``/finals`` (the Overview's first chart) took 0.4 s of CPU,
+    now two indexed looks at the change feed unless a summary changed."""
+
+    def __init__(self, queries: TrialQueries, encode: Callable[[Any], str]) -> None:
+        self._queries = queries
+        self._encode = encode
+        self._lock = threading.Lock()
+        self._kept: tuple[Cursor, bytes] | None = None
+        self.builds = 0
+
+    def close(self) -> None:
+        self._queries.close()
+
+    def look(self) -> bytes:
+        """The JSON of the final results' columns, as current as the database."""
+        with self._lock:
+            now = self._queries.cursor()  # first: a change made during the build is seen next time
+            kept = self._kept
+            if kept is None or self._queries.changed_trial_ids(kept[0], 0) != []:
+                self.builds += 1
+                kept = (now, self._encode(self._queries.final_results()).encode())
+            self._kept = (now, kept[1])
+            return kept[1]

@@ -273,6 +273,10 @@ class ExperimentStore:
         finally:
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
+    def read_rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """The rows of a read query (views that have SQLite build their payloads, such as ``nni_json``)."""
+        return self._query(sql, args)
+
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             try:

@@ -31,7 +31,7 @@ import trialfleet
 from trialfleet.server.cache import ResponseCache
 from trialfleet.server.encoding import EncodedJson, encode_strict_json
 from trialfleet.storage import ExperimentStore
-from trialfleet.storage.kept import SummaryIndex
+from trialfleet.storage.kept import KeptFinals, SummaryIndex
 from trialfleet.storage.queries import Cursor, SeriesSelection, TrialQueries
 from trialfleet.storage.sql import SORT_CHOICES, SORT_PATTERN
 from trialfleet.training_services.gpu_leases import holdings_record, machine_holdings
@@ -129,7 +129,8 @@ def build_router(
     watch = TrialQueries(ExperimentStore(reader.path, readonly=True))
     every = TrialQueries(ExperimentStore(reader.path, readonly=True))
     index = SummaryIndex(every, encode_strict_json, MAX_CHANGED_TRIALS)
-    closers += [feed.close, watch.close, every.close]
+    kept_finals = KeptFinals(TrialQueries(ExperimentStore(reader.path, readonly=True)), encode_strict_json)
+    closers += [feed.close, watch.close, every.close, kept_finals.close]
 
     async def cached(request: Request, build: Callable[[], Any]) -> Response:
         return await cache.respond(request, lambda: (build(), {}), encode=encode_strict_json)
@@ -216,8 +217,9 @@ def build_router(
     @router.get("/finals")
     async def finals(request: Request) -> Response:
         """Columns ``id``, ``seq``, ``status``, ``final`` of the trials with a final result (the Overview's
-        first chart: a fraction of ``/trials/all``'s bytes, parsed without an object per trial)."""
-        return await cached(request, queries.final_results)
+        first chart: a fraction of ``/trials/all``'s bytes, parsed without an object per trial), kept until a
+        trial's summary changes (:class:`KeptFinals`)."""
+        return await cached(request, lambda: EncodedJson(kept_finals.look()))
 
     @router.get("/trials/{trial_id}")
     async def trial(trial_id: str, request: Request) -> Response:
