@@ -15,7 +15,7 @@ job before its replica rule and delete every pod at once, that record included.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from trialfleet.training_services.kubernetes.client import ResourceKind
 from trialfleet.training_services.kubernetes.cluster import KubernetesTrainingService, TrialJob
@@ -67,13 +67,9 @@ def kubeflow_manifest(
     }
 
 
-class KubeflowTrainingService(KubernetesTrainingService):
+class KubeflowTrainingService(KubernetesTrainingService[KubeflowConfig]):
     platform = "kubeflow"
     config_class = KubeflowConfig
-
-    @property
-    def config(self) -> KubeflowConfig:
-        return cast(KubeflowConfig, self.cluster)
 
     def resource_kind(self) -> ResourceKind:
         kind = TFJOB if self.config.operator == "tf-operator" else PYTORCHJOB
