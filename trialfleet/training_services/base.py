@@ -38,6 +38,7 @@ against ``config_class`` when the service is built) and its handle ``H``: a ``Ty
 data stored on the trial row (so it is its own ``to_json``/``from_json``; what a restarted manager hands ``adopt``
 is what ``submit`` returned). mypy then checks each platform's use of its config and of its handles' keys
 (``LiveTrial[H]``, ``Submitted[H]``) without casts. The manager holds services as ``TrainingService[Any, Any]``.
+A platform module names ``LiveTrial = base.LiveTrial[ItsHandle]``, so its hooks' annotations say ``LiveTrial``.
 
 A platform is a package below this one (``local/``, ``remote/``, ``slurm/`` …) holding its service class and its
 config model (``config_class``), found by name through :mod:`.registry` — built-ins and third-party plugins alike.
