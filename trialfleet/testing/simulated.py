@@ -18,16 +18,16 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict
 
 from pydantic import Field
 
 from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.layout import MANAGER_STDERR_LOG, MANAGER_STDOUT_LOG
 from trialfleet.status import TrialStatus
-from trialfleet.training_services.base import LiveTrial, TrainingService
+from trialfleet.training_services import base
+from trialfleet.training_services.base import TrainingService
 from trialfleet.training_services.events import PollBatch, TrialEnded, TrialMetric, TrialStarted
 from trialfleet.training_services.spec import Submitted, TrialSpec
 
@@ -53,18 +53,20 @@ def final_of(trial_id: str) -> float:
     return round(int.from_bytes(digest[:4], "big") / 2**32, 4)
 
 
-class SimulatedTrainingService(TrainingService):
+class SimulatedHandle(TypedDict):
+    simulated: str  # the trial's id
+    start: float
+
+
+LiveTrial = base.LiveTrial[SimulatedHandle]
+
+
+class SimulatedTrainingService(TrainingService[SimulatedConfig, SimulatedHandle]):
     platform = "simulated"
     config_class = SimulatedConfig
     poll_interval = 0.5
 
-    @property
-    def options(self) -> SimulatedConfig:
-        service = self.context.service_config
-        assert isinstance(service, SimulatedConfig)
-        return service
-
-    async def _launch(self, spec: TrialSpec) -> Submitted:
+    async def _launch(self, spec: TrialSpec) -> Submitted[SimulatedHandle]:
         return Submitted({"simulated": spec.trial_id, "start": time.time()}, f"simulated:{spec.trial_id}")
 
     async def _adopt(self, trial: LiveTrial) -> None:
@@ -82,14 +84,14 @@ class SimulatedTrainingService(TrainingService):
                 batch.started.append(TrialStarted(trial.trial_id, now))
             self._report(trial, now, batch)
             end = trial.state.get("end")
-            if end is None and self.options.duration and now - trial.handle["start"] >= self.options.duration:
+            if end is None and self.config.duration and now - trial.handle["start"] >= self.config.duration:
                 end = (TrialStatus.SUCCEEDED, final_of(trial.trial_id))
             if end is not None:
                 self._end(trial, end, now, batch)
         return batch
 
     def _read_control(self, now: float) -> None:
-        directory = self.options.control_directory
+        directory = self.config.control_directory
         if directory is None or not directory.is_dir():
             return
         for entry in os.scandir(directory):
@@ -105,7 +107,7 @@ class SimulatedTrainingService(TrainingService):
     def _report(self, trial: LiveTrial, now: float, batch: PollBatch) -> None:
         """One intermediate result per ``metricInterval``, at a phase of its own per trial: 10,000 trials
         report evenly over the interval, never all in the same poll."""
-        interval = self.options.metric_interval
+        interval = self.config.metric_interval
         if not interval:
             return
         phase = trial.state.setdefault("phase", final_of(trial.trial_id) * interval)
@@ -134,7 +136,7 @@ class SimulatedTrainingService(TrainingService):
         trial.cursor.update(cursor)  # the base class does too, after this poll: the next metric needs it now
         return TrialMetric(trial.trial_id, None, kind, sequence, repr(value), now, cursor, value)
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: SimulatedHandle, name: str) -> bytes:
         if name in ("trial.stdout", "stdout"):
             return f"simulated trial {handle.get('simulated')}\n".encode()
         return b""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         TrialWaiting,
     )
     from trialfleet.training_services.local import LocalConfig, LocalTrainingService
+    from trialfleet.training_services.local.service import LocalHandle
     from trialfleet.training_services.registry import available_platforms, get_platform, platforms
     from trialfleet.training_services.remote import RemoteConfig, RemoteMachineConfig, RemoteTrainingService
     from trialfleet.training_services.slurm import SlurmConfig, SlurmTrainingService
@@ -45,6 +46,7 @@ _WHERE = {
     "TrialSpec": "trialfleet.training_services.spec",
     "LocalConfig": "trialfleet.training_services.local.config",
     "LocalTrainingService": "trialfleet.training_services.local.service",
+    "LocalHandle": "trialfleet.training_services.local.service",
     "RemoteConfig": "trialfleet.training_services.remote.config",
     "RemoteMachineConfig": "trialfleet.training_services.remote.config",
     "RemoteTrainingService": "trialfleet.training_services.remote.service",
@@ -60,6 +62,7 @@ __all__ = [
     "ExperimentContext",
     "LiveTrial",
     "LocalConfig",
+    "LocalHandle",
     "LocalTrainingService",
     "PollBatch",
     "RemoteConfig",

@@ -33,6 +33,13 @@ from ``tests/contract`` and ``tests/integration/<platform>``; a plugin runs it t
 Implementations are async and single-threaded (they run on the manager's event loop). Platform
 modules import their heavy clients (asyncssh, kubernetes …) lazily so ``platform: local`` needs none.
 
+Typing: ``TrainingService[C, H]`` is generic over the platform's config model ``C`` (``self.config``, checked
+against ``config_class`` when the service is built) and its handle ``H``: a ``TypedDict`` of JSON values, the very
+data stored on the trial row (so it is its own ``to_json``/``from_json``; what a restarted manager hands ``adopt``
+is what ``submit`` returned). mypy then checks each platform's use of its config and of its handles' keys
+(``LiveTrial[H]``, ``Submitted[H]``) without casts. The manager holds services as ``TrainingService[Any, Any]``.
+A platform module names ``LiveTrial = base.LiveTrial[ItsHandle]``, so its hooks' annotations say ``LiveTrial``.
+
 A platform is a package below this one (``local/``, ``remote/``, ``slurm/`` …) holding its service class and its
 config model (``config_class``), found by name through :mod:`.registry` — built-ins and third-party plugins alike.
 What several platforms share lives once beside this module: the trial spec and events (:mod:`.spec`,
@@ -51,19 +58,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from trialfleet.errors import PlatformNotAvailableError
 from trialfleet.status import TrialStatus
 from trialfleet.training_services.events import PollBatch, TrialWaiting
 from trialfleet.training_services.registry import get_platform
-from trialfleet.training_services.spec import Deferred, Submitted, TrialSpec
+from trialfleet.training_services.spec import Deferred, H, Submitted, TrialSpec
 
 if TYPE_CHECKING:
     from trialfleet.config.experiment import ExperimentConfig
     from trialfleet.config.service import TrainingServiceConfig
 
 log = logging.getLogger(__name__)
+
+#: a platform's config model
+C = TypeVar("C", bound="TrainingServiceConfig")
 
 
 @dataclass(frozen=True)
@@ -82,11 +92,11 @@ class ExperimentContext:
 
 
 @dataclass
-class LiveTrial:
+class LiveTrial(Generic[H]):
     """The base class's bookkeeping for one live trial."""
 
     trial_id: str
-    handle: Mapping[str, Any]
+    handle: H
     cursor: dict[str, Any]
     spec: TrialSpec | None = None  # None for an adopted trial
     started: bool = False
@@ -101,12 +111,13 @@ class LiveTrial:
         return [TrialWaiting(self.trial_id, reason, time.time())] if reason else []
 
 
-class TrainingService(ABC):
+class TrainingService(ABC, Generic[C, H]):
     """Base class: bookkeeping of live trials; platforms fill in the ``_hooks``."""
 
     platform: ClassVar[str]
-    #: the platform's config model (a subclass of ``trialfleet.config.TrainingServiceConfig``)
-    config_class: ClassVar[type[TrainingServiceConfig]]
+    #: the platform's config model (a subclass of ``trialfleet.config.TrainingServiceConfig``); a class attribute
+    #: (not a ClassVar only because a ClassVar cannot name the type variable)
+    config_class: type[C]
     #: how often the manager should call poll() when nothing wakes it earlier (seconds); an instance may set its
     #: own (reuse mode looks for the end of its workers' trials more often)
     poll_interval: float = 1.0
@@ -125,22 +136,26 @@ class TrainingService(ABC):
     preload_modules: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def shipped_code_directories(
-        cls, service_config: TrainingServiceConfig, working_directory: Path
-    ) -> list[Path]:
+    def shipped_code_directories(cls, service_config: C, working_directory: Path) -> list[Path]:
         """The code directories this platform would ship for ``service_config`` (none if it runs them in place),
         for an experiment whose working directory is ``working_directory``."""
         return [Path(service_config.trial_code_directory)] if cls.ships_code else []
 
     @classmethod
-    def refusals(cls, service_config: TrainingServiceConfig) -> list[str]:
+    def refusals(cls, service_config: C) -> list[str]:
         """Why ``service_config`` cannot start, found on this machine alone (no network): ``create`` refuses
         it before making the experiment. The service's own start still checks everything else."""
         return []
 
     def __init__(self, context: ExperimentContext) -> None:
         self.context = context
-        self.live: dict[str, LiveTrial] = {}
+        config = context.service_config
+        if not isinstance(config, self.config_class):
+            raise TypeError(
+                f"{self.platform}: a {type(config).__name__} is not a {self.config_class.__name__}"
+            )
+        self.config: C = config
+        self.live: dict[str, LiveTrial[H]] = {}
         #: set by a backend when it knows something changed (a child exited), so the manager polls now
         self.wakeup = asyncio.Event()
 
@@ -149,7 +164,7 @@ class TrainingService(ABC):
     async def start(self) -> None:
         await self._prepare()
 
-    async def submit(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def submit(self, spec: TrialSpec) -> Submitted[H] | Deferred:
         result = await self._launch(spec)
         if isinstance(result, Submitted):
             self.live[spec.trial_id] = LiveTrial(
@@ -157,7 +172,7 @@ class TrainingService(ABC):
             )
         return result
 
-    async def adopt(self, trial_id: str, handle: Mapping[str, Any], cursor: Mapping[str, Any]) -> None:
+    async def adopt(self, trial_id: str, handle: H, cursor: Mapping[str, Any]) -> None:
         self.live[trial_id] = LiveTrial(trial_id, handle, dict(cursor))
         await self._adopt(self.live[trial_id])
 
@@ -184,7 +199,7 @@ class TrainingService(ABC):
         live.cancel_status = status
         await self._kill(live)
 
-    async def read_trial_file(self, trial_id: str, handle: Mapping[str, Any], name: str) -> bytes:
+    async def read_trial_file(self, trial_id: str, handle: H, name: str) -> bytes:
         return await self._read_file(handle, name)
 
     async def gpu_leases(self) -> dict[str, dict[str, Any]]:
@@ -197,7 +212,7 @@ class TrainingService(ABC):
         places its trials on its other platforms meanwhile, and reports it."""
         return None
 
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+    def trial_dir_here(self, handle: H) -> Path | None:
         """The trial's directory as this machine sees it, when its files can be opened here (the server then
         streams them to clients, whatever their size); None: they are read whole with ``read_trial_file``."""
         return None
@@ -211,35 +226,35 @@ class TrainingService(ABC):
 
     # ---- hooks for platforms -------------------------------------------------------------------
 
-    async def _prepare(self) -> None:  # noqa: B027 - optional hook
+    async def _prepare(self) -> None:
         """Check the platform and prepare it (connect, upload code); raise PlatformError if unusable."""
 
     @abstractmethod
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred: ...
+    async def _launch(self, spec: TrialSpec) -> Submitted[H] | Deferred: ...
 
     @abstractmethod
-    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
+    async def _collect(self, trials: list[LiveTrial[H]]) -> PollBatch:
         """One batched look at all live trials; must not block for long."""
 
     @abstractmethod
-    async def _kill(self, trial: LiveTrial) -> None:
+    async def _kill(self, trial: LiveTrial[H]) -> None:
         """End the trial's whole process tree; its end is reported by a later ``_collect``."""
 
     @abstractmethod
-    async def _adopt(self, trial: LiveTrial) -> None:
+    async def _adopt(self, trial: LiveTrial[H]) -> None:
         """Re-attach a trial from its stored handle (may only record state for ``_collect``)."""
 
     @abstractmethod
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes: ...
+    async def _read_file(self, handle: H, name: str) -> bytes: ...
 
-    async def _shutdown(self, killed_trials: bool) -> None:  # noqa: B027 - optional hook
+    async def _shutdown(self, killed_trials: bool) -> None:
         """Release connections and resources."""
 
     # ---- helpers for platforms -----------------------------------------------------------------
 
     async def _wait_for_trials_to_end(
         self,
-        ended: Callable[[list[LiveTrial]], Awaitable[Iterable[str]]],
+        ended: Callable[[list[LiveTrial[H]]], Awaitable[Iterable[str]]],
         timeout: float,
         *,
         interval: float = 0.1,
@@ -262,7 +277,7 @@ class TrainingService(ABC):
             )
 
 
-def get_training_service_class(name: str) -> type[TrainingService]:
+def get_training_service_class(name: str) -> type[TrainingService[Any, Any]]:
     """The training service of the platform ``name`` (built-in or plugin, :mod:`.registry`)."""
     platform = get_platform(name)
     cls = platform.service_class()

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+#: a platform's handle: a TypedDict of JSON values (see base.py's docstring)
+H = TypeVar("H", bound=Mapping[str, Any])
 
 
 @dataclass(frozen=True)
@@ -23,8 +26,8 @@ class TrialSpec:
 
 
 @dataclass(frozen=True)
-class Submitted:
-    handle: Mapping[str, Any]  # JSON-serialisable; stored on the trial row
+class Submitted(Generic[H]):
+    handle: H  # JSON values (the platform's TypedDict); stored on the trial row
     location: str  # human readable: "local:/path/to/trial" or "host1:/path", shown as logPath
     started: bool = True  # False where the platform queues the job first (Slurm PENDING)
 

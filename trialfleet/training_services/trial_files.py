@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from trialfleet.training_services.base import LiveTrial
 from trialfleet.training_services.events import TrialMetric, TrialProblem
@@ -51,6 +51,18 @@ POLL_TIMEOUT = 30.0
 POLL_BUDGET = 8 * 1024 * 1024  # metric-channel bytes per look over SSH, shared fairly among the trials
 _EVERYTHING_READ = 1 << 60  # an offset past any channel: a look that only asks for the records
 KEEPER_KEYS = ("keeper_pid", "keeper_start_ticks", "boot_id")  # in a handle: identify the trial's keeper
+
+
+class KeeperHandle(TypedDict):
+    """The keys of a handle (local, SSH hosts) that identify the trial's keeper process (:data:`KEEPER_KEYS`)."""
+
+    keeper_pid: int
+    keeper_start_ticks: int | None
+    boot_id: str
+
+
+class GpuKeys(TypedDict, total=False):
+    gpus: list[int]  # the GPUs the platform gave the trial (none: it scheduled none)
 
 
 @dataclass(frozen=True)

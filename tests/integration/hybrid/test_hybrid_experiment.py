@@ -10,7 +10,6 @@ integrity_check``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -29,10 +28,10 @@ from fleet import Fleet
 from slurm_cluster import SlurmCluster
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import create_experiment
-from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore
+from trialfleet.testing.running import RunningExperiment
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slurm, pytest.mark.timeout(900)]
 
@@ -198,18 +197,10 @@ async def test_the_example_config_runs_as_written_with_trials_placed_by_weight(
     _, remote, slurm_block = data["trainingService"]
     remote["machineList"] = [ssh_host.hosts[0].machine()]
     slurm_block["sharedDirectory"] = str(tmp_path / "shared")
-    _, experiment_dir = create_experiment(ExperimentConfig.from_dict(data, base_dir=example))
-    manager = ExperimentManager(experiment_dir)
-    await manager.start()
-    loop = asyncio.create_task(manager.run())
-    try:
-        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=300)
-    finally:
-        manager.request_stop()
-        await asyncio.wait_for(loop, 120)
-    trials = manager.store.trials()
-    assert [t.status for t in trials] == [TrialStatus.SUCCEEDED] * 6, [t.message for t in trials]
-    # all six placed at once: local's trialConcurrency (2) caps it, remote's weight 2 doubles its share
-    assert Counter(t.platform for t in trials) == Counter({"remote": 3, "local": 2, "slurm": 1})
-    assert all(len(manager.store.metrics(t.id, type="PERIODICAL")) == 5 for t in trials)
-    manager.store.close()
+    async with RunningExperiment(ExperimentConfig.from_dict(data, base_dir=example)) as experiment:
+        await experiment.done()
+        trials = experiment.store.trials()
+        assert [t.status for t in trials] == [TrialStatus.SUCCEEDED] * 6, [t.message for t in trials]
+        # all six placed at once: local's trialConcurrency (2) caps it, remote's weight 2 doubles its share
+        assert Counter(t.platform for t in trials) == Counter({"remote": 3, "local": 2, "slurm": 1})
+        assert all(len(experiment.store.metrics(t.id, type="PERIODICAL")) == 5 for t in trials)

@@ -7,20 +7,16 @@ local platform under ``maxTrialRetries``; when the host answers again the platfo
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fleet import Fleet
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.manager.experiment_manager import ExperimentManager
-from trialfleet.manager.launcher import create_experiment
 from trialfleet.manager.platforms import PlatformState
-from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.status import TrialStatus
+from trialfleet.testing.running import RunningExperiment
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(600)]
 
@@ -38,13 +34,6 @@ nni.report_final_result(params["x"])
 @pytest.fixture(autouse=True)
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
-
-
-async def wait_until(condition: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not reached within {timeout} s"
-        await asyncio.sleep(0.1)
 
 
 async def test_a_dead_remote_platform_is_reported_and_its_trial_is_retried_on_local(
@@ -71,47 +60,46 @@ async def test_a_dead_remote_platform_is_reported_and_its_trial_is_retried_on_lo
             ],
         }
     )
-    _, experiment_dir = create_experiment(config)
-    manager = ExperimentManager(experiment_dir)
-    await manager.start()
-    running = asyncio.create_task(manager.run())
-    assert manager.platforms is not None
-    remote = manager.platforms.by_name["remote"]
-    store = manager.store
-    try:
+    async with RunningExperiment(config) as experiment:
+        assert experiment.manager.platforms is not None
+        remote = experiment.manager.platforms.by_name["remote"]
+        store = experiment.store
+        try:
 
-        def running_on() -> list[str | None]:
-            return sorted(t.platform for t in store.trials(status=TrialStatus.RUNNING))
+            def running_on() -> list[str | None]:
+                return sorted(t.platform for t in store.trials(status=TrialStatus.RUNNING))
 
-        await wait_until(lambda: running_on() == ["local", "remote"], "a trial on each platform", 120)
-        doomed = next(t for t in store.trials() if t.platform == "remote")
-        host.blackhole()
-        await wait_until(lambda: remote.state is PlatformState.UNAVAILABLE, "remote reported unavailable", 60)
-        assert remote.message is not None and remote.message.startswith("no machine is reachable: ")
-        (event,) = store.events(event="PLATFORM_UNAVAILABLE")
-        assert event.data == {"platform": "remote", "message": remote.message}
-        await wait_until(lambda: store.trial(doomed.id).attempt == 1, "the lost trial re-run", 120)
-        await wait_until(lambda: running_on() == ["local", "local"], "both trials on local", 60)
-        lost = store.attempts(doomed.id)[0]
-        assert (lost["platform"], lost["status"], lost["failure_kind"]) == (
-            "remote",
-            "FAILED",
-            "infrastructure",
-        )
-        assert lost["message"].startswith(f"lost: host {host.machine()['user']}@{host.address}")
+            await experiment.until(
+                lambda: running_on() == ["local", "remote"], "a trial on each platform", 120
+            )
+            doomed = next(t for t in store.trials() if t.platform == "remote")
+            host.blackhole()
+            await experiment.until(
+                lambda: remote.state is PlatformState.UNAVAILABLE, "remote reported unavailable", 60
+            )
+            assert remote.message is not None and remote.message.startswith("no machine is reachable: ")
+            (event,) = store.events(event="PLATFORM_UNAVAILABLE")
+            assert event.data == {"platform": "remote", "message": remote.message}
+            await experiment.until(lambda: store.trial(doomed.id).attempt == 1, "the lost trial re-run", 120)
+            await experiment.until(lambda: running_on() == ["local", "local"], "both trials on local", 60)
+            lost = store.attempts(doomed.id)[0]
+            assert (lost["platform"], lost["status"], lost["failure_kind"]) == (
+                "remote",
+                "FAILED",
+                "infrastructure",
+            )
+            assert lost["message"].startswith(f"lost: host {host.machine()['user']}@{host.address}")
 
-        host.heal()
-        await wait_until(lambda: remote.state is PlatformState.UP, "remote back up", 120)
-        assert [e.event for e in store.events() if e.event.startswith("PLATFORM_")] == [
-            "PLATFORM_UNAVAILABLE",
-            "PLATFORM_UP",
-        ]
-        hold.unlink()
-        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=120)
-    finally:
-        hold.unlink(missing_ok=True)
-        manager.request_stop()
-        await running
-    trials = store.trials()
-    assert [(t.status, t.platform) for t in trials] == [(TrialStatus.SUCCEEDED, "local")] * 2
-    assert store.trial(doomed.id).attempt == 1
+            host.heal()
+            await experiment.until(lambda: remote.state is PlatformState.UP, "remote back up", 120)
+            assert [e.event for e in store.events() if e.event.startswith("PLATFORM_")] == [
+                "PLATFORM_UNAVAILABLE",
+                "PLATFORM_UP",
+            ]
+            hold.unlink()
+            await experiment.done(timeout=120)
+        finally:
+            hold.unlink(missing_ok=True)
+        trials = store.trials()
+        assert [(t.status, t.platform) for t in trials] == [(TrialStatus.SUCCEEDED, "local")] * 2
+        assert store.trial(doomed.id).attempt == 1

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +13,11 @@ from ray.job_submission import JobSubmissionClient
 from ray_cluster import RayCluster
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.manager.experiment_manager import ExperimentManager
-from trialfleet.manager.launcher import create_experiment
-from trialfleet.status import ExperimentStatus
 from trialfleet.testing import make_context
+from trialfleet.testing.running import HANG_GUARD
 from trialfleet.training_services.base import ExperimentContext
 from trialfleet.training_services.ray import RayConfig
 from trialfleet.training_services.ray.entry import NODE_RECORD, unframe
-
-HANG_GUARD = 90.0
 
 
 def new_experiment_id() -> str:
@@ -64,36 +58,6 @@ def forwarded(cluster: RayCluster, submission_id: str, files: set[str]) -> None:
             return
         assert time.monotonic() < deadline, f"stuck: {submission_id} never logged {sorted(files - sent)}"
         time.sleep(0.2)
-
-
-class RunningExperiment:
-    """The real experiment manager on a config, on this event loop, stopped whatever the test does."""
-
-    def __init__(self, config: ExperimentConfig) -> None:
-        self.experiment_id, experiment_dir = create_experiment(config)
-        self.manager = ExperimentManager(experiment_dir)
-        self._loop: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> RunningExperiment:
-        await self.manager.start()
-        self._loop = asyncio.create_task(self.manager.run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.manager.request_stop()
-        assert self._loop is not None
-        await asyncio.wait_for(self._loop, 120)
-        self.manager.store.close()
-
-    async def done(self, timeout: float = 300) -> None:
-        await self.manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=timeout)
-        assert self.manager.error is None
-
-    async def until(self, condition: Callable[[], bool], what: str, timeout: float = HANG_GUARD) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            assert time.monotonic() < deadline, f"stuck: {what}"
-            await asyncio.sleep(0.2)
 
 
 def experiment_config(tmp_path: Path, cluster: RayCluster, trial: str, **fields: Any) -> ExperimentConfig:

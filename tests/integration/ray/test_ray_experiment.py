@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 from ray_cluster import HEAD_IP, NODE_IP, RayCluster
-from ray_helpers import RunningExperiment, client, experiment_config
+from ray_helpers import client, experiment_config
 
 from tests.integration.cli_harness import Cli, free_port
 from trialfleet.status import TrialStatus
+from trialfleet.testing.running import RunningExperiment
 
 pytestmark = pytest.mark.ray
 

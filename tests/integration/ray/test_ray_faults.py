@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from ray_cluster import NODE_IP, RayCluster
-from ray_helpers import RunningExperiment, client, experiment_config, ray_context
+from ray_helpers import client, experiment_config, ray_context
 
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.testing import process_start_ticks, wait_until_gone
+from trialfleet.testing.running import RunningExperiment
 from trialfleet.training_services.ray import RayTrainingService
 from trialfleet.training_services.spec import Submitted, TrialSpec
 

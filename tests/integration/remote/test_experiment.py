@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import posixpath
 from collections import Counter
@@ -18,7 +17,8 @@ from trialfleet.config.loader import load_config
 from trialfleet.errors import PlatformError
 from trialfleet.manager.experiment_manager import ExperimentManager
 from trialfleet.manager.launcher import create_experiment
-from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.status import TrialStatus
+from trialfleet.testing.running import RunningExperiment
 
 pytestmark = pytest.mark.ssh
 
@@ -71,33 +71,28 @@ def private_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def test_experiment_on_three_hosts_runs_to_completion(tmp_path: Path, fleet: Fleet) -> None:
     config = load_config(write_config(tmp_path, [h.machine() for h in fleet.hosts])).config
-    _, experiment_dir = create_experiment(config)
-    manager = ExperimentManager(experiment_dir)
-    await manager.start()
-    running = asyncio.create_task(manager.run())
-    try:
-        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=240)
-    finally:
-        manager.request_stop()
-        await running
-    assert manager.error is None
-    trials = manager.store.trials()
-    assert len(trials) == TRIALS
-    hosts = Counter(trial.handle["machine"] for trial in trials if trial.handle)
-    assert sorted(hosts) == sorted(f"root@{h.address}:22" for h in fleet.hosts), hosts
-    for trial in trials:
-        assert trial.status is TrialStatus.SUCCEEDED, (trial.id, trial.status, trial.message)
-        host = fleet.host_of(dict(trial.handle))
-        sent_log = host.local(posixpath.join(trial.handle["trial_dir"], "sent.log"))
-        sent = [json.loads(line) for line in sent_log.read_text().splitlines()]
-        stored = manager.store.metrics(trial.id, type="PERIODICAL")
-        assert [json.loads(m.data) for m in stored] == sent, (
-            f"trial {trial.id}: stored metrics differ from sent"
+    async with RunningExperiment(config) as experiment:
+        await experiment.done(timeout=240)
+        trials = experiment.store.trials()
+        assert len(trials) == TRIALS
+        hosts = Counter(trial.handle["machine"] for trial in trials if trial.handle)
+        assert sorted(hosts) == sorted(f"root@{h.address}:22" for h in fleet.hosts), hosts
+        for trial in trials:
+            assert trial.status is TrialStatus.SUCCEEDED, (trial.id, trial.status, trial.message)
+            host = fleet.host_of(dict(trial.handle))
+            sent_log = host.local(posixpath.join(trial.handle["trial_dir"], "sent.log"))
+            sent = [json.loads(line) for line in sent_log.read_text().splitlines()]
+            stored = experiment.store.metrics(trial.id, type="PERIODICAL")
+            assert [json.loads(m.data) for m in stored] == sent, (
+                f"trial {trial.id}: stored metrics differ from sent"
+            )
+            assert [json.loads(m.data) for m in experiment.store.metrics(trial.id, type="FINAL")] == [
+                trial.hyper_parameters["x"]
+            ]
+    for trial in trials:  # the manager stopped: it copied the ended trials' logs back before
+        assert (experiment.experiment_dir / "trials" / trial.id / "result.json").exists(), (
+            "logs are copied back"
         )
-        assert [json.loads(m.data) for m in manager.store.metrics(trial.id, type="FINAL")] == [
-            trial.hyper_parameters["x"]
-        ]
-        assert (experiment_dir / "trials" / trial.id / "result.json").exists(), "logs are copied back"
 
 
 async def test_experiment_with_a_wrong_host_does_not_start(tmp_path: Path, fleet: Fleet) -> None:

@@ -7,14 +7,32 @@ import asyncio
 import shlex
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from login_node import LoginFleet, missing_fleet_components, start_login_node
 from slurm_cluster import SlurmCluster, running_cluster
-from slurm_helpers import OverTimeLimit, slurm_context, submitted, trial_spec
+from slurm_helpers import HOLD, OverTimeLimit, slurm_context, submitted, trial_spec
 
 from trialfleet.training_services.slurm import SlurmTrainingService
+
+
+@pytest.fixture
+def code_dir(tmp_path: Path) -> Path:
+    """A trial code directory holding hold.py (:data:`slurm_helpers.HOLD`)."""
+    path = tmp_path / "code"
+    path.mkdir()
+    (path / "hold.py").write_text(HOLD)
+    return path
+
+
+@pytest.fixture
+def control(tmp_path: Path) -> Path:
+    """Where hold.py trials record what they saw and wait for ``release``."""
+    path = tmp_path / "control"
+    path.mkdir()
+    return path
 
 
 @pytest.fixture(scope="session")

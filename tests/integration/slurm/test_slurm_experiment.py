@@ -7,7 +7,6 @@ PATH.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -17,9 +16,8 @@ import yaml
 from slurm_cluster import SlurmCluster
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.manager.experiment_manager import ExperimentManager
-from trialfleet.manager.launcher import create_experiment
-from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.status import TrialStatus
+from trialfleet.testing.running import RunningExperiment
 
 pytestmark = pytest.mark.slurm
 
@@ -79,35 +77,28 @@ async def test_ten_trials_two_at_a_time_through_the_manager(
             },
         }
     )
-    experiment_id, experiment_dir = create_experiment(config)
-    manager = ExperimentManager(experiment_dir)
-    await manager.start()
-    loop = asyncio.create_task(manager.run())
-    try:
-        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=300)
-    finally:
-        manager.request_stop()
-        await asyncio.wait_for(loop, 120)
-    assert manager.error is None
-    trials = manager.store.trials()
-    assert len(trials) == TRIALS
-    assert {trial.status for trial in trials} == {TrialStatus.SUCCEEDED}
-    ran = {trial.id: json.loads((records / f"{trial.id}.json").read_text()) for trial in trials}
-    for trial in trials:
-        record = ran[trial.id]
-        assert record["params"] == trial.hyper_parameters
-        assert record["job"] == trial.handle["job_id"] and trial.attempt == 0
-        assert Path(record["python"]).parent == Path(sys.executable).parent  # pythonPath came first
-        assert "/nni-shim/nni/" in record["nni"]
-        x = trial.hyper_parameters["x"]
-        periodical = manager.store.metrics(trial.id, type="PERIODICAL")
-        assert [json.loads(m.data) for m in periodical] == [x * 10 + step for step in range(3)]
-        assert trial.final_value == x
-        name = f"nni_exp_{experiment_id}_trial_{trial.id}"
-        jobs = slurm_cluster.run("squeue", "-h", "-t", "all", f"--name={name}", "-o", "%i %T").stdout.split()
-        assert jobs == [trial.handle["job_id"], "COMPLETED"]
-    assert most_at_once([(r["start"], r["end"]) for r in ran.values()]) <= CONCURRENCY
-    manager.store.close()
+    async with RunningExperiment(config) as experiment:
+        await experiment.done()
+        trials = experiment.store.trials()
+        assert len(trials) == TRIALS
+        assert {trial.status for trial in trials} == {TrialStatus.SUCCEEDED}
+        ran = {trial.id: json.loads((records / f"{trial.id}.json").read_text()) for trial in trials}
+        for trial in trials:
+            record = ran[trial.id]
+            assert record["params"] == trial.hyper_parameters
+            assert record["job"] == trial.handle["job_id"] and trial.attempt == 0
+            assert Path(record["python"]).parent == Path(sys.executable).parent  # pythonPath came first
+            assert "/nni-shim/nni/" in record["nni"]
+            x = trial.hyper_parameters["x"]
+            periodical = experiment.store.metrics(trial.id, type="PERIODICAL")
+            assert [json.loads(m.data) for m in periodical] == [x * 10 + step for step in range(3)]
+            assert trial.final_value == x
+            name = f"nni_exp_{experiment.experiment_id}_trial_{trial.id}"
+            jobs = slurm_cluster.run(
+                "squeue", "-h", "-t", "all", f"--name={name}", "-o", "%i %T"
+            ).stdout.split()
+            assert jobs == [trial.handle["job_id"], "COMPLETED"]
+        assert most_at_once([(r["start"], r["end"]) for r in ran.values()]) <= CONCURRENCY
 
 
 async def test_the_example_config_runs_as_written(
@@ -122,17 +113,9 @@ async def test_the_example_config_runs_as_written(
     )
     data["trainingService"]["sharedDirectory"] = str(tmp_path / "shared")
     config = ExperimentConfig.from_dict(data, base_dir=example)
-    _, experiment_dir = create_experiment(config)
-    manager = ExperimentManager(experiment_dir)
-    await manager.start()
-    loop = asyncio.create_task(manager.run())
-    try:
-        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=300)
-    finally:
-        manager.request_stop()
-        await asyncio.wait_for(loop, 120)
-    trials = manager.store.trials()
-    assert [trial.status for trial in trials] == [TrialStatus.SUCCEEDED] * 3
-    assert all(trial.final_value is not None for trial in trials)
-    assert all(len(manager.store.metrics(trial.id, type="PERIODICAL")) == 5 for trial in trials)
-    manager.store.close()
+    async with RunningExperiment(config) as experiment:
+        await experiment.done()
+        trials = experiment.store.trials()
+        assert [trial.status for trial in trials] == [TrialStatus.SUCCEEDED] * 3
+        assert all(trial.final_value is not None for trial in trials)
+        assert all(len(experiment.store.metrics(trial.id, type="PERIODICAL")) == 5 for trial in trials)

@@ -3,14 +3,11 @@ scancel from outside, sbatch refusing a job, a hostile shared directory with the
 
 from __future__ import annotations
 
-import json
-import shlex
-import sys
 from pathlib import Path
 
 import pytest
 from slurm_cluster import SlurmCluster
-from slurm_helpers import SeenQueued, slurm_context, submitted, trial_spec
+from slurm_helpers import HOLD, SeenQueued, hold_command, seen_by, slurm_context, submitted, trial_spec
 
 from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
@@ -18,42 +15,6 @@ from trialfleet.testing import poll_until, wait_for_file
 from trialfleet.training_services.slurm import SlurmTrainingService
 
 pytestmark = pytest.mark.slurm
-
-PYTHON = shlex.quote(sys.executable)
-HOLD = """
-import json, os, sys, time
-control, name = sys.argv[1], os.environ["NNI_TRIAL_JOB_ID"]
-seen = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "cwd": os.getcwd(), "code_dir": os.environ["NNI_CODE_DIR"],
-        "from_setup": os.environ.get("FROM_SETUP")}
-with open(os.path.join(control, name + ".tmp"), "w") as f:
-    json.dump(seen, f)
-os.rename(os.path.join(control, name + ".tmp"), os.path.join(control, name + ".json"))
-while not os.path.exists(os.path.join(control, "release")):
-    time.sleep(0.05)
-"""
-
-
-@pytest.fixture
-def code_dir(tmp_path: Path) -> Path:
-    path = tmp_path / "code"
-    path.mkdir()
-    (path / "hold.py").write_text(HOLD)
-    return path
-
-
-@pytest.fixture
-def control(tmp_path: Path) -> Path:
-    path = tmp_path / "control"
-    path.mkdir()
-    return path
-
-
-def hold_command(control: Path) -> str:
-    return f"{PYTHON} hold.py {shlex.quote(str(control))}"
-
-
-def seen_by(control: Path, trial_id: str) -> dict[str, str | None]:
-    return json.loads((control / f"{trial_id}.json").read_text())
 
 
 async def test_gpu_trials_get_the_devices_slurm_hands_out(

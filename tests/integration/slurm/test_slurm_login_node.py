@@ -23,9 +23,7 @@ from slurm_cluster import SlurmCluster
 from slurm_helpers import slurm_context, submitted, trial_spec
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.manager.experiment_manager import ExperimentManager
-from trialfleet.manager.launcher import create_experiment
-from trialfleet.status import ExperimentStatus, TrialStatus
+from trialfleet.status import TrialStatus
 from trialfleet.testing import (
     HOSTILE,
     TrainingServiceContract,
@@ -33,6 +31,7 @@ from trialfleet.testing import (
     wait_for_file,
     wait_until_gone,
 )
+from trialfleet.testing.running import RunningExperiment
 from trialfleet.training_services.base import ExperimentContext, TrainingService
 from trialfleet.training_services.slurm import SlurmTrainingService
 from trialfleet.training_services.spec import Deferred
@@ -227,22 +226,13 @@ async def test_an_experiment_through_the_login_node(
             },
         }
     )
-    _, experiment_dir = create_experiment(config)
-    manager = ExperimentManager(experiment_dir)
-    await manager.start()
-    loop = asyncio.create_task(manager.run())
-    try:
-        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=300)
-    finally:
-        manager.request_stop()
-        await asyncio.wait_for(loop, 120)
-    assert manager.error is None
-    trials = manager.store.trials()
-    assert [trial.status for trial in trials] == [TrialStatus.SUCCEEDED] * 4
-    for trial in trials:
-        x = trial.hyper_parameters["x"]
-        periodical = manager.store.metrics(trial.id, type="PERIODICAL")
-        assert [json.loads(m.data) for m in periodical] == [x * 10 + step for step in range(3)]
-        assert trial.final_value == x
-        assert trial.handle["trial_dir"].startswith(str(tmp_path / "cluster-shared"))
-    manager.store.close()
+    async with RunningExperiment(config) as experiment:
+        await experiment.done()
+        trials = experiment.store.trials()
+        assert [trial.status for trial in trials] == [TrialStatus.SUCCEEDED] * 4
+        for trial in trials:
+            x = trial.hyper_parameters["x"]
+            periodical = experiment.store.metrics(trial.id, type="PERIODICAL")
+            assert [json.loads(m.data) for m in periodical] == [x * 10 + step for step in range(3)]
+            assert trial.final_value == x
+            assert trial.handle["trial_dir"].startswith(str(tmp_path / "cluster-shared"))

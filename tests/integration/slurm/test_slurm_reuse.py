@@ -7,28 +7,24 @@ the worker killed while a trial runs, and two trials sharing one worker's GPU.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shlex
 import signal
 import sys
 from pathlib import Path
 
 import pytest
 from slurm_cluster import SlurmCluster
-from slurm_helpers import slurm_context, submitted, trial_spec
+from slurm_helpers import hold_command, seen_by, slurm_context, submitted, trial_spec
 
 from trialfleet.config import ExperimentConfig
-from trialfleet.manager.experiment_manager import ExperimentManager
-from trialfleet.manager.launcher import create_experiment
-from trialfleet.status import ExperimentStatus, FailureKind, TrialStatus
+from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.testing import poll_until, wait_for_file
+from trialfleet.testing.running import RunningExperiment
 from trialfleet.training_services.slurm import SlurmTrainingService
 
 pytestmark = pytest.mark.slurm
 
-PYTHON = shlex.quote(sys.executable)
 TRIALS, CONCURRENCY = 8, 2
 TRIAL = """
 import json, os, sys, time
@@ -44,40 +40,6 @@ with open(name + ".tmp", "w") as f:
     json.dump(record, f)
 os.rename(name + ".tmp", name + ".json")
 """
-HOLD = """
-import json, os, sys, time
-control, name = sys.argv[1], os.environ["NNI_TRIAL_JOB_ID"]
-seen = {"job": os.environ.get("SLURM_JOB_ID"), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid()}
-with open(os.path.join(control, name + ".tmp"), "w") as f:
-    json.dump(seen, f)
-os.rename(os.path.join(control, name + ".tmp"), os.path.join(control, name + ".json"))
-while not os.path.exists(os.path.join(control, "release")):
-    time.sleep(0.05)
-"""
-
-
-@pytest.fixture
-def code_dir(tmp_path: Path) -> Path:
-    path = tmp_path / "code"
-    path.mkdir()
-    (path / "trial.py").write_text(TRIAL)
-    (path / "hold.py").write_text(HOLD)
-    return path
-
-
-@pytest.fixture
-def control(tmp_path: Path) -> Path:
-    path = tmp_path / "control"
-    path.mkdir()
-    return path
-
-
-def hold(control: Path) -> str:
-    return f"{PYTHON} hold.py {shlex.quote(str(control))}"
-
-
-def seen_by(control: Path, trial_id: str) -> dict[str, object]:
-    return json.loads((control / f"{trial_id}.json").read_text())
 
 
 def jobs_named(cluster: SlurmCluster, experiment_id: str) -> list[str]:
@@ -94,6 +56,7 @@ async def test_eight_trials_in_reuse_mode_run_in_at_most_four_jobs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TRIALFLEET_HOME", str(tmp_path / "home"))
+    (code_dir / "trial.py").write_text(TRIAL)
     config = ExperimentConfig.from_dict(
         {
             "searchSpace": {"x": {"_type": "uniform", "_value": [0, 1]}},
@@ -113,31 +76,22 @@ async def test_eight_trials_in_reuse_mode_run_in_at_most_four_jobs(
             },
         }
     )
-    experiment_id, experiment_dir = create_experiment(config)
-    manager = ExperimentManager(experiment_dir)
-    await manager.start()
-    loop = asyncio.create_task(manager.run())
-    try:
-        await manager.wait_until({ExperimentStatus.DONE, ExperimentStatus.ERROR}, timeout=300)
-    finally:
-        manager.request_stop()
-        await asyncio.wait_for(loop, 120)
-    assert manager.error is None
-    trials = manager.store.trials()
-    assert [trial.status for trial in trials] == [TrialStatus.SUCCEEDED] * TRIALS
-    runs = [json.loads(path.read_text()) for path in control.glob("*.json")]
-    assert sorted(run["trial"] for run in runs) == sorted(trial.id for trial in trials)  # each ran once
-    for trial in trials:
-        (run,) = [run for run in runs if run["trial"] == trial.id]
-        assert run["job"] == trial.handle["job_id"] and "worker" in trial.handle
-        x = trial.hyper_parameters["x"]
-        periodical = manager.store.metrics(trial.id, type="PERIODICAL")
-        assert [json.loads(m.data) for m in periodical] == [x * 10 + step for step in range(3)]
-        assert trial.final_value == x
-    jobs = jobs_named(slurm_cluster, experiment_id)
-    assert {line.split()[1].split("_")[3] for line in jobs} == {"worker"}  # no job of a trial's own
-    assert len({trial.handle["job_id"] for trial in trials}) == len(jobs) <= 4
-    manager.store.close()
+    async with RunningExperiment(config) as experiment:
+        await experiment.done()
+        trials = experiment.store.trials()
+        assert [trial.status for trial in trials] == [TrialStatus.SUCCEEDED] * TRIALS
+        runs = [json.loads(path.read_text()) for path in control.glob("*.json")]
+        assert sorted(run["trial"] for run in runs) == sorted(trial.id for trial in trials)  # each ran once
+        for trial in trials:
+            (run,) = [run for run in runs if run["trial"] == trial.id]
+            assert run["job"] == trial.handle["job_id"] and "worker" in trial.handle
+            x = trial.hyper_parameters["x"]
+            periodical = experiment.store.metrics(trial.id, type="PERIODICAL")
+            assert [json.loads(m.data) for m in periodical] == [x * 10 + step for step in range(3)]
+            assert trial.final_value == x
+        jobs = jobs_named(slurm_cluster, experiment.experiment_id)
+        assert {line.split()[1].split("_")[3] for line in jobs} == {"worker"}  # no job of a trial's own
+        assert len({trial.handle["job_id"] for trial in trials}) == len(jobs) <= 4
 
 
 async def test_a_cancelled_trial_leaves_its_worker_running_for_the_next(
@@ -146,13 +100,13 @@ async def test_a_cancelled_trial_leaves_its_worker_running_for_the_next(
     service = SlurmTrainingService(slurm_context(tmp_path / "exp", tmp_path / "shared", reuse_mode=True))
     await service.start()
     try:
-        first = await submitted(service, trial_spec("first", hold(control), code_dir))
+        first = await submitted(service, trial_spec("first", hold_command(control), code_dir))
         await wait_for_file(control / "first.json")
         await service.cancel("first")
         ended = (await poll_until(service, lambda s: "first" in s.ended)).ended["first"]
         assert (ended.status, ended.failure_kind) == (TrialStatus.USER_CANCELED, FailureKind.CANCELED)
         assert not _alive(int(str(seen_by(control, "first")["pid"])))
-        second = await submitted(service, trial_spec("second", hold(control), code_dir))
+        second = await submitted(service, trial_spec("second", hold_command(control), code_dir))
         assert second.handle["job_id"] == first.handle["job_id"]
         await wait_for_file(control / "second.json")
         (control / "release").touch()
@@ -171,7 +125,7 @@ async def test_a_restarted_manager_adopts_the_worker_and_its_running_trial(
     context = slurm_context(tmp_path / "exp", tmp_path / "shared", reuse_mode=True)
     before = SlurmTrainingService(context)
     await before.start()
-    running = await submitted(before, trial_spec("kept", hold(control), code_dir))
+    running = await submitted(before, trial_spec("kept", hold_command(control), code_dir))
     await wait_for_file(control / "kept.json")
     await before.close(kill_trials=False)  # the manager went away; the worker and its trial run on
 
@@ -179,14 +133,16 @@ async def test_a_restarted_manager_adopts_the_worker_and_its_running_trial(
     await after.start()
     try:
         await after.adopt("kept", running.handle, {})
-        again = await submitted(after, trial_spec("kept", hold(control), code_dir))  # submit is idempotent
+        again = await submitted(
+            after, trial_spec("kept", hold_command(control), code_dir)
+        )  # submit is idempotent
         assert again.handle == running.handle
         (control / "release").touch()
         ended = (await poll_until(after, lambda s: "kept" in s.ended)).ended["kept"]
         assert ended.status is TrialStatus.SUCCEEDED
         assert len(list(control.glob("kept*.json"))) == 1  # it ran once
         (control / "release").unlink()
-        nxt = await submitted(after, trial_spec("next", hold(control), code_dir))
+        nxt = await submitted(after, trial_spec("next", hold_command(control), code_dir))
         assert nxt.handle["job_id"] == running.handle["job_id"]  # the adopted worker takes it
         await wait_for_file(control / "next.json")
         (control / "release").touch()
@@ -207,7 +163,7 @@ async def test_a_restarted_manager_gives_the_next_trial_to_an_idle_worker(
     await before.start()
     (control / "release").touch()
     try:
-        first = await submitted(before, trial_spec("first", hold(control), code_dir))
+        first = await submitted(before, trial_spec("first", hold_command(control), code_dir))
         seen = await poll_until(before, lambda s: "first" in s.ended)
         assert seen.ended["first"].status is TrialStatus.SUCCEEDED
     finally:
@@ -216,7 +172,7 @@ async def test_a_restarted_manager_gives_the_next_trial_to_an_idle_worker(
     after = SlurmTrainingService(context)
     await after.start()
     try:
-        nxt = await submitted(after, trial_spec("next", hold(control), code_dir))
+        nxt = await submitted(after, trial_spec("next", hold_command(control), code_dir))
         assert nxt.handle["job_id"] == first.handle["job_id"]
         seen = await poll_until(after, lambda s: "next" in s.ended)
         assert seen.ended["next"].status is TrialStatus.SUCCEEDED
@@ -232,7 +188,7 @@ async def test_a_worker_killed_mid_trial_fails_its_trial_as_infrastructure(
     service = SlurmTrainingService(slurm_context(tmp_path / "exp", tmp_path / "shared", reuse_mode=True))
     await service.start()
     try:
-        job = await submitted(service, trial_spec("victim", hold(control), code_dir))
+        job = await submitted(service, trial_spec("victim", hold_command(control), code_dir))
         await wait_for_file(control / "victim.json")
         worker_dir = Path(job.handle["worker_dir"])
         worker_pid = json.loads((worker_dir / "worker.json").read_text())["pid"]
@@ -240,7 +196,7 @@ async def test_a_worker_killed_mid_trial_fails_its_trial_as_infrastructure(
         ended = (await poll_until(service, lambda s: "victim" in s.ended)).ended["victim"]
         assert (ended.status, ended.failure_kind) == (TrialStatus.FAILED, FailureKind.INFRASTRUCTURE)
         assert ended.message is not None and "worker job ended" in ended.message
-        retry = await submitted(service, trial_spec("victim", hold(control), code_dir, attempt=1))
+        retry = await submitted(service, trial_spec("victim", hold_command(control), code_dir, attempt=1))
         assert retry.handle["job_id"] != job.handle["job_id"]  # a new worker: the dead one takes nothing
         await wait_for_file(control / "victim.json")
         (control / "release").touch()
@@ -260,9 +216,9 @@ async def test_two_trials_share_a_worker_gpu_with_max_trial_number_per_gpu(
     service = SlurmTrainingService(context)
     await service.start()
     try:
-        a = await submitted(service, trial_spec("gpuA", hold(control), code_dir, gpu_number=1))
-        b = await submitted(service, trial_spec("gpuB", hold(control), code_dir, gpu_number=1))
-        c = await submitted(service, trial_spec("gpuC", hold(control), code_dir, gpu_number=1))
+        a = await submitted(service, trial_spec("gpuA", hold_command(control), code_dir, gpu_number=1))
+        b = await submitted(service, trial_spec("gpuB", hold_command(control), code_dir, gpu_number=1))
+        c = await submitted(service, trial_spec("gpuC", hold_command(control), code_dir, gpu_number=1))
         assert a.handle["job_id"] == b.handle["job_id"] != c.handle["job_id"]  # two slots per worker
         for name in ("gpuA", "gpuB", "gpuC"):
             await wait_for_file(control / f"{name}.json")

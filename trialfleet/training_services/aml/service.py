@@ -20,9 +20,9 @@ import shutil
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
 
 from trialfleet.errors import PlatformError
+from trialfleet.training_services import base
 from trialfleet.training_services.aml.client import AmlClient, AmlUnavailable
 from trialfleet.training_services.aml.config import AmlConfig
 from trialfleet.training_services.aml.job import (
@@ -35,8 +35,8 @@ from trialfleet.training_services.aml.job import (
 )
 from trialfleet.training_services.aml.mirror import ACK_TAG, acknowledged, apply_window
 from trialfleet.training_services.aml.status import AML_OUTCOMES, AmlJob, AmlOutcomes
-from trialfleet.training_services.base import ExperimentContext, LiveTrial
-from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.base import ExperimentContext
+from trialfleet.training_services.batch.service import BatchHandle, BatchJobService
 from trialfleet.training_services.batch.watcher import JobWatcher as BatchJobWatcher
 from trialfleet.training_services.code_packing import check_code_dir
 from trialfleet.training_services.environment import nni_variables
@@ -134,7 +134,14 @@ def stage_snapshot(code_dir: Path, root: Path) -> Path:
     return target
 
 
-class AmlTrainingService(BatchJobService[AmlJob]):
+class AmlHandle(BatchHandle):
+    job_name: str
+
+
+LiveTrial = base.LiveTrial[AmlHandle]
+
+
+class AmlTrainingService(BatchJobService[AmlConfig, AmlJob, AmlHandle]):
     platform = "aml"
     config_class = AmlConfig
     poll_interval = 1.0
@@ -144,7 +151,6 @@ class AmlTrainingService(BatchJobService[AmlJob]):
 
     def __init__(self, context: ExperimentContext) -> None:
         super().__init__(context)
-        self.config = cast(AmlConfig, context.service_config)
         self.client: AmlClient | None = None
         self.trials = LocalTrialFiles()  # the mirrors of the jobs' trial directories
         self.watcher = JobWatcher()
@@ -161,7 +167,7 @@ class AmlTrainingService(BatchJobService[AmlJob]):
 
     # ---- submission ------------------------------------------------------------------------------------
 
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch(self, spec: TrialSpec) -> Submitted[AmlHandle] | Deferred:
         try:
             name = job_name(self.context.experiment_id, spec.trial_id, spec.attempt)
         except ValueError as exc:
@@ -199,10 +205,10 @@ class AmlTrainingService(BatchJobService[AmlJob]):
             name, spec.trial_id, experiment, self.config.compute_target, self.config.docker_image, env, tags
         )
 
-    def _submitted(self, name: str, trial_dir: Path) -> Submitted:
+    def _submitted(self, name: str, trial_dir: Path) -> Submitted[AmlHandle]:
         trial_dir.mkdir(parents=True, exist_ok=True)
         self.watcher.mirror(name, trial_dir)
-        handle = {"job_name": name, "trial_dir": str(trial_dir)}
+        handle: AmlHandle = {"job_name": name, "trial_dir": str(trial_dir)}
         return Submitted(handle, f"aml:{self.config.workspace_name}:{name}", started=False)
 
     # ---- polling ---------------------------------------------------------------------------------------
@@ -233,7 +239,7 @@ class AmlTrainingService(BatchJobService[AmlJob]):
     async def _end_job(self, trial: LiveTrial) -> None:
         await self._cancel_job(trial.handle["job_name"])
 
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+    def trial_dir_here(self, handle: AmlHandle) -> Path | None:
         return None  # a running trial's files are shipped on demand by _read_file
 
     # ---- cancel, files, shutdown -----------------------------------------------------------------------
@@ -249,7 +255,7 @@ class AmlTrainingService(BatchJobService[AmlJob]):
         except PlatformError as exc:
             log.warning("aml: cannot cancel job %s: %s", name, exc)
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: AmlHandle, name: str) -> bytes:
         log_name = LOG_ALIASES.get(name, name)
         if log_name.startswith(("user_logs/", "system_logs/")):
             return await asyncio.to_thread(self._client.log_file, handle["job_name"], log_name)

@@ -14,11 +14,11 @@ import time
 from abc import abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
 from trialfleet.errors import PlatformError
 from trialfleet.status import FailureKind, TrialStatus
-from trialfleet.training_services.base import LiveTrial, TrainingService
+from trialfleet.training_services.base import C, LiveTrial, TrainingService
 from trialfleet.training_services.batch.outcome import RESULT_GRACE, BatchJob, JobView, OutcomeTable
 from trialfleet.training_services.batch.reuse import WorkerFleet, WorkerOutcomes, runs_in_worker
 from trialfleet.training_services.batch.watcher import JobWatcher
@@ -31,8 +31,28 @@ log = logging.getLogger(__name__)
 J = TypeVar("J", bound=BatchJob)
 
 
-class BatchJobService(TrainingService, Generic[J]):
-    """A platform whose trial attempts are jobs of a cluster's scheduler (see the module docstring)."""
+class OptionalKeys(TypedDict, total=False):
+    # a trial run by a reuse-mode worker (:mod:`.reuse`): the worker's name and directory
+    worker: str
+    worker_dir: str
+    # where this machine sees the trial directory, when the job sees it elsewhere (read by nni_view)
+    trial_dir_here: str
+
+
+class BatchHandle(OptionalKeys):
+    """What every batch-job handle holds; a platform's adds its job's key (``job_key``) and its own."""
+
+    trial_dir: str  # as the platform's TrialFiles reach it
+
+
+BH = TypeVar("BH", bound=BatchHandle)
+
+
+class BatchJobService(TrainingService[C, BH], Generic[C, J, BH]):
+    """A platform whose trial attempts are jobs of a cluster's scheduler (see the module docstring).
+
+    Generic over its config model, its job record and its handle: ``BatchJobService[SlurmConfig, SlurmJob,
+    SlurmHandle]``."""
 
     #: the key of the handle that names the trial's job
     job_key: ClassVar[str] = "job_id"
@@ -50,15 +70,16 @@ class BatchJobService(TrainingService, Generic[J]):
     def job_watcher(self) -> JobWatcher[J]: ...
 
     @abstractmethod
-    def _outcomes(self, trial: LiveTrial) -> OutcomeTable[J]:
+    def _outcomes(self, trial: LiveTrial[BH]) -> OutcomeTable[J]:
         """The table that decides how this trial ended."""
 
     @property
     @abstractmethod
     def trial_files(self) -> TrialFiles: ...
 
-    def _job_id(self, trial: LiveTrial) -> str:
-        return str(trial.handle[self.job_key])
+    def _job_id(self, trial: LiveTrial[BH]) -> str:
+        handle: Mapping[str, Any] = trial.handle  # job_key names a key of the platform's handle
+        return str(handle[self.job_key])
 
     def _job_running(self, job: J) -> bool:
         """The job runs (the trial counts as started even before its keeper wrote keeper.json)."""
@@ -72,28 +93,28 @@ class BatchJobService(TrainingService, Generic[J]):
         """How long after the job ended result.json may still be on its way here."""
         return RESULT_GRACE
 
-    def _end_near(self, trial: LiveTrial, look: TrialLook) -> bool:
+    def _end_near(self, trial: LiveTrial[BH], look: TrialLook) -> bool:
         """The trial's end is near (its keeper recorded it, or it was cancelled): the watcher hurries."""
         return look.result is not None or trial.cancel_status is not None
 
-    async def _end_job(self, trial: LiveTrial) -> None:
+    async def _end_job(self, trial: LiveTrial[BH]) -> None:
         """End the trial's job (the platform's kill or cancel), for :attr:`ends_abandoned_jobs`."""
 
-    async def _still_ending(self, trial: LiveTrial, job: J | None) -> None:
+    async def _still_ending(self, trial: LiveTrial[BH], job: J | None) -> None:
         """A poll at a trial whose end is near but not decided yet (a cancel to confirm)."""
 
-    async def _trial_ended(self, trial: LiveTrial, ended: TrialEnded, view: JobView[J]) -> None:
+    async def _trial_ended(self, trial: LiveTrial[BH], ended: TrialEnded, view: JobView[J]) -> None:
         """After the trial's end was decided (before its job is forgotten)."""
 
     # ---- the collect loop --------------------------------------------------------------------------------
 
-    def _table(self, trial: LiveTrial) -> OutcomeTable[Any]:
+    def _table(self, trial: LiveTrial[BH]) -> OutcomeTable[Any]:
         """The outcome table of this trial: its worker's when it runs in one."""
         if runs_in_worker(trial.handle):
             return WorkerOutcomes(self.platform)
         return self._outcomes(trial)
 
-    async def _adopt(self, trial: LiveTrial) -> None:
+    async def _adopt(self, trial: LiveTrial[BH]) -> None:
         self.job_watcher.watch(self._job_id(trial))
         if self.fleet is not None and runs_in_worker(trial.handle):
             self.fleet.adopt(trial)
@@ -103,7 +124,7 @@ class BatchJobService(TrainingService, Generic[J]):
             log.warning("%s: cannot look at trial %s yet: %s", self.platform, trial.trial_id, exc)
         self.wakeup.set()  # it may have ended while nobody watched
 
-    async def _collect(self, trials: list[LiveTrial]) -> PollBatch:
+    async def _collect(self, trials: list[LiveTrial[BH]]) -> PollBatch:
         looks = await self._look(trials)
         if self.fleet is not None:
             await self.fleet.maintain()
@@ -114,12 +135,12 @@ class BatchJobService(TrainingService, Generic[J]):
             batch.extend(await self._collect_one(trial, looks[trial.trial_id]))
         return batch
 
-    async def _look(self, trials: list[LiveTrial]) -> dict[str, TrialLook] | None:
+    async def _look(self, trials: list[LiveTrial[BH]]) -> dict[str, TrialLook] | None:
         """The watcher's refresh and one look at every trial directory; None: they cannot be read now."""
         await self.job_watcher.refresh()
         return await self._read_trial_dirs(trials)
 
-    async def _read_trial_dirs(self, trials: list[LiveTrial]) -> dict[str, TrialLook] | None:
+    async def _read_trial_dirs(self, trials: list[LiveTrial[BH]]) -> dict[str, TrialLook] | None:
         try:
             looks = await self.trial_files.look(trials)
         except (
@@ -135,7 +156,7 @@ class BatchJobService(TrainingService, Generic[J]):
             self._unreadable = None
         return looks
 
-    async def _collect_one(self, trial: LiveTrial, look: TrialLook) -> PollBatch:
+    async def _collect_one(self, trial: LiveTrial[BH], look: TrialLook) -> PollBatch:
         job_id, watcher = self._job_id(trial), self.job_watcher
         job = watcher.jobs.get(job_id)
         # not trial.started alone: a job may run its setup before the keeper is there
@@ -166,13 +187,13 @@ class BatchJobService(TrainingService, Generic[J]):
                 watcher.forget(job_id)
         return batch
 
-    def _job_shared(self, trial: LiveTrial, job_id: str) -> bool:
+    def _job_shared(self, trial: LiveTrial[BH], job_id: str) -> bool:
         """Another live trial runs in the same job, or a worker runs as that job (:mod:`.reuse`)."""
         if self.fleet is not None and self.fleet.holds(job_id):
             return True
         return any(other is not trial and self._job_id(other) == job_id for other in self.live.values())
 
-    def _view(self, trial: LiveTrial, look: TrialLook, job: J | None, keeper_started: bool) -> JobView[J]:
+    def _view(self, trial: LiveTrial[BH], look: TrialLook, job: J | None, keeper_started: bool) -> JobView[J]:
         """What the outcome table is given of the trial at this poll."""
         job_id = self._job_id(trial)
         since = self.job_watcher.ended_for(job_id)
@@ -182,10 +203,10 @@ class BatchJobService(TrainingService, Generic[J]):
 
     # ---- files ---------------------------------------------------------------------------------------------
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: BH, name: str) -> bytes:
         return await self.trial_files.read(handle["trial_dir"], name)
 
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+    def trial_dir_here(self, handle: BH) -> Path | None:
         return self.trial_files.here(handle["trial_dir"])
 
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import shlex
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from trialfleet.training_services.batch.launch import keeper_line, shim_lines
+from trialfleet.training_services.batch.launch import KeeperJob, keeper_line, shim_lines
 from trialfleet.training_services.naming import nni_job_name
 
 SCRIPT_NAME = "dlts.sh"
@@ -41,16 +40,8 @@ def job_id(experiment_id: str, trial_id: str, attempt: int) -> str:
 
 
 @dataclass(frozen=True)
-class TrialJob:
+class TrialJob(KeeperJob):
     """One trial attempt as a DLTS job; paths are as the job's container sees them."""
-
-    experiment_id: str
-    trial_id: str
-    attempt: int
-    trial_dir: str
-    keeper: str  # the keeper script on the storage
-    shim_dir: str  # holds the ``nni`` shim; put on PYTHONPATH unless the image's python3 has a real nni
-    env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -15,13 +15,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
 
-from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services import base
+from trialfleet.training_services.base import ExperimentContext
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.reuse import (
     REUSE_POLL_INTERVAL,
@@ -30,7 +28,7 @@ from trialfleet.training_services.batch.reuse import (
     runs_in_worker,
     worker_argv,
 )
-from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.batch.service import BatchHandle, BatchJobService
 from trialfleet.training_services.batch.workers import REGISTRY
 from trialfleet.training_services.dlts.client import DashboardClient, DltsRefused, DltsUnavailable
 from trialfleet.training_services.dlts.config import DltsConfig
@@ -82,7 +80,15 @@ def storage_mounts(config: DltsConfig, working_directory: Path) -> tuple[Path, s
     return (local or Path(str(container))), str(container)
 
 
-class DltsTrainingService(BatchJobService[DltsJob]):
+class DltsHandle(BatchHandle):
+    job_id: str
+    job_name: str
+
+
+LiveTrial = base.LiveTrial[DltsHandle]
+
+
+class DltsTrainingService(BatchJobService[DltsConfig, DltsJob, DltsHandle]):
     platform = "dlts"
     config_class = DltsConfig
     poll_interval = 1.0  # trial directories; the dashboard itself is read by the watcher's back-off
@@ -90,16 +96,13 @@ class DltsTrainingService(BatchJobService[DltsJob]):
     ships_code = True  # copied to the storage, unless it is there already
 
     @classmethod
-    def shipped_code_directories(
-        cls, service_config: TrainingServiceConfig, working_directory: Path
-    ) -> list[Path]:
-        mount_local, _ = storage_mounts(cast(DltsConfig, service_config), working_directory)
+    def shipped_code_directories(cls, service_config: DltsConfig, working_directory: Path) -> list[Path]:
+        mount_local, _ = storage_mounts(service_config, working_directory)
         code_dir = Path(service_config.trial_code_directory)
         return [] if on_storage(code_dir, mount_local) else [code_dir]
 
     def __init__(self, context: ExperimentContext) -> None:
         super().__init__(context)
-        self.config = cast(DltsConfig, context.service_config)
         local, remote = self._mounts()
         self.storage = MountedStorage(local, remote, context.experiment_id)
         self.client: DashboardClient | None = None
@@ -146,7 +149,7 @@ class DltsTrainingService(BatchJobService[DltsJob]):
 
     # ---- submission ------------------------------------------------------------------------------------
 
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch(self, spec: TrialSpec) -> Submitted[DltsHandle] | Deferred:
         trial_dir = self.storage.trial_dir(attempt_name(spec.trial_id, spec.attempt))
         if self.fleet is not None:
             return await self._launch_in_worker(spec, trial_dir)
@@ -170,7 +173,7 @@ class DltsTrainingService(BatchJobService[DltsJob]):
                 raise
         return self._submitted(job)
 
-    async def _launch_in_worker(self, spec: TrialSpec, trial_dir: str) -> Submitted | Deferred:
+    async def _launch_in_worker(self, spec: TrialSpec, trial_dir: str) -> Submitted[DltsHandle] | Deferred:
         """Reuse mode: the trial's inputs, its own environment in command.json, given to a worker."""
         assert self.fleet is not None
         try:
@@ -208,18 +211,8 @@ class DltsTrainingService(BatchJobService[DltsJob]):
         await self.storage.trials.write(job.trial_dir, files)
 
     def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
-        env = job_variables(
-            self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
-        )
-        return TrialJob(
-            experiment_id=self.context.experiment_id,
-            trial_id=spec.trial_id,
-            attempt=spec.attempt,
-            trial_dir=trial_dir,
-            keeper=self.storage.layout.keeper,
-            shim_dir=self.storage.layout.shim_dir,
-            env=env,
-        )
+        paths = (trial_dir, code_dir, self.storage.layout)
+        return TrialJob.of(self.platform, self.context.experiment_id, spec, paths)
 
     def _settings(self, spec: TrialSpec | None) -> JobSettings:
         return JobSettings(
@@ -231,9 +224,9 @@ class DltsTrainingService(BatchJobService[DltsJob]):
             preemption_allowed=self.config.preemption_allowed,
         )
 
-    def _submitted(self, job: TrialJob) -> Submitted:
+    def _submitted(self, job: TrialJob) -> Submitted[DltsHandle]:
         self._watcher.watch(job.job_id)
-        handle = {"job_id": job.job_id, "job_name": job.name, "trial_dir": job.trial_dir}
+        handle: DltsHandle = {"job_id": job.job_id, "job_name": job.name, "trial_dir": job.trial_dir}
         # where this machine sees it: `log` and `view` read a finished experiment's files there
         handle["trial_dir_here"] = str(self.storage.to_local(job.trial_dir))
         return Submitted(handle, f"dlts:{self.config.cluster}:{job.job_id}:{job.trial_dir}", started=False)
@@ -289,7 +282,7 @@ class DltsTrainingService(BatchJobService[DltsJob]):
         except PlatformError as exc:
             log.warning("dlts: cannot kill job %s: %s", job_id, exc)
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: DltsHandle, name: str) -> bytes:
         if name == JOB_LOG:
             return (await self._client.log(handle["job_id"])).encode()
         return await super()._read_file(handle, name)

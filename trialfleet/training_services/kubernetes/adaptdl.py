@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from trialfleet.errors import PlatformError
 from trialfleet.training_services.kubernetes.client import ResourceKind
@@ -87,15 +87,11 @@ def checkpoint_claim(job: Mapping[str, Any], checkpoint: AdlCheckpointConfig) ->
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
-class AdlTrainingService(KubernetesTrainingService):
+class AdlTrainingService(KubernetesTrainingService[AdlConfig]):
     platform = "adl"
     config_class = AdlConfig
     restartable = True
     tolerates_disruptions = True  # AdaptDL restarts a job whose replica was evicted or lost
-
-    @property
-    def config(self) -> AdlConfig:
-        return cast(AdlConfig, self.cluster)
 
     def resource_kind(self) -> ResourceKind:
         return ADAPTDLJOB

@@ -227,13 +227,8 @@ class KubeClient:
 
     async def apply_secret(self, body: dict[str, Any]) -> None:
         """Create the Secret, or replace the one of that name (a key vault's key may have been rotated)."""
-        name = body["metadata"]["name"]
-        what = f'create secret "{name}" in namespace "{self.namespace}"'
-        try:
-            await self.call(what, self.core.create_namespaced_secret, self.namespace, body)
-        except KubeApiError as exc:
-            if exc.status != 409:
-                raise
+        if not await self._create("secret", self.core.create_namespaced_secret, body):
+            name = body["metadata"]["name"]
             await self.call(
                 f'replace secret "{name}" in namespace "{self.namespace}"',
                 self.core.replace_namespaced_secret,
@@ -244,10 +239,15 @@ class KubeClient:
 
     async def create_claim(self, body: dict[str, Any]) -> None:
         """Create a PersistentVolumeClaim; one of that name already there is taken as this one."""
-        name = body["metadata"]["name"]
-        what = f'create persistentvolumeclaim "{name}" in namespace "{self.namespace}"'
+        await self._create("persistentvolumeclaim", self.core.create_namespaced_persistent_volume_claim, body)
+
+    async def _create(self, kind: str, create: Callable[..., Any], body: dict[str, Any]) -> bool:
+        """Create the namespaced object ``body`` of ``kind``; False: one of that name is there already."""
+        what = f'create {kind} "{body["metadata"]["name"]}" in namespace "{self.namespace}"'
         try:
-            await self.call(what, self.core.create_namespaced_persistent_volume_claim, self.namespace, body)
+            await self.call(what, create, self.namespace, body)
         except KubeApiError as exc:
             if exc.status != 409:
                 raise
+            return False
+        return True

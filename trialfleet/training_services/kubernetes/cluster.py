@@ -29,11 +29,12 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
 from trialfleet.errors import PlatformError
 from trialfleet.status import TrialStatus
-from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services import base
+from trialfleet.training_services.base import ExperimentContext, TrainingService
 from trialfleet.training_services.environment import nni_variables
 from trialfleet.training_services.events import PollBatch, TrialStarted, TrialWaiting
 from trialfleet.training_services.kubernetes.client import KubeApiError, KubeClient, ResourceKind
@@ -91,7 +92,20 @@ class TrialJob:
     gpu_number: int | None  # the spec's (AdaptDL: GPUs per replica)
 
 
-class KubernetesTrainingService(TrainingService):
+class KubernetesHandle(TypedDict):
+    name: str  # the resource's
+    uid: str | None
+    namespace: str
+    attempt: int
+    trial_dir: str  # on the cluster's storage
+    trial_dir_here: str  # where this machine sees it (read by nni_view)
+
+
+KC = TypeVar("KC", bound=KubernetesConfig)
+LiveTrial = base.LiveTrial[KubernetesHandle]
+
+
+class KubernetesTrainingService(TrainingService[KC, KubernetesHandle], Generic[KC]):
     poll_interval = 1.0
     #: its operator restarts replicas it signalled (AdaptDL rescales), so the entry point lets them run again
     restartable: ClassVar[bool] = False
@@ -102,7 +116,7 @@ class KubernetesTrainingService(TrainingService):
 
     def __init__(self, context: ExperimentContext) -> None:
         super().__init__(context)
-        self.cluster = cast(KubernetesConfig, context.service_config)
+        self.cluster = self.config
         self.client = KubeClient(self.platform, self.cluster, self.cluster.namespace)
         self.kind = self.resource_kind()
         self._storage: MountedStorage | None = None
@@ -228,7 +242,7 @@ class KubernetesTrainingService(TrainingService):
             room=self.name_room(),
         )
 
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch(self, spec: TrialSpec) -> Submitted[KubernetesHandle] | Deferred:
         name = self._name(spec)
         trial_dir = self.storage.trial_dir(attempt_name(spec.trial_id, spec.attempt))
         try:
@@ -267,7 +281,7 @@ class KubernetesTrainingService(TrainingService):
             raise exc
         return Deferred(f"waiting for {self.client.description}: {exc}")
 
-    def _earlier(self, spec: TrialSpec, found: Mapping[str, Any], trial_dir: str) -> Submitted:
+    def _earlier(self, spec: TrialSpec, found: Mapping[str, Any], trial_dir: str) -> Submitted[KubernetesHandle]:
         meta = found["metadata"]
         if not same_attempt(meta.get("labels"), self.context.experiment_id, spec.trial_id, spec.attempt):
             raise PlatformError(
@@ -283,8 +297,8 @@ class KubernetesTrainingService(TrainingService):
         )
         return self._submitted(spec, meta["name"], meta.get("uid"), trial_dir)
 
-    def _submitted(self, spec: TrialSpec, name: str, uid: str | None, trial_dir: str) -> Submitted:
-        handle = {
+    def _submitted(self, spec: TrialSpec, name: str, uid: str | None, trial_dir: str) -> Submitted[KubernetesHandle]:
+        handle: KubernetesHandle = {
             "name": name,
             "uid": uid,
             "namespace": self.cluster.namespace,
@@ -470,10 +484,10 @@ class KubernetesTrainingService(TrainingService):
             log.warning("%s: cannot delete %s yet (retried): %s", self.platform, trial.handle["name"], exc)
         self.wakeup.set()
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: KubernetesHandle, name: str) -> bytes:
         return await self.storage.trials.read(handle["trial_dir"], name)
 
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+    def trial_dir_here(self, handle: KubernetesHandle) -> Path | None:
         return self.storage.trials.here(handle["trial_dir"])
 
     async def _shutdown(self, killed_trials: bool) -> None:

@@ -35,6 +35,15 @@ _LOCAL_MOUNT = "where this machine mounts the storage; found in the mount table 
 _ROLE_CODE_DIR = "trials run trialCodeDirectory, copied to the storage once"
 
 
+def _operator_keys(trial_gpu_number: str) -> dict[str, str]:
+    """The keys an operator's platform (Kubeflow, FrameworkController) accepts and does not act on, and why."""
+    return {
+        **TrainingServiceConfig.not_acted_on,
+        "nni_manager_ip": MANAGER_IP_UNUSED + " on the storage",
+        "trial_gpu_number": trial_gpu_number,
+    }
+
+
 class K8sNfsConfig(ConfigModel):
     storage_type: Literal["nfs"] = "nfs"
     """`nfs`."""
@@ -157,11 +166,7 @@ class KubeflowConfig(TrainingServiceConfig, ClusterAccessConfig, K8sReuseConfig)
     namespace: str = "default"
     """The namespace of the custom resources."""
 
-    not_acted_on: ClassVar[dict[str, str]] = {
-        **TrainingServiceConfig.not_acted_on,
-        "nni_manager_ip": MANAGER_IP_UNUSED + " on the storage",
-        "trial_gpu_number": "each role's gpuNumber is what its pods ask for",
-    }
+    not_acted_on: ClassVar[dict[str, str]] = _operator_keys("each role's gpuNumber is what its pods ask for")
 
     @model_validator(mode="after")
     def _check_roles(self) -> KubeflowConfig:
@@ -222,11 +227,7 @@ class FrameworkControllerConfig(TrainingServiceConfig, ClusterAccessConfig, K8sR
     namespace: str = "default"
     """The namespace of the Frameworks."""
 
-    not_acted_on: ClassVar[dict[str, str]] = {
-        **TrainingServiceConfig.not_acted_on,
-        "nni_manager_ip": MANAGER_IP_UNUSED + " on the storage",
-        "trial_gpu_number": "each task role's gpuNumber is what its pods ask for",
-    }
+    not_acted_on: ClassVar[dict[str, str]] = _operator_keys("each task role's gpuNumber is what its pods ask for")
 
     @model_validator(mode="after")
     def _check_roles(self) -> FrameworkControllerConfig:

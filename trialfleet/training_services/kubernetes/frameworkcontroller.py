@@ -24,7 +24,7 @@ shortens to 63 characters).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from trialfleet.training_services.kubernetes.client import ResourceKind
 from trialfleet.training_services.kubernetes.cluster import TrialJob
@@ -98,14 +98,10 @@ def framework_manifest(
     }
 
 
-class FrameworkControllerTrainingService(ReusableKubernetesService):
+class FrameworkControllerTrainingService(ReusableKubernetesService[FrameworkControllerConfig]):
     platform = "frameworkcontroller"
     config_class = FrameworkControllerConfig
     compact_names = True
-
-    @property
-    def config(self) -> FrameworkControllerConfig:
-        return cast(FrameworkControllerConfig, self.cluster)
 
     def resource_kind(self) -> ResourceKind:
         return FRAMEWORK

@@ -17,7 +17,7 @@ job before its replica rule and delete every pod at once, that record included.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from trialfleet.training_services.kubernetes.client import ResourceKind
 from trialfleet.training_services.kubernetes.cluster import TrialJob
@@ -70,13 +70,9 @@ def kubeflow_manifest(
     }
 
 
-class KubeflowTrainingService(ReusableKubernetesService):
+class KubeflowTrainingService(ReusableKubernetesService[KubeflowConfig]):
     platform = "kubeflow"
     config_class = KubeflowConfig
-
-    @property
-    def config(self) -> KubeflowConfig:
-        return cast(KubeflowConfig, self.cluster)
 
     def resource_kind(self) -> ResourceKind:
         kind = TFJOB if self.config.operator == "tf-operator" else PYTORCHJOB

@@ -40,7 +40,12 @@ from trialfleet.training_services.batch.workers import REGISTRY
 from trialfleet.training_services.environment import nni_variables
 from trialfleet.training_services.events import PollBatch, TrialStarted
 from trialfleet.training_services.job_states import StateMeaning
-from trialfleet.training_services.kubernetes.cluster import SHUTDOWN_WAIT, KubernetesTrainingService, TrialJob
+from trialfleet.training_services.kubernetes.cluster import (
+    KC,
+    SHUTDOWN_WAIT,
+    KubernetesTrainingService,
+    TrialJob,
+)
 from trialfleet.training_services.kubernetes.config import K8sReuseConfig
 from trialfleet.training_services.kubernetes.names import (
     WORKER_DIR_ANNOTATION,
@@ -126,7 +131,7 @@ def _pods_by_worker(pods: Mapping[str, dict[str, Any]]) -> dict[str, list[dict[s
     return grouped
 
 
-class ReusableKubernetesService(KubernetesTrainingService):
+class ReusableKubernetesService(KubernetesTrainingService[KC]):
     """A Kubernetes platform with NNI's reuse mode: :class:`~..batch.reuse.WorkerJobs` for its fleet, and its worker
     trials collected beside the trials that have a resource of their own."""
 

@@ -23,12 +23,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from trialfleet.compat import trial_pythonpath_env
 from trialfleet.errors import PlatformError
 from trialfleet.layout import log_files
-from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services import base
+from trialfleet.training_services.base import ExperimentContext, TrainingService
 from trialfleet.training_services.environment import environment_change, trial_environment
 from trialfleet.training_services.events import PollBatch
 from trialfleet.training_services.gpu import GpuInfo, allocate_for, allocate_gpus, read_gpus
@@ -51,7 +52,7 @@ from trialfleet.training_services.trial_dir import (
     keeper_lost,
     read_record,
 )
-from trialfleet.training_services.trial_files import LocalTrialFiles, TrialLook
+from trialfleet.training_services.trial_files import GpuKeys, KeeperHandle, LocalTrialFiles, TrialLook
 from trialfleet.trial_keeper import keeper
 
 log = logging.getLogger(__name__)
@@ -64,9 +65,17 @@ GPU_READING_MAX_AGE = 5.0
 _KEEPER_SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 
 
-class LocalTrainingService(TrainingService):
+class LocalHandle(KeeperHandle, GpuKeys):
+    trial_dir: str
+    host: str  # "localhost"
+
+
+LiveTrial = base.LiveTrial[LocalHandle]
+
+
+class LocalTrainingService(TrainingService[LocalConfig, LocalHandle]):
     platform = "local"
-    config_class = LocalConfig
+    config_class: type[LocalConfig] = LocalConfig  # (a plugin on this platform names a subclass)
     poll_interval = 0.25
     light_preparation = True
 
@@ -74,7 +83,6 @@ class LocalTrainingService(TrainingService):
         self, context: ExperimentContext, *, gpu_reader: Callable[[], list[GpuInfo]] | None = None
     ) -> None:
         super().__init__(context)
-        self.config = cast(LocalConfig, context.service_config)
         self.files = LocalTrialFiles()
         self._gpu_reader = gpu_reader or functools.partial(read_gpus, max_age=0)
         self._gpus: list[GpuInfo] = []
@@ -109,7 +117,7 @@ class LocalTrainingService(TrainingService):
         if isinstance(possible, str):
             raise PlatformError(f"local: trialGpuNumber is {wanted}, but {possible}")
 
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch(self, spec: TrialSpec) -> Submitted[LocalHandle] | Deferred:
         trial_dir = (self.context.trials_dir / attempt_name(spec.trial_id, spec.attempt)).absolute()
         earlier = self._earlier_launch(spec, trial_dir)
         if earlier is not None:
@@ -127,7 +135,7 @@ class LocalTrainingService(TrainingService):
             self._release_gpus(spec.trial_id)
             raise
         gpus = taken.gpus if taken is not None else None
-        handle: dict[str, Any] = {
+        handle: LocalHandle = {
             "trial_dir": str(trial_dir),
             "keeper_pid": pid,
             "keeper_start_ticks": keeper.start_ticks(pid),
@@ -149,7 +157,7 @@ class LocalTrainingService(TrainingService):
         await self.files.write(str(trial_dir), input_files(spec.parameter_record, command))
         return await self._start_keeper(trial_dir)
 
-    def _earlier_launch(self, spec: TrialSpec, trial_dir: Path) -> dict[str, Any] | None:
+    def _earlier_launch(self, spec: TrialSpec, trial_dir: Path) -> LocalHandle | None:
         """The handle of this attempt's keeper if an earlier manager already started it.
 
         A manager killed between spawning a keeper and recording its handle submits the trial again after
@@ -158,7 +166,7 @@ class LocalTrainingService(TrainingService):
         launch = read_record(trial_dir / LAUNCH_RECORD)
         if launch is None:
             return None
-        handle: dict[str, Any] = {
+        handle: LocalHandle = {
             "trial_dir": str(trial_dir),
             "keeper_pid": launch["keeper_pid"],
             "keeper_start_ticks": launch["keeper_start_ticks"],
@@ -199,10 +207,10 @@ class LocalTrainingService(TrainingService):
     async def gpu_leases(self) -> dict[str, dict[str, Any]]:
         return {"localhost": holdings_record(await asyncio.to_thread(machine_holdings))}
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: LocalHandle, name: str) -> bytes:
         return await self.files.read(handle["trial_dir"], name)
 
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+    def trial_dir_here(self, handle: LocalHandle) -> Path | None:
         return self.files.here(handle["trial_dir"])
 
     async def _shutdown(self, killed_trials: bool) -> None:
@@ -259,7 +267,7 @@ class LocalTrainingService(TrainingService):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _clean_up_after_keeper(self, handle: Mapping[str, Any], *, canceled: bool) -> None:
+    async def _clean_up_after_keeper(self, handle: LocalHandle, *, canceled: bool) -> None:
         """Do the dead keeper's job: end the trial's tree and, for a cancel, write its final record."""
         await asyncio.to_thread(keeper.end_without_keeper, handle["trial_dir"], canceled, KILL_GRACE)
         self.wakeup.set()
@@ -320,12 +328,12 @@ class LocalTrainingService(TrainingService):
         self._children.add(pid)
         return pid
 
-    def _keeper_alive(self, handle: Mapping[str, Any]) -> bool:
+    def _keeper_alive(self, handle: LocalHandle) -> bool:
         if handle.get("boot_id") != self._boot_id:
             return False
         return keeper.process_alive(handle.get("keeper_pid"), handle.get("keeper_start_ticks"))
 
-    def _watch(self, trial_id: str, handle: Mapping[str, Any]) -> None:
+    def _watch(self, trial_id: str, handle: LocalHandle) -> None:
         try:
             fd = os.pidfd_open(handle["keeper_pid"])
         except OSError:

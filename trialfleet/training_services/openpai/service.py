@@ -21,10 +21,11 @@ import posixpath
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services import base
+from trialfleet.training_services.base import ExperimentContext
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.reuse import (
     REUSE_POLL_INTERVAL,
@@ -33,7 +34,7 @@ from trialfleet.training_services.batch.reuse import (
     runs_in_worker,
     worker_argv,
 )
-from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.batch.service import BatchHandle, BatchJobService
 from trialfleet.training_services.batch.workers import REGISTRY
 from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
@@ -78,7 +79,16 @@ SHUTDOWN_WAIT = 60.0
 JOB_LOG = "openpai.log"  # the job's first task's own log (OpenPAI's log manager), for what the keeper could not write
 
 
-class OpenpaiTrainingService(BatchJobService[PaiJob]):
+class OpenpaiHandle(BatchHandle):
+    job: str
+    container_trial_dir: str
+    tasks: int
+
+
+LiveTrial = base.LiveTrial[OpenpaiHandle]
+
+
+class OpenpaiTrainingService(BatchJobService[OpenpaiConfig, PaiJob, OpenpaiHandle]):
     platform = "openpai"
     config_class = OpenpaiConfig
     poll_interval = 1.0  # trial directories on the storage; OpenPAI itself is asked by the watcher's back-off
@@ -89,7 +99,6 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
 
     def __init__(self, context: ExperimentContext) -> None:
         super().__init__(context)
-        self.config = cast(OpenpaiConfig, context.service_config)
         self.client = OpenpaiClient(
             self.config.host, self.config.username, self.config.token.get_secret_value()
         )
@@ -145,7 +154,7 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
 
     # ---- submission ------------------------------------------------------------------------------------
 
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch(self, spec: TrialSpec) -> Submitted[OpenpaiHandle] | Deferred:
         if self.fleet is not None:
             return await self._launch_in_worker(spec)
         try:
@@ -178,7 +187,7 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
             raise
         return submitted
 
-    async def _launch_in_worker(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch_in_worker(self, spec: TrialSpec) -> Submitted[OpenpaiHandle] | Deferred:
         """Reuse mode: the trial's inputs, its own environment in command.json, given to a worker."""
         assert self.fleet is not None
         blocked = self._blocked()
@@ -226,9 +235,9 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
         except PaiApiError as exc:
             log.warning("openpai: cannot stop worker job %s yet (retried): %s", job_id, exc)
 
-    def _submitted(self, name: str, local_dir: Path, container_dir: str) -> Submitted:
+    def _submitted(self, name: str, local_dir: Path, container_dir: str) -> Submitted[OpenpaiHandle]:
         self.watcher.watch(name)
-        handle = {
+        handle: OpenpaiHandle = {
             "job": name,
             "trial_dir": str(local_dir),
             "container_trial_dir": container_dir,
@@ -380,7 +389,7 @@ class OpenpaiTrainingService(BatchJobService[PaiJob]):
             else:
                 self._stops.pop(trial.trial_id, None)
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: OpenpaiHandle, name: str) -> bytes:
         try:
             return await self.trials.read(handle["trial_dir"], name)
         except FileNotFoundError:

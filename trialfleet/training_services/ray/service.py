@@ -19,13 +19,12 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
 
 from trialfleet.errors import PlatformError
 from trialfleet.extras import install_hint
-from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services import base
+from trialfleet.training_services.base import ExperimentContext
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.service import BatchJobService
 from trialfleet.training_services.events import TrialEnded
@@ -37,7 +36,7 @@ from trialfleet.training_services.ray.entry import PAUSE as FORWARD_PERIOD
 from trialfleet.training_services.ray.jobs import RayJobs, RequestRefused, SubmittedAlready
 from trialfleet.training_services.ray.log_channel import LogMirror
 from trialfleet.training_services.ray.package import build_package, shipped_paths
-from trialfleet.training_services.ray.status import RAY_OUTCOMES, JobWatcher, RayJob, RayOutcomes
+from trialfleet.training_services.ray.status import RAY_OUTCOMES, JobWatcher, RayHandle, RayJob, RayOutcomes
 from trialfleet.training_services.ray.submission import (
     METADATA_ATTEMPT,
     METADATA_EXPERIMENT,
@@ -59,7 +58,10 @@ DRAIN_ATTEMPTS = 3  # reads of an ended job's whole log before its node is taken
 SHUTDOWN_WAIT = 30.0
 
 
-class RayTrainingService(BatchJobService[RayJob]):
+LiveTrial = base.LiveTrial[RayHandle]
+
+
+class RayTrainingService(BatchJobService[RayConfig, RayJob, RayHandle]):
     platform = "ray"
     config_class = RayConfig
     poll_interval = 1.0
@@ -67,7 +69,6 @@ class RayTrainingService(BatchJobService[RayJob]):
 
     def __init__(self, context: ExperimentContext, *, jobs: RayJobs | None = None) -> None:
         super().__init__(context)
-        self.config = cast(RayConfig, context.service_config)
         self.jobs = jobs or RayJobs(self.config.address, self.config.http_headers())
         self.watcher = JobWatcher(self.jobs.jobs)
         self.files = LocalTrialFiles()
@@ -111,7 +112,7 @@ class RayTrainingService(BatchJobService[RayJob]):
 
     # ---- submission ------------------------------------------------------------------------------------
 
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch(self, spec: TrialSpec) -> Submitted[RayHandle] | Deferred:
         try:
             sid = submission_id(self.context.experiment_id, spec)
         except ValueError as exc:
@@ -280,7 +281,7 @@ class RayTrainingService(BatchJobService[RayJob]):
         if sent is None or (job is not None and not job.ended and time.monotonic() - sent > STOP_AGAIN_AFTER):
             await self._kill(trial)
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: RayHandle, name: str) -> bytes:
         await self._catch_up(handle)
         try:
             return await self.files.read(handle["trial_dir"], name)
@@ -290,7 +291,7 @@ class RayTrainingService(BatchJobService[RayJob]):
                 raise
             raise FileNotFoundError(left) from None
 
-    def trial_dir_here(self, handle: Mapping[str, Any]) -> Path | None:
+    def trial_dir_here(self, handle: RayHandle) -> Path | None:
         """An ended trial's mirror, which is complete, is streamed from disk. A running trial's file is read
         with :meth:`_read_file` (the mirror caught up with the job's log first), as is any file of a trial
         that left files on its node (asking for one of those then says where it is)."""
@@ -302,7 +303,7 @@ class RayTrainingService(BatchJobService[RayJob]):
     def _is_live(self, submission_id: str) -> bool:
         return any(trial.handle["submission_id"] == submission_id for trial in self.live.values())
 
-    async def _catch_up(self, handle: Mapping[str, Any]) -> None:
+    async def _catch_up(self, handle: RayHandle) -> None:
         """For a running trial, bring the mirror up to what the trial wrote before now: wait for entry.py to
         forward it (every PAUSE) and read the job's whole log, rather than wait for its follower."""
         sid = handle["submission_id"]

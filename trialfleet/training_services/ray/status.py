@@ -16,6 +16,7 @@ from typing import Any
 
 from trialfleet.status import FailureKind, TrialStatus
 from trialfleet.training_services.batch.outcome import JobView, OutcomeTable, canceled
+from trialfleet.training_services.batch.service import BatchHandle
 from trialfleet.training_services.batch.watcher import JobWatcher as BatchJobWatcher
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.job_states import INFRA, USER, StateMeaning
@@ -23,6 +24,12 @@ from trialfleet.training_services.job_states import failed as _failed
 from trialfleet.training_services.trial_dir import lost
 
 log = logging.getLogger(__name__)
+
+
+class RayHandle(BatchHandle):
+    """A trial's handle: its job's submission id (which Ray never accepts twice); ``trial_dir`` is its mirror here."""
+
+    submission_id: str
 
 
 #: (JobStatus, JobErrorType or "") → ours; "" is any error type the table does not name

@@ -23,13 +23,14 @@ import hashlib
 import logging
 import posixpath
 from collections import Counter
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from trialfleet.compat import trial_pythonpath_env
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import ExperimentContext, LiveTrial, TrainingService
+from trialfleet.training_services import base
+from trialfleet.training_services.base import ExperimentContext, TrainingService
 from trialfleet.training_services.code_packing import pack_code_dir
 from trialfleet.training_services.environment import environment_change, trial_environment
 from trialfleet.training_services.events import PollBatch
@@ -48,11 +49,11 @@ from trialfleet.training_services.trial_dir import (
     relative_file,
     write_trial_inputs,
 )
-from trialfleet.training_services.trial_files import KEEPER_KEYS, TrialLook
+from trialfleet.training_services.trial_files import KEEPER_KEYS, GpuKeys, KeeperHandle, TrialLook
 from trialfleet.trial_keeper.keeper import SIGKILL_WAIT
 
 if TYPE_CHECKING:
-    from trialfleet.config.service import TrainingServiceConfig
+    pass
 
 T = TypeVar("T")
 
@@ -63,7 +64,16 @@ PREPARE_TIMEOUT = 600.0  # one host's whole preparation, uploads included
 LOG_COPY_DELAY = 0.3  # an ended trial's logs are copied to the manager this long after its end is seen
 
 
-class RemoteTrainingService(TrainingService):
+class RemoteHandle(KeeperHandle, GpuKeys):
+    machine: str  # the host's name
+    name: str  # the attempt's name (its directory's)
+    trial_dir: str  # on the host
+
+
+LiveTrial = base.LiveTrial[RemoteHandle]
+
+
+class RemoteTrainingService(TrainingService[RemoteConfig, RemoteHandle]):
     platform = "remote"
     config_class = RemoteConfig
     poll_interval = 1.0
@@ -72,14 +82,13 @@ class RemoteTrainingService(TrainingService):
     preload_modules = ("asyncssh",)  # its import (~0.2 s) is the first thing connecting to the hosts does
 
     @classmethod
-    def refusals(cls, service_config: TrainingServiceConfig) -> list[str]:
+    def refusals(cls, service_config: RemoteConfig) -> list[str]:
         from trialfleet.training_services.remote.placeholders import fleet_refusals
 
-        return fleet_refusals(cast(RemoteConfig, service_config))
+        return fleet_refusals(service_config)
 
     def __init__(self, context: ExperimentContext, *, root: str | None = None) -> None:
         super().__init__(context)
-        self.config = cast(RemoteConfig, context.service_config)
         base = root or self.config.remote_root
         self.shared = shared_storage_for(context.config, context.experiment_id)
         reuse = self.config.reuse_mode
@@ -100,7 +109,7 @@ class RemoteTrainingService(TrainingService):
         self._gpu_assignments: dict[str, tuple[str, list[int]]] = {}  # trial → host and GPUs, once chosen
         self._launching: dict[str, str] = {}  # trial directory → the host launching it: counted as its load
         self._once_running: dict[tuple[str, str, Path], asyncio.Future[Any]] = {}  # see _once
-        self._to_kill: dict[str, list[Mapping[str, Any]]] = {}  # host → trials to end once it is back
+        self._to_kill: dict[str, list[RemoteHandle]] = {}  # host → trials to end once it is back
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ---- preparation -------------------------------------------------------------------------------------
@@ -177,7 +186,7 @@ class RemoteTrainingService(TrainingService):
 
     # ---- launching ---------------------------------------------------------------------------------------
 
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch(self, spec: TrialSpec) -> Submitted[RemoteHandle] | Deferred:
         name = attempt_name(spec.trial_id, spec.attempt)
         self._watch_links()
         placed = self._where_launched(name)
@@ -248,7 +257,7 @@ class RemoteTrainingService(TrainingService):
 
     async def _start_on(
         self, machine: RemoteMachine, spec: TrialSpec, name: str, gpus: list[int] | None
-    ) -> Submitted | Deferred:
+    ) -> Submitted[RemoteHandle] | Deferred:
         code = await self._code_on(machine, spec.code_dir)
         trial_dir = machine.trial_dir(name)
         cwd = posixpath.join(trial_dir, "code")
@@ -281,11 +290,13 @@ class RemoteTrainingService(TrainingService):
         machine.launched.add(name)
         self._spawn(machine.watch(trial_dir))
         gpus = answer.get("gpus", gpus)
-        handle: dict[str, Any] = {
+        handle: RemoteHandle = {
             "machine": machine.name,
             "name": name,
             "trial_dir": trial_dir,
-            **{key: answer[key] for key in KEEPER_KEYS},
+            "keeper_pid": answer["keeper_pid"],
+            "keeper_start_ticks": answer["keeper_start_ticks"],
+            "boot_id": answer["boot_id"],
         }
         if gpus is not None:
             handle["gpus"] = gpus
@@ -452,7 +463,7 @@ class RemoteTrainingService(TrainingService):
         if machine is not None:
             await self._send_kill(machine, trial.handle, canceled=True)
 
-    async def _send_kill(self, machine: RemoteMachine, handle: Mapping[str, Any], *, canceled: bool) -> None:
+    async def _send_kill(self, machine: RemoteMachine, handle: RemoteHandle, *, canceled: bool) -> None:
         """SIGTERM the keeper (it ends the tree), or end the tree itself when the keeper is gone."""
         if not machine.ready:
             self._to_kill.setdefault(machine.name, []).append(handle)
@@ -466,7 +477,7 @@ class RemoteTrainingService(TrainingService):
         except PlatformError as exc:
             log.warning("remote: cannot end trial %s on %s: %s", handle.get("name"), machine.name, exc)
 
-    async def _read_file(self, handle: Mapping[str, Any], name: str) -> bytes:
+    async def _read_file(self, handle: RemoteHandle, name: str) -> bytes:
         relative = relative_file(name, handle["trial_dir"])
         machine = self._by_name.get(handle.get("machine", ""))
         if machine is not None and machine.ready:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from trialfleet.training_services.batch.launch import keeper_line, shim_lines
+from trialfleet.training_services.batch.launch import KeeperJob, keeper_line, shim_lines
 from trialfleet.training_services.naming import nni_job_name
 
 JOB_OUTPUT = "slurm.out"  # Slurm's own messages for the job ("CANCELLED DUE TO TIME LIMIT"), in the trial dir
@@ -49,16 +49,9 @@ class JobResources:
 
 
 @dataclass(frozen=True)
-class TrialJob:
+class TrialJob(KeeperJob):
     """One trial attempt as a Slurm job; paths are as the cluster nodes see them."""
 
-    experiment_id: str
-    trial_id: str
-    attempt: int
-    trial_dir: str
-    keeper: str  # the keeper script on the shared directory
-    shim_dir: str  # holds the ``nni`` shim; put on PYTHONPATH unless the node's python3 has a real nni
-    env: Mapping[str, str] = field(default_factory=dict)  # added to the job's environment for the trial
     setup_script: str | None = None
     python_path: str | None = None  # a directory put first on PATH (a conda environment's bin)
 

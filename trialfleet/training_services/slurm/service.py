@@ -20,11 +20,10 @@ import posixpath
 import time
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import cast
 
-from trialfleet.config.service import TrainingServiceConfig
 from trialfleet.errors import PlatformError
-from trialfleet.training_services.base import ExperimentContext, LiveTrial
+from trialfleet.training_services import base
+from trialfleet.training_services.base import ExperimentContext
 from trialfleet.training_services.batch.outcome import JobView
 from trialfleet.training_services.batch.reuse import (
     REUSE_POLL_INTERVAL,
@@ -33,7 +32,7 @@ from trialfleet.training_services.batch.reuse import (
     runs_in_worker,
     worker_argv,
 )
-from trialfleet.training_services.batch.service import BatchJobService
+from trialfleet.training_services.batch.service import BatchHandle, BatchJobService
 from trialfleet.training_services.batch.workers import REGISTRY
 from trialfleet.training_services.environment import job_variables
 from trialfleet.training_services.events import TrialEnded
@@ -75,17 +74,21 @@ ESCALATE_AFTER = 15.0
 SHUTDOWN_WAIT = 60.0
 
 
-class SlurmTrainingService(BatchJobService[SlurmJob]):
+class SlurmHandle(BatchHandle):
+    job_id: str
+
+
+LiveTrial = base.LiveTrial[SlurmHandle]
+
+
+class SlurmTrainingService(BatchJobService[SlurmConfig, SlurmJob, SlurmHandle]):
     platform = "slurm"
     config_class = SlurmConfig
     poll_interval = 1.0  # trial directories; Slurm itself is asked by the watcher's back-off
     ships_code = True  # copied to the shared directory, or packed and uploaded through the login node
 
     @classmethod
-    def shipped_code_directories(
-        cls, service_config: TrainingServiceConfig, working_directory: Path
-    ) -> list[Path]:
-        config = cast(SlurmConfig, service_config)
+    def shipped_code_directories(cls, config: SlurmConfig, working_directory: Path) -> list[Path]:
         code_dir = Path(config.trial_code_directory)
         if config.login_node is None and on_storage(code_dir, Path(config.shared_directory)):
             return []  # already on the shared directory: used in place
@@ -93,7 +96,6 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
 
     def __init__(self, context: ExperimentContext, *, runner: CommandRunner | None = None) -> None:
         super().__init__(context)
-        self.config = cast(SlurmConfig, context.service_config)
         shared = Path(self.config.shared_directory)
         self.shared: SharedDirectory
         if self.config.login_node is None:
@@ -177,7 +179,7 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
 
     # ---- submission ------------------------------------------------------------------------------------
 
-    async def _launch(self, spec: TrialSpec) -> Submitted | Deferred:
+    async def _launch(self, spec: TrialSpec) -> Submitted[SlurmHandle] | Deferred:
         trial_dir = str(self.root / "trials" / attempt_name(spec.trial_id, spec.attempt))
         if self.fleet is not None:
             return await self._launch_in_worker(spec, trial_dir)
@@ -209,7 +211,7 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
             raise PlatformError(f"slurm: sbatch refused trial {spec.trial_id}: {result.err.strip()}")
         return job_id
 
-    async def _launch_in_worker(self, spec: TrialSpec, trial_dir: str) -> Submitted | Deferred:
+    async def _launch_in_worker(self, spec: TrialSpec, trial_dir: str) -> Submitted[SlurmHandle] | Deferred:
         """Reuse mode: the trial's own environment goes into command.json (the job's is its worker's), and its
         keeper holds it to maxTrialDuration (the job's time limit is the worker's)."""
         assert self.fleet is not None
@@ -249,9 +251,9 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
     async def end_worker(self, job_id: str) -> None:
         await self._scancel(job_id)
 
-    def _submitted(self, job_id: str, trial_dir: str) -> Submitted:
+    def _submitted(self, job_id: str, trial_dir: str) -> Submitted[SlurmHandle]:
         self.watcher.watch(job_id)
-        handle = {"job_id": job_id, "trial_dir": trial_dir}
+        handle: SlurmHandle = {"job_id": job_id, "trial_dir": trial_dir}
         return Submitted(handle, f"slurm:{job_id}:{trial_dir}", started=False)
 
     async def _earlier_job(self, spec: TrialSpec, trial_dir: str) -> str | None:
@@ -273,20 +275,9 @@ class SlurmTrainingService(BatchJobService[SlurmJob]):
         return started if started.isdigit() else None
 
     def _trial_job(self, spec: TrialSpec, trial_dir: str, code_dir: str) -> TrialJob:
-        env = job_variables(
-            self.platform, self.context.experiment_id, spec, trial_dir=trial_dir, code_dir=code_dir
-        )
-        return TrialJob(
-            experiment_id=self.context.experiment_id,
-            trial_id=spec.trial_id,
-            attempt=spec.attempt,
-            trial_dir=trial_dir,
-            keeper=self.shared.layout.keeper,
-            shim_dir=self.shared.layout.shim_dir,
-            env=env,
-            setup_script=self.config.setup_script,
-            python_path=self.config.python_path,
-        )
+        paths = (trial_dir, code_dir, self.shared.layout)
+        options = {"setup_script": self.config.setup_script, "python_path": self.config.python_path}
+        return TrialJob.of(self.platform, self.context.experiment_id, spec, paths, **options)
 
     def _resources(self, spec: TrialSpec | None) -> JobResources:
         config = self.config

@@ -20,6 +20,7 @@ from trialfleet.training_services import (
     Deferred,
     ExperimentContext,
     LocalConfig,
+    LocalHandle,
     LocalTrainingService,
     PollBatch,
     Submitted,
@@ -43,7 +44,7 @@ class PinnedConfig(LocalConfig):
     not_acted_on: ClassVar[dict[str, str]] = LocalConfig.not_acted_on
 
 
-def launched_slot(handle: Mapping[str, Any]) -> int | None:
+def launched_slot(handle: LocalHandle) -> int | None:
     """The slot a launched trial was given, from its trial directory (docs/trial-directory.md)."""
     command = Path(handle["trial_dir"], "command.json")
     try:
@@ -53,21 +54,22 @@ def launched_slot(handle: Mapping[str, Any]) -> int | None:
 
 
 class PinnedTrainingService(LocalTrainingService):
+    """The local platform over a config model of its own; its handles are the local platform's."""
+
     platform = "pinned"
     config_class = PinnedConfig
+    config: PinnedConfig  # the base checks the experiment's block against config_class when it builds the service
 
     def __init__(self, context: ExperimentContext) -> None:
         super().__init__(context)
-        assert isinstance(context.service_config, PinnedConfig)
-        self.pinned = context.service_config
         self.taken: dict[str, int] = {}  # trial id → its slot in cpu_sets
 
-    async def submit(self, spec: TrialSpec) -> Submitted | Deferred:
-        free = [slot for slot in range(len(self.pinned.cpu_sets)) if slot not in self.taken.values()]
+    async def submit(self, spec: TrialSpec) -> Submitted[LocalHandle] | Deferred:
+        free = [slot for slot in range(len(self.config.cpu_sets)) if slot not in self.taken.values()]
         if not free:
-            return Deferred(f"waiting for a free CPU set (all of {', '.join(self.pinned.cpu_sets)} are taken)")
-        cpus = self.pinned.cpu_sets[free[0]]
-        pinned = f"exec nice -n {self.pinned.niceness} taskset -c {cpus} /bin/bash -c {shlex.quote(spec.command)}"
+            return Deferred(f"waiting for a free CPU set (all of {', '.join(self.config.cpu_sets)} are taken)")
+        cpus = self.config.cpu_sets[free[0]]
+        pinned = f"exec nice -n {self.config.niceness} taskset -c {cpus} /bin/bash -c {shlex.quote(spec.command)}"
         env = {**spec.env, CPU_SET_VARIABLE: cpus, SLOT_VARIABLE: str(free[0])}
         result = await super().submit(dataclasses.replace(spec, command=pinned, env=env))
         if isinstance(result, Submitted):
@@ -76,7 +78,7 @@ class PinnedTrainingService(LocalTrainingService):
             self.taken[spec.trial_id] = free[0] if slot is None else slot
         return result
 
-    async def adopt(self, trial_id: str, handle: Mapping[str, Any], cursor: Mapping[str, Any]) -> None:
+    async def adopt(self, trial_id: str, handle: LocalHandle, cursor: Mapping[str, Any]) -> None:
         await super().adopt(trial_id, handle, cursor)
         slot = launched_slot(handle)
         if slot is not None:
