@@ -22,6 +22,7 @@ def test_a_figure_over_twice_its_reference_or_missing_fails() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its ratios are timings of the whole machine: nothing of the suite runs beside it
 def test_no_figure_regressed_past_twice_its_reference() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.guard"], cwd=ROOT, capture_output=True, text=True, timeout=1200

@@ -69,10 +69,9 @@ def test_a_refused_config_leaves_no_standby_behind(tmp_path: Path) -> None:
     cli = Cli.in_dir(tmp_path)
     config = write_experiment(tmp_path, hold=False)
     config.write_text(config.read_text().replace("trialConcurrency: 4", "trialConcurrency: -1"))
-    before = _standbys()
     refused = cli.run("create", "--config", str(config), "--port", str(free_port()))
     assert refused.returncode == 2 and "trialConcurrency" in refused.stderr
-    assert _standbys() - before == set()
+    assert _standbys(tmp_path) == set()
     assert not (tmp_path / "experiments").exists()
 
 
@@ -116,8 +115,14 @@ def test_closing_an_unused_standby_kills_it() -> None:
     assert standby.proc.returncode is not None and not _alive(standby.proc.pid)
 
 
-def _standbys() -> set[int]:
-    return {pid for pid, cmdline in processes_mentioning("--orders-fd") if "trialfleet.manager" in cmdline}
+def _standbys(root: Path) -> set[int]:
+    """The standby managers started from ``root``: it is their working directory (and their TRIALFLEET_HOME is
+    under it). Another test's or another run's standbys on the machine are not counted."""
+    return {
+        pid
+        for pid, cmdline in processes_mentioning(str(root))
+        if "--orders-fd" in cmdline and "trialfleet.manager" in cmdline
+    }
 
 
 def _alive(pid: int) -> bool:

@@ -37,8 +37,12 @@ def control(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    """The running cluster; ``SLURM_CONF`` points at it for this process and everything it starts."""
-    with running_cluster(tmp_path_factory.mktemp("slurm"), "the Slurm tests") as cluster:
+    """The running cluster; ``SLURM_CONF`` points at it for this process and everything it starts.
+
+    Finished jobs stay in squeue for an hour (MinJobAge), not Slurm's 5 minutes: the trial over its time limit
+    (:func:`over_time_limit`) ends a few minutes into the session and the last test reads its TIMEOUT state from
+    squeue, which a session slower than that on a loaded machine (10 min at load 22) had already forgotten."""
+    with running_cluster(tmp_path_factory.mktemp("slurm"), "the Slurm tests", min_job_age=3600) as cluster:
         yield cluster
 
 
