@@ -171,6 +171,9 @@ def test_editing_the_experiment_and_submitting_a_customized_trial_take_effect(
             lambda: store.experiment().config["maxExperimentDuration"] in (7200, "7200s", "2h"), what="2h"
         )
         page.wait_for_function("() => document.querySelector('#max-duration').textContent === '2h'")
+        page.locator("#edit-max-duration").click()  # the dialog shows it as typed, not as 7200s (issue 46, item 5)
+        assert page.locator(".dialog input").input_value() == "2h"
+        page.keyboard.press("Escape")
         screenshot(page, "overview-running")
 
         page.goto(f"{manager.url}/#/trials")
@@ -239,3 +242,41 @@ def test_when_every_trial_fails_the_overview_and_the_trial_show_why(tmp_path: Pa
             lambda: "No module named 'no_such_module_here'" in log.inner_text(), what="stderr in the drawer"
         )
         assert page.locator("#trial-detail .tab[data-tab=logs]").get_attribute("class") == "tab active"
+
+
+def test_the_customized_trial_dialog_checks_its_fields_and_offers_to_raise_max_trials(
+    tmp_path: Path, page: Any
+) -> None:
+    """Issue 46, item 3: an empty or out-of-range field is named in the dialog before anything is sent, and once
+    the experiment is DONE at its max trial number the dialog offers to raise it instead of adding a trial."""
+    _, experiment_dir = new_experiment(tmp_path, trial_concurrency=2, max_trial_number=2)
+    store = reader(experiment_dir)
+    with manager_process(experiment_dir, "create") as manager:
+        wait_for(lambda: store.experiment().status.value == "DONE", timeout=90, what="the experiment DONE")
+        posted: list[str] = []
+        page.on("request", lambda r: posted.append(r.url) if r.method == "POST" and "trial-jobs" in r.url else None)
+        page.goto(f"{manager.url}/#/trials")
+        page.locator("#trials-table tbody tr[data-status=SUCCEEDED]").first.wait_for()
+        page.locator("#custom-trial-btn").click()
+        problem = page.locator("#customize-problem")
+        problem.and_(page.locator(":visible")).wait_for()
+        assert problem.inner_text().startswith("lr:"), problem.inner_text()  # left empty
+        assert "invalid" in (page.locator("#customize-form input[name=lr]").get_attribute("class") or "")
+        assert page.locator("#submit-custom").is_disabled()
+
+        page.locator("#customize-form input[name=lr]").fill("7")  # outside loguniform [0.0001, 0.1]
+        page.wait_for_function("() => document.querySelector('#customize-problem').textContent.includes('7 is not')")
+        page.locator("#customize-form input[name=lr]").fill("0.01")
+        page.wait_for_function("() => document.querySelector('#customize-problem').textContent.includes('maxTrialNumber')")
+        assert page.locator("#submit-custom").is_disabled()
+        assert page.locator("#raise-and-submit").inner_text() == "Raise max trials to 3 and submit"
+        assert posted == [] and len(store.trials()) == 2 and store.experiment().status.value == "DONE"
+
+        page.locator("#raise-and-submit").click()
+        custom = wait_for(
+            lambda: [t for t in store.trials() if t.parameter_source == "customized"], what="the customized trial"
+        )
+        assert custom[0].hyper_parameters["lr"] == 0.01
+        page.locator(".dialog").wait_for(state="detached")
+        assert store.experiment().config["maxTrialNumber"] == 3
+        assert len(store.trials()) == 3  # the tuner got no slot from the raise

@@ -435,23 +435,41 @@ class ExperimentManager:
             await self.platforms.cancel(trial_id, status)
         self._kick.set()
 
-    async def add_customized_trial(self, parameters: dict[str, Any]) -> int:
-        """Queue a trial with these parameters, checked as a tuner's are, and against the search space (ConfigError);
-        refused once maxTrialNumber trials were submitted, as NNI refuses it (ExperimentStateError)."""
-        self._require_writable()
-        from trialfleet.errors import ConfigError
-
+    def customized_trial_problem(self, parameters: object) -> tuple[str, str] | None:
+        """Why a customized trial with these parameters would be refused, as (what, why): ``parameters`` when
+        they are not a set a tuner could give (:func:`decisions.customized_problem`), ``maxTrialNumber`` once
+        that many trials were submitted (NNI refuses it too); None when it would be queued. The web UI's dialog
+        asks it while the user types; :meth:`add_customized_trial` refuses by it."""
         problem = decisions.customized_problem(parameters, self.config.search_space)
         if problem is not None:
-            raise ConfigError(problem, file="request body", key_path="parameters")
+            return "parameters", problem
         limit = self.config.max_trial_number
         if limit is not None and self.scheduler.submitted_count() >= limit:
-            raise ExperimentStateError(
+            return "maxTrialNumber", (
                 f"the experiment has submitted its maxTrialNumber ({limit}) trials; raise maxTrialNumber "
                 "(PUT /experiment?update_type=MAX_TRIAL_NUM) to add one"
             )
+        return None
+
+    async def add_customized_trial(
+        self, parameters: dict[str, Any], *, raise_max_trial_number: bool = False
+    ) -> int:
+        """Queue a trial with these parameters, checked as a tuner's are, and against the search space (ConfigError);
+        refused once maxTrialNumber trials were submitted, as NNI refuses it (ExperimentStateError), unless
+        ``raise_max_trial_number``: then maxTrialNumber grows by this trial alone (stored once the trial is, so
+        the tuner never gets the new slot first)."""
+        self._require_writable()
+        from trialfleet.errors import ConfigError
+
+        refused = self.customized_trial_problem(parameters)
+        if refused is not None and refused[0] == "parameters":
+            raise ConfigError(refused[1], file="request body", key_path="parameters")
+        if refused is not None and not raise_max_trial_number:
+            raise ExperimentStateError(refused[1])
         record = decisions.parameter_record(None, parameters, source="customized")
         trial = await self.write(self.store.add_trial, decisions.new_trial_id, record, self.clock.time())
+        if refused is not None:
+            await self.update_config(max_trial_number=self.scheduler.submitted_count())
         self.scheduler.queue(trial.id)
         if self.status is ExperimentStatus.DONE:
             self._set_status(ExperimentStatus.RUNNING, end_time=None)

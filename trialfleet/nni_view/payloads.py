@@ -41,7 +41,8 @@ def metric_record(row: MetricRow) -> dict[str, Any]:
 
 def trial_job_info(row: TrialRow, final_metric: MetricRow | None) -> dict[str, Any]:
     """NNI's TrialJobInfo. ``startTime`` is the submit time until the trial runs (as NNI's event replay gives);
-    ``finalMetricData`` only for SUCCEEDED trials; ``stderrPath`` only for FAILED ones."""
+    ``finalMetricData`` is ``final_metric``, the trial's final result by the store's rule (``sql.final_sql``:
+    SUCCEEDED trials only, as NNI gives it); ``stderrPath`` only for FAILED ones."""
     info: dict[str, Any] = {
         "trialJobId": row.id,
         "sequenceId": row.sequence_id,
@@ -57,7 +58,7 @@ def trial_job_info(row: TrialRow, final_metric: MetricRow | None) -> dict[str, A
         info["platform"] = row.platform
     if row.message is not None:
         info["message"] = row.message
-    if row.status is TrialStatus.SUCCEEDED and final_metric is not None:
+    if final_metric is not None:
         info["finalMetricData"] = [metric_record(final_metric)]
     if row.status is TrialStatus.FAILED and row.location is not None:
         info["stderrPath"] = f"{row.location.rstrip('/')}/{STDERR_FILE}"

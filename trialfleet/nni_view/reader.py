@@ -43,12 +43,11 @@ class ExperimentReader:
 
     def _job_infos(self, rows: list[TrialRow], *, page: bool) -> list[dict[str, Any]]:
         """TrialJobInfos of ``rows``: a page reads its trials' final metrics by index; the whole list scans
-        them once."""
-        succeeded = [r.id for r in rows if r.status is TrialStatus.SUCCEEDED]
-        finals: dict[str, Any] = {}
-        if succeeded:
-            found = self.store.final_metrics(succeeded) if page else self.store.metrics(type="FINAL")
-            finals = payloads.first_final_metrics(found)
+        them once. Which trials have one is the store's rule (``sql.final_sql``), as on every page."""
+        if not rows:
+            return []
+        found = self.store.final_metrics([r.id for r in rows] if page else None)
+        finals = payloads.first_final_metrics(found)
         return [payloads.trial_job_info(r, finals.get(r.id)) for r in rows]
 
     def trial_job_chunks(self, size: int = LIST_CHUNK) -> Iterator[list[dict[str, Any]]]:
@@ -75,8 +74,8 @@ class ExperimentReader:
         row = self.store.find_trial(trial_id)
         if row is None:
             return None
-        final = self.store.metrics(trial_id, type="FINAL", limit=1)
-        return payloads.trial_job_info(row, final[0] if final else None)
+        final = payloads.first_final_metrics(self.store.final_metrics([trial_id]))
+        return payloads.trial_job_info(row, final.get(trial_id))
 
     def job_statistics(self) -> list[dict[str, Any]]:
         return payloads.job_statistics(self.store.trial_counts())

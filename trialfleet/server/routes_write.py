@@ -122,13 +122,18 @@ def cluster_metadata() -> Response:
 @router.post(
     "/trial-jobs",
     summary="queue a customized trial with these parameters → {sequenceId}",
+    description="Refused (422) when the parameters are not a set the search space can produce, and (409) once "
+    "maxTrialNumber trials were submitted, unless `raiseMaxTrialNumber=true` (trialfleet's): then maxTrialNumber "
+    "grows by this trial.",
     response_model=SequenceId,
     dependencies=[Depends(require_json)],
 )
 async def add_trial_job(
-    parameters: dict[str, Any] = Body(...), ctx: ServerContext = Depends(writable)
+    parameters: dict[str, Any] = Body(...),
+    raise_max: bool = Query(False, alias="raiseMaxTrialNumber"),
+    ctx: ServerContext = Depends(writable),
 ) -> Response:
-    sequence_id = await ctx.manager.add_customized_trial(parameters)
+    sequence_id = await ctx.manager.add_customized_trial(parameters, raise_max_trial_number=raise_max)
     return nni_json({"sequenceId": sequence_id})
 
 

@@ -13,12 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trialfleet.storage.sql import PARAMETERS_SQL, member_sql, order_by, value_sql
+from trialfleet.storage.search import filters, search_hints
+from trialfleet.storage.sql import (
+    FINAL_DATA_SQL,
+    FINAL_VALUE_SQL,
+    member_sql,
+    order_by,
+    value_sql,
+)
 from trialfleet.storage.store import ExperimentStore
 
+#: a trial's summary; its final result is the one every reader shows (``sql.final_sql``)
 _SUMMARY_COLUMNS = (
-    "id, sequence_id, status, parameters, final_data, final_value, submit_time, start_time, end_time, "
-    "location, message, parameter_source, platform"
+    f"id, sequence_id, status, parameters, {FINAL_DATA_SQL}, {FINAL_VALUE_SQL}, submit_time, start_time, "
+    "end_time, location, message, parameter_source, platform"
 )
 
 
@@ -26,6 +34,7 @@ _SUMMARY_COLUMNS = (
 class TrialPage:
     total: int
     rows: list[dict[str, Any]]
+    hints: list[str]  # search words that cannot match as written (storage.search.search_hints)
 
 
 @dataclass(frozen=True)
@@ -138,7 +147,7 @@ class TrialQueries:
         statuses: Sequence[str] = (),
         search: str = "",
     ) -> TrialPage:
-        where, args = _filters(statuses, search)
+        where, args = filters(statuses, search)
         order, order_args = order_by(sort, descending=descending)
         total = self._total(statuses, search, where, args)
         # the page's ids first, then their rows and metric counts: SQLite would otherwise compute the per-row
@@ -160,7 +169,8 @@ class TrialQueries:
             summary["intermediateCount"] = row[-2]
             summary["latest"] = row[-1]  # the latest intermediate result's default metric
             page.append(summary)
-        return TrialPage(total, page)
+        space = self.store.experiment().config.get("searchSpace") if search.split() else None
+        return TrialPage(total, page, search_hints(search, space) if search.split() else [])
 
     def _total(self, statuses: Sequence[str], search: str, where: str, args: list[Any]) -> int:
         """How many trials a page is taken from: without a search, from the kept counts by status (a
@@ -174,7 +184,7 @@ class TrialQueries:
         """The final result (default metric) of every trial that has one, by sequence id, as columns: what the
         Overview's chart draws first, before the web UI loads every trial's summary (``trial_summaries``)."""
         rows = self._rows(
-            "SELECT id, sequence_id, status, final_value FROM trials WHERE final_value IS NOT NULL "
+            f"SELECT id, sequence_id, status, {FINAL_VALUE_SQL} AS final FROM trials WHERE final IS NOT NULL "
             "ORDER BY sequence_id"
         )
         return {name: [row[i] for row in rows] for i, name in enumerate(("id", "seq", "status", "final"))}
@@ -268,71 +278,3 @@ def downsample(points: list[list[float]], limit: int) -> list[list[float]]:
     stride = -(-len(points) // (limit - 1))
     kept = points[::stride]
     return kept if kept[-1] is points[-1] else [*kept, points[-1]]
-
-
-def _filters(statuses: Sequence[str], search: str) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    args: list[Any] = []
-    if statuses:
-        clauses.append(f"status IN ({', '.join('?' for _ in statuses)})")
-        args += list(statuses)
-    for token in search.split():
-        clause, values = _search_clause(token)
-        clauses.append(clause)
-        args += values
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
-
-
-def _search_clause(token: str) -> tuple[str, list[Any]]:
-    """One word of the trials search (words are ANDed):
-
-    * ``#12`` — Trial No. 12; ``12`` — Trial No. 12, or 12 anywhere in the id, status or parameters
-    * ``lr:0.001..0.01`` — a parameter within a range (either end may be left out: ``lr:..0.01``)
-    * ``optimizer:adam,sgd`` — a parameter equal to one of the values; ``status:RUNNING,WAITING`` likewise
-    * anything else — a substring of the id, the status or the parameters
-    """
-    if token.startswith("#") and token[1:].isdigit():
-        return "sequence_id = ?", [int(token[1:])]
-    name, sep, value = token.partition(":")
-    if sep and value and name.replace("_", "").replace("-", "").isalnum():
-        if name == "status":
-            values = [v.upper() for v in value.split(",") if v]
-            return f"status IN ({', '.join('?' for _ in values)})", values
-        column = f"json_extract({PARAMETERS_SQL}, '$.parameters.\"{name}\"')"
-        low, dots, high = value.partition("..")
-        if dots:
-            bounds = _range(low, high)
-            if bounds is not None:
-                sql = " AND ".join(f"{column} {op} ?" for op, _ in bounds)
-                return f"({sql})", [b for _, b in bounds]
-        choices = value.split(",")
-        return f"CAST({column} AS TEXT) IN ({', '.join('?' for _ in choices)})", [_choice(c) for c in choices]
-    escaped = token.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    like = f"%{escaped}%"
-    return (
-        "(id LIKE ? ESCAPE '\\' OR status LIKE ? ESCAPE '\\' OR CAST(sequence_id AS TEXT) = ? "
-        f"OR json_extract({PARAMETERS_SQL}, '$.parameters') LIKE ? ESCAPE '\\')",
-        [like, like, token, like],
-    )
-
-
-def _range(low: str, high: str) -> list[tuple[str, float]] | None:
-    try:
-        bounds = [(">=", float(low))] if low else []
-        bounds += [("<=", float(high))] if high else []
-    except ValueError:
-        return None
-    return bounds or None
-
-
-def _choice(text: str) -> str:
-    """A choice as SQLite renders the stored JSON value as text (``0.001``, ``32``, ``adam``)."""
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return (
-        str(int(number))
-        if number.is_integer() and "." not in text and "e" not in text.lower()
-        else repr(number)
-    )

@@ -14,6 +14,8 @@ Version history (never edit a released step; add one):
      a few rows instead of a scan of every trial
   6  trials_final_*: the trials in default-metric order (all, or of one status; each direction), so the best
      trials are one index range, not a sort of every trial
+  7  trials_final_* again, on the final result every reader shows (``sql.FINAL_VALUE_SQL``: SUCCEEDED trials
+     only, NNI's rule) instead of the stored column, so that order keeps being one index range
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from __future__ import annotations
 import sqlite3
 
 from trialfleet.errors import StoreError
+from trialfleet.storage.sql import FINAL_VALUE_SQL
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _V1 = """
 CREATE TABLE experiment (
@@ -177,8 +180,22 @@ CREATE INDEX trials_status_final_asc ON trials(status, final_value IS NULL, fina
 CREATE INDEX trials_status_final_desc ON trials(status, final_value IS NULL, final_value DESC, sequence_id);
 """
 
+# the same indexes on the final result as read (an index on an expression serves a query written with the very
+# same expression: order_by("finalMetric") writes FINAL_VALUE_SQL)
+_F = FINAL_VALUE_SQL
+_V7 = f"""
+DROP INDEX trials_final_asc;
+DROP INDEX trials_final_desc;
+DROP INDEX trials_status_final_asc;
+DROP INDEX trials_status_final_desc;
+CREATE INDEX trials_final_asc ON trials(({_F}) IS NULL, ({_F}), sequence_id);
+CREATE INDEX trials_final_desc ON trials(({_F}) IS NULL, ({_F}) DESC, sequence_id);
+CREATE INDEX trials_status_final_asc ON trials(status, ({_F}) IS NULL, ({_F}), sequence_id);
+CREATE INDEX trials_status_final_desc ON trials(status, ({_F}) IS NULL, ({_F}) DESC, sequence_id);
+"""
+
 #: MIGRATIONS[n] upgrades a database at version n-1 to version n
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7}
 
 
 def current_version(conn: sqlite3.Connection) -> int:

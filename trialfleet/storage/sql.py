@@ -1,4 +1,5 @@
-"""SQL fragments every read of the store shares: the default metric of a stored value, and the sort keys.
+"""SQL fragments every read of the store shares: the default metric of a stored value, a trial's final result,
+and the sort keys.
 
 One table of sort keys serves the store's ``trials(order=...)``, NNI's ``/trial-jobs?sort=`` and the web UI's
 trials page, so a key means the same everywhere.
@@ -15,6 +16,22 @@ _VALUE_SQL = (
     "WHEN 'real' THEN json_extract({c}, '$') WHEN 'integer' THEN json_extract({c}, '$') END END"
 )
 
+
+
+def final_sql(column: str) -> str:
+    """A trial's final result as every reader shows it, from ``column`` of the trials table (``final_data``, the
+    first FINAL metric of its current attempt, or ``final_value``, its default metric): NNI's rule, a trial has
+    one only once it SUCCEEDED. NNI's ``/trial-jobs`` gives ``finalMetricData`` by it, and the web UI's tables,
+    charts and sorts and the CLI read this same expression, so none can show a final result another has not.
+    An early-stopped, failed or canceled trial's FINAL metrics stay in its metric data (``/metric-data``)."""
+    return f"CASE WHEN status = 'SUCCEEDED' THEN {column} END"
+
+
+#: the default metric of a trial's final result (:func:`final_sql`); the schema indexes the trials by it
+FINAL_VALUE_SQL = final_sql("final_value")
+#: the trial's final result, as the JSON the trial reported (:func:`final_sql`)
+FINAL_DATA_SQL = final_sql("final_data")
+
 #: sort key → its SQL over the trials table (``param.<name>`` and ``metric.<key>`` are accepted too)
 SORTS = {
     "sequenceId": "sequence_id",
@@ -23,8 +40,8 @@ SORTS = {
     "startTime": "start_time",
     "endTime": "end_time",
     "duration": "(COALESCE(end_time, strftime('%s','now')) - start_time)",
-    "finalMetric": "final_value",
-    "final": "final_value",
+    "finalMetric": f"({FINAL_VALUE_SQL})",
+    "final": f"({FINAL_VALUE_SQL})",
     "platform": "platform",
 }
 #: every sort key, as a JSON-schema pattern: any name after ``param.`` or ``metric.``, dots and newlines too.
@@ -61,7 +78,7 @@ def sort_sql(sort: str) -> tuple[str, list[Any]]:
     if dot and kind == "param":
         return member_sql("parameters", path="$.parameters"), [name]
     if dot and kind == "metric":
-        return member_sql("final_data"), [name]
+        return member_sql(f"({FINAL_DATA_SQL})"), [name]
     raise ValueError(f"cannot sort by {sort!r}: expected {SORT_CHOICES}")
 
 

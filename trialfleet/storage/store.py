@@ -32,7 +32,7 @@ from trialfleet.status import ExperimentStatus, TrialStatus
 from trialfleet.storage import readonly
 from trialfleet.storage.damage import damaged, is_damage, refuse_corrupt
 from trialfleet.storage.schema import migrate
-from trialfleet.storage.sql import order_by
+from trialfleet.storage.sql import FINAL_DATA_SQL, order_by
 
 DB_RELATIVE_PATH = Path("db") / "trialfleet.sqlite"
 
@@ -686,15 +686,21 @@ class ExperimentStore:
             args.append(limit)
         return [_metric(r) for r in self._query(sql, args)]
 
-    def final_metrics(self, trial_ids: Sequence[str]) -> list[MetricRow]:
-        """The FINAL metrics of these trials, through the per-trial index (one page of a trial list)."""
+    def final_metrics(self, trial_ids: Sequence[str] | None = None) -> list[MetricRow]:
+        """The FINAL metrics of these trials' current attempts (of every trial when None; a list of ids goes
+        through the per-trial index: one page of a trial list), of trials that have a final result by the rule
+        every reader shares (:func:`~trialfleet.storage.sql.final_sql`: SUCCEEDED ones)."""
+        select = (
+            f"SELECT {_METRIC_COLUMNS} FROM metrics m{_CURRENT_ATTEMPT} "
+            f"WHERE m.type = 'FINAL' AND ({FINAL_DATA_SQL}) IS NOT NULL"
+        )
+        if trial_ids is None:
+            return [_metric(r) for r in self._query(select + " ORDER BY m.id", ())]
         rows: list[Any] = []
         for start in range(0, len(trial_ids), 500):
             chunk = list(trial_ids[start : start + 500])
             rows += self._query(
-                f"SELECT {_METRIC_COLUMNS} FROM metrics m{_CURRENT_ATTEMPT} "
-                f"WHERE m.type = 'FINAL' AND m.trial_id IN ({', '.join('?' for _ in chunk)}) ORDER BY m.id",
-                chunk,
+                f"{select} AND m.trial_id IN ({', '.join('?' for _ in chunk)}) ORDER BY m.id", chunk
             )
         return [_metric(r) for r in rows]
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from trialfleet.storage.sql import FINAL_DATA_SQL, FINAL_VALUE_SQL
+
 #: rows per query of the whole list (paged by sequence id)
 CHUNK = 5000
 
@@ -57,7 +59,12 @@ _TYPES = (
     "AND typeof(location) IN ('text', 'null') AND typeof(message) IN ('text', 'null') "
     "AND typeof(parameter_source) IN ('text', 'null') AND typeof(platform) IN ('text', 'null')"
 )
-_SQL = f"SELECT id, sequence_id, CASE WHEN {_TYPES} THEN {_SUMMARY_JSON} END FROM trials"
+#: the trials with their final result by the one rule every reader shares (``sql.final_sql``); SQLite flattens it
+_TRIALS = (
+    f"(SELECT id, sequence_id, status, parameters, {FINAL_DATA_SQL} AS final_data, {FINAL_VALUE_SQL} AS final_value, "
+    "submit_time, start_time, end_time, location, message, parameter_source, platform FROM trials)"
+)
+_SQL = f"SELECT id, sequence_id, CASE WHEN {_TYPES} THEN {_SUMMARY_JSON} END FROM {_TRIALS}"
 
 
 def summary_rows(

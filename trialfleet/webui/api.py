@@ -1,7 +1,8 @@
 """JSON routes of the web UI under ``/api/v1/trialfleet``: incremental and paged views that NNI's
 routes are too coarse for (NNI's UI re-downloads every trial and metric on each refresh).
 
-Commands (kill, customised trial, config edits) go through NNI's own routes; these are reads only.
+Commands (kill, customised trial, config edits) go through NNI's own routes; these are reads only (``/trial-check``
+asks the manager what it would answer a customised trial, and changes nothing).
 
 * ``GET /changes?cursor=E.M&wait=S``  the experiment summary plus the trials whose summary changed since the
   cursor (status, start, end, final result; ``trials: null, reset: true`` when the client must reload what it
@@ -13,6 +14,7 @@ Commands (kill, customised trial, config edits) go through NNI's own routes; the
 * ``GET /finals``  the final results as columns (id, seq, status, final): the Overview's first chart
 * ``GET /trials/{id}`` and ``/trials/{id}/metrics?after=N``  one trial and its metrics after id N
 * ``GET /intermediate?key&step&min&max&trials&points``  downsampled intermediate series of any ``key``
+* ``POST /trial-check``  would a customized trial with these parameters be queued? (the dialog's check; no write)
 * ``GET /gpu-leases``  what every experiment holds and waits for on this machine's GPUs
   (``{"hosts": {host: {experiment: {"gpus", "waiting", "waitingSince"}}}}``, docs/shared-fleet.md)
 """
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 import trialfleet
@@ -167,6 +169,17 @@ def build_router(
     def experiment() -> dict[str, Any]:
         return experiment_summary(manager, reader)
 
+    @router.post("/trial-check")
+    def trial_check(parameters: Any = Body(...)) -> dict[str, Any]:
+        """Would ``POST /api/v1/nni/trial-jobs`` queue a trial with these parameters? ``{"problem": null}``, or
+        what it would refuse (``parameters`` or ``maxTrialNumber``, with why and the current max trial number):
+        the customized-trial dialog's check while the user types, by the manager's own rule. Writes nothing."""
+        refused = manager.customized_trial_problem(parameters)
+        if refused is None:
+            return {"problem": None}
+        what, why = refused
+        return {"problem": {"what": what, "message": why, "maxTrialNumber": manager.config.max_trial_number}}
+
     @router.get("/gpu-leases")
     async def gpu_leases() -> dict[str, Any]:
         return {"hosts": await fleet_leases(manager)}
@@ -202,6 +215,7 @@ def build_router(
                 "offset": offset,
                 "trials": page.rows,
                 "metricKeys": queries.metric_keys(),
+                "searchHints": page.hints,
             }
 
         return await cached(request, build)

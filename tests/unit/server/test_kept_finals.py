@@ -36,12 +36,15 @@ def test_final_results_are_built_again_only_when_a_summary_changed(tmp_path: Pat
         store.add_metrics([NewMetric("t0", 0, "PERIODICAL", 0, "0.5", T0 + 1)], {})
         assert finals.look() == current() and finals.builds == 1  # an intermediate result: kept
         store.add_metrics([NewMetric("t0", 0, "FINAL", 0, "0.75", T0 + 2, final_value=0.75)], {})
-        assert json.loads(finals.look())["final"] == [0.75] and finals.builds == 2
+        # a final result is a SUCCEEDED trial's (sql.final_sql): not shown while the trial runs
+        assert finals.look() == current() and json.loads(current())["final"] == []
+        builds = finals.builds
         store.end_trial("t0", TrialStatus.SUCCEEDED, T0 + 3, exit_code=0)
-        assert json.loads(finals.look())["status"] == ["SUCCEEDED"] and finals.builds == 3
-        assert finals.look() == current() and finals.builds == 3  # nothing changed
+        shown = json.loads(finals.look())
+        assert (shown["final"], shown["status"]) == ([0.75], ["SUCCEEDED"]) and finals.builds == builds + 1
+        assert finals.look() == current() and finals.builds == builds + 1  # nothing changed
         store.retry_trial("t0", T0 + 4, "again")  # its final result leaves it
-        assert json.loads(finals.look())["final"] == [] and finals.builds == 4
+        assert json.loads(finals.look())["final"] == [] and finals.builds == builds + 2
         assert finals.look() == current()
     finally:
         queries.close()

@@ -58,7 +58,7 @@ def test_status_filter_and_paging(populated: tuple[Served, TestClient]) -> None:
     assert [j["trialJobId"] for j in page.json()] == ["fB", "rC"]
     assert page.headers["X-Total-Count"] == "4"
     best = client.get(f"{API}/trial-jobs?sort=finalMetric&order=desc&limit=1").json()
-    assert best[0]["trialJobId"] == "fB"  # 0.5 > 0.25; trials without a final value sort last
+    assert best[0]["trialJobId"] == "sA"  # fB's 0.5 is no final result (it FAILED): trials without one sort last
     (first,) = client.get(f"{API}/trial-jobs?limit=1").json()  # a page builds the same payload
     assert json.loads(json.loads(first["finalMetricData"][0]["data"]))["default"] == 0.25
     newest = client.get(f"{API}/trial-jobs?sort=sequenceId&order=desc&limit=1").json()
@@ -187,3 +187,24 @@ def test_whole_lists_encoded_chunk_by_chunk_equal_the_lists(populated: tuple[Ser
     assert client.get(f"{API}/trial-jobs").json() == reader.trial_jobs()
     assert client.get(f"{API}/metric-data").json() == reader.metric_data()
     assert json.loads(encoded_list(iter([[], []])).data) == []
+
+
+def test_a_final_result_is_the_same_on_every_route(populated: tuple[Served, TestClient]) -> None:
+    """fB reported a FINAL metric and then FAILED: NNI's rule gives it no final result, and no route or page may
+    show one (the web UI's table showed its default metric while /trial-jobs/<id> had none; issue 46, item 4)."""
+    _, client = populated
+    assert [m["type"] for m in client.get(f"{API}/metric-data/fB").json()] == ["FINAL"]  # kept as metric data
+    assert "finalMetricData" not in client.get(f"{API}/trial-jobs/fB").json()
+    assert "finalMetricData" in client.get(f"{API}/trial-jobs/sA").json()
+    ui = "/api/v1/trialfleet"
+    page = {t["id"]: t for t in client.get(f"{ui}/trials?limit=50").json()["trials"]}
+    every = {t["id"]: t for t in client.get(f"{ui}/trials/all").json()["trials"]}
+    single = client.get(f"{ui}/trials/fB").json()
+    for shown in (page["fB"], every["fB"], single):
+        assert (shown["final"], shown["finalData"]) == (None, None)
+    assert (page["sA"]["final"], every["sA"]["final"]) == (0.25, 0.25)
+    assert client.get(f"{ui}/finals").json()["id"] == ["sA"]
+    best_first = [t["id"] for t in client.get(f"{ui}/trials?sort=finalMetric&order=desc").json()["trials"]]
+    assert best_first[0] == "sA"
+    nni_sorted = client.get(f"{API}/trial-jobs?sort=finalMetric&order=desc&limit=1").json()
+    assert [job["trialJobId"] for job in nni_sorted] == ["sA"]

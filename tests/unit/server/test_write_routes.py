@@ -248,6 +248,28 @@ async def test_customized_trial_respects_max_trial_number(running: tuple[Served,
 
 
 @pytest.mark.slow
+async def test_the_dialog_s_check_says_what_a_customized_trial_would_meet_and_a_raise_adds_it(
+    running: tuple[Served, httpx.AsyncClient],
+) -> None:
+    """``/trial-check`` answers by the manager's own rule and writes nothing; ``raiseMaxTrialNumber`` grows the
+    limit by the one trial (issue 46, item 3: the dialog offers to raise max trials)."""
+    served, client = running
+    check = "/api/v1/trialfleet/trial-check"
+    empty = (await client.post(check, json={"x": ""})).json()["problem"]
+    assert empty["what"] == "parameters" and empty["message"].startswith("x: ")
+    limit = served.manager.config.max_trial_number
+    assert limit is not None
+    while (await client.post(check, json={"x": 0.5})).json()["problem"] is None:
+        assert (await client.post(f"{API}/trial-jobs", json={"x": 0.5})).status_code == 200
+    full = (await client.post(check, json={"x": 0.5})).json()["problem"]
+    assert (full["what"], full["maxTrialNumber"]) == ("maxTrialNumber", limit)
+    raised = await client.post(f"{API}/trial-jobs?raiseMaxTrialNumber=true", json={"x": 0.5})
+    assert raised.status_code == 200, raised.text
+    assert served.manager.config.max_trial_number == limit + 1
+    assert len((await client.get(f"{API}/trial-jobs")).json()) == limit + 1
+
+
+@pytest.mark.slow
 async def test_a_large_legitimate_import_is_accepted(running: tuple[Served, httpx.AsyncClient]) -> None:
     _, client = running
     records = [

@@ -106,9 +106,23 @@ def test_listing_pages_and_sorts_by_final_value(store: ExperimentStore) -> None:
         store.add_trial(tid, record({"i": i}), now=float(i))
         if value is not None:
             store.add_metrics([NewMetric(tid, i, "FINAL", 0, json.dumps(value), 1.0, value)], {})
+            store.end_trial(tid, TrialStatus.SUCCEEDED, 2.0, exit_code=0)
     assert [t.id for t in store.trials(order="-finalMetric")] == ["t0002", "t0000", "t0003", "t0001"]
     assert [t.id for t in store.trials(offset=1, limit=2)] == ["t0001", "t0002"]
-    assert store.trial_counts() == {TrialStatus.WAITING: 4}
+    assert store.trial_counts() == {TrialStatus.SUCCEEDED: 3, TrialStatus.WAITING: 1}
+
+
+def test_only_a_succeeded_trial_has_a_final_result_to_sort_by(store: ExperimentStore) -> None:
+    """NNI's rule (sql.final_sql): an early-stopped trial's FINAL metric is no final result, so it sorts with
+    the trials that have none, and its metrics are not the store's final metrics."""
+    for tid, status in (("stop", TrialStatus.EARLY_STOPPED), ("good", TrialStatus.SUCCEEDED)):
+        store.add_trial(tid, record({}), now=1.0)
+        store.add_metrics([NewMetric(tid, 0, "FINAL", 0, "0.9" if tid == "stop" else "0.1", 1.5, 0.9)], {})
+        store.end_trial(tid, status, 2.0)
+    store.add_trial("none", record({}), now=3.0)
+    assert [t.id for t in store.trials(order="-finalMetric")] == ["good", "stop", "none"]
+    assert [m.trial_id for m in store.final_metrics()] == ["good"]
+    assert [m.trial_id for m in store.final_metrics(["stop", "good"])] == ["good"]
 
 
 def test_experiment_updates_bump_revision(store: ExperimentStore) -> None:

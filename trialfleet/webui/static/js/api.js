@@ -11,7 +11,13 @@ async function request(method, path, body) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (error) { // no answer at all (the browser's "Failed to fetch"): the manager stopped or is unreachable
+    throw new Error(`${method} ${path}: the manager does not answer (stopped, or not reachable from this browser); ` +
+      "start it again with `trialfleet resume <id>`, or read it with `trialfleet view <id>`");
+  }
   const text = await response.text();
   if (!response.ok) {
     let message = text;
@@ -39,6 +45,7 @@ export const api = {
   trial: (id) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}`),
   trialMetrics: (id, after = 0) => request("GET", `${OURS}/trials/${encodeURIComponent(id)}/metrics${query({ after })}`),
   intermediate: (params) => request("GET", `${OURS}/intermediate${query(params)}`),
+  trialCheck: (parameters) => request("POST", `${OURS}/trial-check`, parameters),
   gpuLeases: () => request("GET", `${OURS}/gpu-leases`),
 
   profile: () => request("GET", `${NNI}/experiment`),
@@ -47,7 +54,8 @@ export const api = {
   nniMetrics: () => request("GET", `${NNI}/metric-data`),
   experimentsInfo: () => request("GET", `${NNI}/experiments-info`),
   killTrial: (id) => request("DELETE", `${NNI}/trial-jobs/${encodeURIComponent(id)}`),
-  customizedTrial: (parameters) => request("POST", `${NNI}/trial-jobs`, parameters),
+  customizedTrial: (parameters, raiseMax = false) =>
+    request("POST", `${NNI}/trial-jobs${query({ raiseMaxTrialNumber: raiseMax || null })}`, parameters),
   tensorboardStart: (ids) => request("POST", `${NNI}/tensorboard`, { trials: ids.join(",") }),
   tensorboardTasks: () => request("GET", `${NNI}/tensorboard-tasks`),
   tensorboardStopAll: () => request("DELETE", `${NNI}/tensorboard-tasks`),

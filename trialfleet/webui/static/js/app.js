@@ -12,6 +12,7 @@ import overview from "./overview.js";
 import trials from "./trials.js";
 import charts from "./charts.js";
 import experiments from "./experiments.js";
+import { openLog } from "./log_panel.js";
 
 const PAGES = { overview, trials, charts, experiments };
 const WAIT_S = 1; // how long the server may hold a poll: the header's duration still ticks every second
@@ -111,6 +112,9 @@ function about(event) {
 function start() {
   document.getElementById("download-summary").addEventListener("click", downloadSummary);
   document.getElementById("about").addEventListener("click", about);
+  for (const link of document.querySelectorAll("nav a[data-log]")) {
+    link.addEventListener("click", (event) => { event.preventDefault(); openLog(link.dataset.log, link.textContent); });
+  }
   document.getElementById("live-toggle").addEventListener("click", () => {
     state.live = !state.live;
     renderHeader();

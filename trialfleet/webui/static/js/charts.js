@@ -6,7 +6,7 @@
 // second, and only when its data or options moved; leaving the page frees every plot.
 
 import { api } from "./api.js";
-import { card, h, isRecord, redrawScheduler } from "./dom.js";
+import { card, debounce, h, isRecord, redrawScheduler } from "./dom.js";
 import { durationPlot, finalMetricPlot, intermediatePlot, loadPlotly, parallelPlot, release } from "./plots.js";
 import * as trialCache from "./trialcache.js";
 
@@ -121,7 +121,9 @@ function renderKeyOptions() {
 }
 
 function intermediateControls() {
-  const input = (id, key, placeholder) => h("input", { className: "input narrow", id, placeholder, value: opts[key], onchange: (e) => { opts[key] = e.target.value.trim(); redraw("intermediate"); } });
+  // applied as typed (after a pause), not only on Enter
+  const apply = debounce(() => redraw("intermediate"), 300);
+  const input = (id, key, placeholder) => h("input", { className: "input narrow", id, placeholder, value: opts[key], oninput: (e) => { opts[key] = e.target.value.trim(); apply(); } });
   return h("div", { className: "controls" },
     h("label", { className: "muted control" }, "Metric ", els.key),
     h("label", { className: "muted control" }, "At index ", input("intermediate-step", "step", "any")),

@@ -84,6 +84,14 @@ export function fmtNumber(value) {
   return String(+value.toPrecision(6));
 }
 
+// seconds as a person types a duration: in the largest unit that holds it whole (7200 → "2h", 5400 → "90m")
+export function durationText(seconds) {
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["m", 60]]) {
+    if (seconds >= size && seconds % size === 0) return `${seconds / size}${unit}`;
+  }
+  return `${seconds}s`;
+}
+
 // "1h", "30m", "90" (seconds) → seconds, as NNI's maxExperimentDuration accepts
 export function parseDuration(text) {
   const match = String(text).trim().match(/^(\d+(?:\.\d+)?)\s*([smhd]?)$/i);

@@ -56,7 +56,8 @@ function renderTable() {
     h("td", { className: "num" }, fmtDuration(experimentDuration(e))), gpuCell(e),
     h("td", {}, link(e))));
   els.table.replaceChildren(
-    h("thead", {}, h("tr", {}, ["Name", "ID", "Status", "Platform", "Start", "End", "Duration", "GPUs", ""].map((c) => h("th", {}, c)))),
+    h("thead", {}, h("tr", {}, ["Name", "ID", "Status", "Platform", "Start", "End", "Start to end", "GPUs", ""].map((c) =>
+      h("th", c === "Start to end" ? { title: "wall-clock time from start to end (or now), stopped periods included; the Overview's run time counts only the time a manager ran it" } : {}, c)))),
     h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colSpan: 9, className: "empty" }, "No experiment matches."))));
 }
 

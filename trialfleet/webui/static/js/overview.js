@@ -1,8 +1,9 @@
 // Overview: what the experiment is, how far it got, its best trials, its search space and config.
 
 import { api, updateExperiment } from "./api.js";
+import { openLog } from "./log_panel.js";
 import {
-  badge, card, fmtDuration, fmtNumber, fmtParams, fmtTime, h, jsonBlock, modal, parseDuration, STATUS_COLORS,
+  badge, card, durationText, fmtDuration, fmtNumber, fmtParams, fmtTime, h, jsonBlock, modal, parseDuration, STATUS_COLORS,
   redrawScheduler, toast, TRIAL_STATUSES, trialDuration,
 } from "./dom.js";
 import { finalMetricPlot, loadPlotly, release } from "./plots.js";
@@ -23,6 +24,11 @@ function editButton(exp, title, onClick) {
   return h("button", { className: "btn btn-small", id, title, disabled: exp.readonly, onclick: onClick }, "Edit");
 }
 
+// the manager log in the panel that follows it (log_panel.js), as from the sidebar
+function managerLogLink(text, id = null) {
+  return h("a", { href: "logs/manager.log", id, onclick: (e) => { e.preventDefault(); openLog("manager.log", "Manager log"); } }, text);
+}
+
 function infoCard(exp) {
   return card("Experiment", h("div", { className: "fields" },
     field("Name", exp.name || "–"),
@@ -32,14 +38,14 @@ function infoCard(exp) {
     field("Start", fmtTime(exp.startTime)),
     field("End", fmtTime(exp.endTime)),
     field("Log directory", h("span", { className: "mono small" }, exp.logDir)),
-    field("Logs", h("a", { href: "logs/manager.log", target: "_blank" }, "manager.log"))));
+    field("Logs", managerLogLink("manager.log", "overview-manager-log"))));
 }
 
 function errorCallout(exp) {
   if (exp.status !== "ERROR" && !exp.error) return null;
   return h("div", { className: "callout error", id: "exp-error" },
     h("strong", {}, "The experiment failed. "),
-    h("a", { href: "logs/manager.log", target: "_blank" }, "Open the manager log"),
+    managerLogLink("Open the manager log"),
     h("pre", {}, exp.error || "(no message)"));
 }
 
@@ -49,7 +55,7 @@ function platformCallout(exp) {
   if (!troubled.length) return null;
   return h("div", { className: "callout error", id: "platform-problems" },
     h("strong", {}, "Some platforms take no trials; the others go on. "),
-    h("a", { href: "logs/manager.log", target: "_blank" }, "Open the manager log"),
+    managerLogLink("Open the manager log"),
     h("pre", {}, troubled.map((p) => `${p.platform}: ${p.status}: ${p.message || ""}`).join("\n")));
 }
 
@@ -70,8 +76,8 @@ function progress(fraction, color) {
 
 function durationCard(exp) {
   const max = exp.maxExperimentDuration;
-  return card("Duration", h("div", {},
-    h("div", { className: "big-number" }, fmtDuration(exp.execDuration),
+  return card("Run time", h("div", {},
+    h("div", { className: "big-number", id: "run-time", title: "the time a manager ran the experiment (NNI's execDuration): time stopped between a stop and a resume is not counted, as for maxExperimentDuration; All experiments shows start to end" }, fmtDuration(exp.execDuration),
       h("span", { className: "of" }, max ? ` / ${fmtDuration(max)}` : " / unlimited")),
     max ? progress(exp.execDuration / max, "#2563eb") : null,
     h("div", { className: "settings" },
@@ -123,7 +129,7 @@ const EDITS = {
   },
   maxDuration: {
     title: "Max experiment duration", field: "maxExperimentDuration", type: "MAX_EXEC_DURATION",
-    current: (exp) => (exp.maxExperimentDuration ? `${exp.maxExperimentDuration}s` : ""),
+    current: (exp) => (exp.maxExperimentDuration ? durationText(exp.maxExperimentDuration) : ""),
     parse: (t) => { const s = parseDuration(t); return s && s > 0 ? `${s}s` : null; },
     hint: "A number with a unit: 90s, 30m, 2h, 1d.",
   },

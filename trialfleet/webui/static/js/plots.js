@@ -3,7 +3,7 @@
 // views are aggregated: a density of the final metrics, a histogram of durations, the top N trials on the
 // parallel coordinates (drawn by parcoords.js on a 2D canvas: nothing here needs WebGL).
 
-import { h, isRecord, STATUS_COLORS, trialDuration } from "./dom.js";
+import { fmtParams, h, isRecord, STATUS_COLORS, trialDuration } from "./dom.js";
 import { parcoords, releaseParcoords } from "./parcoords.js";
 
 const FONT = { family: "Inter, system-ui, sans-serif", size: 12, color: "#334155" };
@@ -77,7 +77,8 @@ function empty(el, message) {
 // free a plot's DOM and listeners (a page being left, a plot replaced by a message)
 export function release(el) {
   if (releaseParcoords(el)) return;
-  if (window.Plotly && el?.data) window.Plotly.purge(el);
+  if (window.Plotly && el?.data) window.Plotly.purge(el); // its listeners too
+  if (el) delete el.dataset.opensTrials;
 }
 
 export function isBetter(a, b, mode) {
@@ -103,8 +104,19 @@ function bestSoFar(done, mode) {
   return { x, y };
 }
 
-// each trial's final metric over Trial No. (points, or their density beyond POINTS_ABOVE_DENSITY), with the
-// best-so-far curve
+// a point's trial opens in its drawer (the trials page's route); bound once per plot element
+function openTrialOnClick(el) {
+  if (el.dataset.opensTrials) return;
+  el.dataset.opensTrials = "1";
+  el.on("plotly_click", (event) => {
+    const id = event.points?.[0]?.customdata?.[0];
+    if (id) location.hash = `#/trials/${encodeURIComponent(id)}`;
+  });
+}
+
+// each trial's final metric over Trial No. (points, or their density beyond POINTS_ABOVE_DENSITY, with its
+// colour scale), with the best-so-far curve; a point's tooltip shows the trial's parameters (once the page has
+// them) and a click on it opens the trial
 export function finalMetricPlot(el, trials, mode) {
   const done = trials.filter((t) => typeof t.final === "number");
   if (!done.length) return empty(el, "No final metric reported yet.");
@@ -116,18 +128,20 @@ export function finalMetricPlot(el, trials, mode) {
     ? {
       type: "histogram2d", name: "final metric (density)", x, y, nbinsx: 60, nbinsy: 40,
       colorscale: [[0, "rgba(37,99,235,0)"], [0.001, "rgba(37,99,235,0.12)"], [1, "rgba(30,58,138,1)"]],
-      showscale: false, hovertemplate: "Trial %{x}<br>metric %{y}<br>%{z} trials<extra></extra>",
+      showscale: true, colorbar: { title: { text: "trials", side: "right" }, thickness: 12, len: 0.9 },
+      hovertemplate: "Trial %{x}<br>metric %{y}<br>%{z} trials<extra></extra>",
     }
     : {
       type: "scatter", mode: "markers", name: "final metric", x, y,
-      customdata: done.map((t) => t.id),
+      customdata: done.map((t) => [t.id, t.params === undefined ? "" : fmtParams(t.params)]),
       marker: { color: done.map((t) => STATUS_COLORS[t.status]), size: 7, opacity: 0.85 },
-      hovertemplate: "Trial %{x} (%{customdata})<br>%{y}<extra></extra>",
+      hovertemplate: "Trial %{x} (%{customdata[0]})<br>%{y}<br>%{customdata[1]}<extra></extra>",
     };
   draw(el, [metric, {
     type: "scatter", mode: "lines", name: `best so far (${mode})`, x: best.x, y: best.y,
     line: { shape: "hv", color: "#f59e0b", width: 2 }, hoverinfo: "skip",
-  }], layout({ xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Default metric" } } }));
+  }], layout({ xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Default metric" } } }))
+    .then(() => { if (el.on) openTrialOnClick(el); });
 }
 
 // whole-number ticks on an axis of indices (never 0.5)

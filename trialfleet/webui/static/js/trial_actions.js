@@ -2,7 +2,7 @@
 // edited parameters (POST /trial-jobs) and TensorBoard on selected trials (POST /tensorboard).
 
 import { api } from "./api.js";
-import { h, modal, toast } from "./dom.js";
+import { debounce, h, modal, toast } from "./dom.js";
 
 export function confirmKill(t) {
   const kill = async () => {
@@ -43,28 +43,65 @@ function specHint(spec) {
   return `${spec._type} ${JSON.stringify(spec._value)}`;
 }
 
+// The dialog asks the manager (POST /trial-check) what it would answer while the user types: a parameter
+// outside the search space or left empty is named at its field and Submit waits; once the experiment has
+// submitted its max trial number, the dialog offers to raise it by one and submit.
 export function openCustomize(exp, params) {
   const space = exp.searchSpace || {};
   const names = [...new Set([...Object.keys(space), ...Object.keys(params || {})])];
   const inputs = names.map((name) => parameterInput(name, space[name], params ? params[name] : undefined));
-  const form = h("form", { className: "form", id: "customize-form", onsubmit: (e) => { e.preventDefault(); submit(); } },
-    names.map((name, i) => h("label", { className: "form-row" },
-      h("span", {}, h("b", {}, name), h("small", { className: "muted" }, " ", specHint(space[name]))), inputs[i])));
-  const submit = async () => {
-    const parameters = Object.fromEntries(names.map((name, i) => [name, readValue(inputs[i])]));
+  const problem = h("p", { className: "form-problem", id: "customize-problem", hidden: true });
+  const parameters = () => Object.fromEntries(names.map((name, i) => [name, readValue(inputs[i])]));
+  const submitButton = h("button", { className: "btn btn-primary", id: "submit-custom", onclick: () => submit() }, "Submit");
+  const raiseButton = h("button", { className: "btn", id: "raise-and-submit", hidden: true, onclick: () => submit(true) });
+  let limit = null;
+
+  const show = (refused) => {
+    inputs.forEach((input) => input.classList.remove("invalid"));
+    problem.hidden = !refused;
+    problem.textContent = refused ? refused.message : "";
+    limit = refused && refused.what === "maxTrialNumber" ? refused.maxTrialNumber : null;
+    raiseButton.hidden = limit === null;
+    if (limit !== null) raiseButton.textContent = `Raise max trials to ${limit + 1} and submit`;
+    submitButton.disabled = Boolean(refused);
+    const field = refused && refused.what === "parameters" ? names.findIndex((name) => refused.message.startsWith(`${name}:`)) : -1;
+    if (field >= 0) inputs[field].classList.add("invalid");
+  };
+  let asked = 0;
+  const check = async () => {
+    const mine = ++asked;
     try {
-      const answer = await api.customizedTrial(parameters);
+      const answer = await api.trialCheck(parameters());
+      if (mine === asked) show(answer.problem);
+      return answer.problem;
+    } catch (error) {
+      const failed = { what: "request", message: String(error.message || error) };
+      if (mine === asked) show(failed);
+      return failed;
+    }
+  };
+  // raising: the manager grows maxTrialNumber by this trial alone, so the tuner cannot take the new slot first
+  const submit = async (raise = false) => {
+    try {
+      const refused = await check();
+      if (refused && !(raise && refused.what === "maxTrialNumber")) return;
+      const answer = await api.customizedTrial(parameters(), raise);
       close();
       toast(`Customized trial submitted${answer && answer.sequenceId !== undefined ? ` as Trial No. ${answer.sequenceId}` : ""}`);
     } catch (error) {
       toast(String(error.message || error), "error");
     }
   };
+  const recheck = debounce(check, 150);
+  const form = h("form", { className: "form", id: "customize-form", oninput: recheck, onchange: recheck,
+    onsubmit: (e) => { e.preventDefault(); submit(); } },
+  names.map((name, i) => h("label", { className: "form-row" },
+    h("span", {}, h("b", {}, name), h("small", { className: "muted" }, " ", specHint(space[name]))), inputs[i])));
   const close = modal("Customized trial", h("div", {},
     h("p", { className: "muted" }, "A new trial with these parameters is queued; it counts towards the max trial number."),
-    form),
-  [h("button", { className: "btn", onclick: () => close() }, "Cancel"),
-    h("button", { className: "btn btn-primary", id: "submit-custom", onclick: submit }, "Submit")]);
+    form, problem),
+  [h("button", { className: "btn", onclick: () => close() }, "Cancel"), raiseButton, submitButton]);
+  check();
 }
 
 // TensorBoard runs on the manager's machine, on loopback: the link works where the browser runs there too

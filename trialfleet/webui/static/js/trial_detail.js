@@ -33,6 +33,15 @@ function renderHead(state) {
     t.message ? field("Message", h("span", { className: "small" }, t.message)) : null));
 }
 
+// why a trial has no final result, in words (never a bare null): only a SUCCEEDED trial has one (NNI's rule,
+// the same on every route and page)
+function noFinalResult(status) {
+  if (LIVE.has(status)) return "None yet: the trial has not finished.";
+  if (status === "SUCCEEDED") return "None: the trial ended without reporting a final result.";
+  return `None: only a SUCCEEDED trial has a final result (NNI's rule); this one is ${status.replace(/_/g, " ")}. ` +
+    "A FINAL metric it reported stays in its metric data (api/v1/nni/metric-data/<trial id>).";
+}
+
 function curves() {
   const periodical = open_.metrics.filter((m) => m.type === "PERIODICAL");
   const points = periodical.map((m) => [m.sequence, scalar(m.value)]).filter((p) => p[1] !== null);
@@ -44,8 +53,8 @@ function renderTab() {
   for (const b of els.tabs.children) b.classList.toggle("active", b.dataset.tab === tab);
   if (tab === "parameters") {
     const copy = h("button", { className: "btn btn-small", onclick: () => navigator.clipboard?.writeText(JSON.stringify(open_.trial.params, null, 2)).then(() => toast("Parameters copied")) }, "Copy as JSON");
-    els.body.replaceChildren(copy, jsonBlock(open_.trial.params),
-      open_.trial.finalData != null ? h("div", {}, h("h3", {}, "Final result"), jsonBlock(open_.trial.finalData)) : null);
+    els.body.replaceChildren(copy, jsonBlock(open_.trial.params), h("div", {}, h("h3", {}, "Final result"),
+      open_.trial.finalData != null ? jsonBlock(open_.trial.finalData) : h("p", { className: "muted", id: "no-final-result" }, noFinalResult(open_.trial.status))));
   } else if (tab === "intermediate") {
     const plot = h("div", { className: "plot", id: "detail-plot" });
     const rows = open_.metrics.map((m) => h("tr", {}, h("td", {}, m.type), h("td", { className: "num" }, String(m.sequence)),

@@ -90,6 +90,8 @@ async function load() {
     page.trials = page.trials.map((t) => (deltaSeen.has(t.id) ? { ...t, ...deltaSeen.get(t.id).fresh } : t));
     view.page = page;
     view.metricKeys = page.metricKeys;
+    els.hints.replaceChildren(...(page.searchHints || []).map((hint) => h("div", {}, hint)));
+    els.hints.hidden = !(page.searchHints || []).length;
     renderTable();
   } catch (error) {
     toast(String(error.message || error), "error");
@@ -265,6 +267,7 @@ function mount(container, appState) {
   els = {
     table: h("table", { className: "table", id: "trials-table" }),
     pager: h("div", { className: "pager" }),
+    hints: h("div", { className: "search-hints", id: "search-hints", hidden: true }),
     compare: h("button", { className: "btn", id: "compare-btn", onclick: () => openCompare([...view.selected.values()]) }, "Compare"),
     clear: h("button", { className: "btn btn-link", onclick: () => { view.selected.clear(); renderTable(); } }, "Clear selection"),
   };
@@ -276,6 +279,7 @@ function mount(container, appState) {
         h("button", { className: "btn", id: "tensorboard-btn", title: "TensorBoard on the selected trials' output directories (with none selected: the running TensorBoards)", onclick: () => openTensorboard([...view.selected.values()]) }, "TensorBoard"),
         h("button", { className: "btn", id: "columns-btn", onclick: columnChooser }, "Columns"),
         h("button", { className: "btn btn-primary", id: "custom-trial-btn", disabled: state.exp.readonly, title: "Submit a trial with edited parameters (starting from the selected trial's)", onclick: customize }, "Customized trial")),
+      els.hints,
       h("div", { className: "table-wrap" }, els.table),
       els.pager));
   load();
