@@ -202,22 +202,23 @@ class Container:
             with contextlib.suppress(OSError):
                 os.kill(pid, signo)
 
-    def stop(self, grace: float = 3.0) -> int | None:
-        """SIGTERM the tree, SIGKILL what is left after ``grace`` seconds; returns the exit code.
+    def stop(self, grace: float = 3.0, *, term: bool = True) -> int | None:
+        """SIGTERM the tree, SIGKILL what is left after ``grace`` seconds; returns the exit code. ``term=False``:
+        SIGKILL at once, as when the container's first process ends on the SIGTERM sent to it alone.
 
         What is left is every process the container started, as when a container's PID namespace ends: also
         those that left its session (``setsid``) while still below one of its processes when the stop began."""
         if self.process is None:
             return None
         started = self._members()  # before anything dies: an escaped process's parent is still known now
-        if self.poll() is None:
+        if self.poll() is None and term:
             self.signal_tree(signal.SIGTERM)
             try:
                 self.process.wait(grace)
             except subprocess.TimeoutExpired:
                 self._kill_all(started)
-                self.process.wait()
         self._kill_all(started)  # stragglers the command left in the background
+        self.process.wait()
         return self.poll()
 
     def _members(self) -> dict[int, int]:
@@ -241,7 +242,9 @@ class Container:
         return {pid: table[pid][3] for pid in found if pid in table}
 
     def _kill_all(self, started: dict[int, int]) -> None:
-        """SIGKILL the container's processes: those of ``started`` still alive and whatever is below them now."""
+        """SIGKILL the container's processes: those of ``started`` still alive and whatever is below them now.
+        All of them are stopped first, so that none sees another die before its own end (as when a PID
+        namespace ends): a keeper never records its trial "killed by signal 9" on its way down."""
         for _ in range(3):  # a process may fork between a look and its kill: look again
             table = _process_table()
             alive = {pid for pid, ticks in started.items() if pid in table and table[pid][3] == ticks}
@@ -249,9 +252,10 @@ class Container:
             victims = (alive | set(current)) - {os.getpid()}
             if not victims:
                 return
-            for pid in victims:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+            for signo in (signal.SIGSTOP, signal.SIGKILL):
+                for pid in victims:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signo)
             started = {**started, **current}
 
 

@@ -264,13 +264,21 @@ def cut_short(trial_id: str, result: Mapping[str, Any], job: str) -> TrialEnded:
     ended the job, stopping this trial's command. A trial whose command did not finish is never SUCCEEDED; the
     policy is the user's to change, so no retry."""
     ended = ended_from_result(trial_id, result)
+    return _cut(trial_id, str(ended.message), job, ended.timestamp, ended.exit_code)
+
+
+def cut_short_unrecorded(trial_id: str, job: str) -> TrialEnded:
+    """:func:`cut_short` when the keeper was ended before it could record it (a container whose first process
+    ends on SIGTERM takes every other process of it down with SIGKILL)."""
+    return _cut(trial_id, "its keeper was stopped before it recorded its end", job, time.time(), None)
+
+
+def _cut(trial_id: str, how: str, job: str, timestamp: float, exit_code: int | None) -> TrialEnded:
     message = (
-        f"the trial's command did not finish ({ended.message}), yet its job succeeded ({job}): another task of the "
+        f"the trial's command did not finish ({how}), yet its job succeeded ({job}): another task of the "
         "job finished first and the job's completion policy ended it; make the task that reports decide the job"
     )
-    return TrialEnded(
-        trial_id, TrialStatus.FAILED, ended.timestamp, ended.exit_code, message, FailureKind.USER_CODE
-    )
+    return TrialEnded(trial_id, TrialStatus.FAILED, timestamp, exit_code, message, FailureKind.USER_CODE)
 
 
 def keeper_lost(trial_id: str, trial_dir: Path) -> TrialEnded:

@@ -187,6 +187,11 @@ class OpenPAIEmulator:
         ``WAITING``) before its pods are created (a busy cluster's queue; the reuse benchmark sets 10 s)."""
         self.config.timing.delays["AttemptCreationPending"] = seconds
 
+    def kill_deleted_pods(self, enabled: bool = True) -> None:
+        """A deleted pod's processes are SIGKILLed at once, none of them told first: the runtime that is the
+        container's first process ends on the SIGTERM sent to it alone, and takes the others down with it."""
+        self.cluster.kubelet.term_first = not enabled
+
     def hold_until_seen(self, enabled: bool = True) -> None:
         self.config.timing.hold_until_seen = enabled
 

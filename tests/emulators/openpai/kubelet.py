@@ -2,7 +2,9 @@
 
 A pod's directory holds what the log manager serves for it (``user-stdout``, ``user-stderr``, ``user-all``,
 ``runtime.log``), the runtime's scripts, and ``workdir``, the container's working directory. Storages are
-bind-mounted at their container paths; deleting a pod SIGTERMs its whole process tree, SIGKILLs after the grace.
+bind-mounted at their container paths; deleting a pod SIGTERMs its whole process tree, SIGKILLs after the grace
+(or, with ``term_first`` off, SIGKILLs it at once: the PAI runtime, the container's first process, ends on the
+SIGTERM sent to it alone, and the container's other processes die with it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Kubelet:
     def __init__(self, root: Path, stop_grace: float) -> None:
         self.root = root
         self.stop_grace = stop_grace
+        self.term_first = True  # a deleted pod's processes get SIGTERM before the SIGKILL
         self.pods: dict[str, Pod] = {}
         self._lock = threading.Lock()
 
@@ -85,7 +88,9 @@ class Kubelet:
         if pod is None or pod.deleting:
             return
         pod.deleting = True
-        pod.stopper = threading.Thread(target=pod.container.stop, args=(self.stop_grace,), daemon=True)
+        pod.stopper = threading.Thread(
+            target=pod.container.stop, args=(self.stop_grace,), kwargs={"term": self.term_first}, daemon=True
+        )
         pod.stopper.start()
 
     def gone(self, pod_uid: str | None) -> bool:

@@ -339,11 +339,16 @@ async def test_an_application_token_is_sent_as_openpai_asks(pai: OpenPAIEmulator
     assert schemes == {"Basic"}
 
 
+@pytest.mark.parametrize("keeper_told", [True, False], ids=["keeper-told", "keeper-killed"])
 async def test_a_reporting_role_stopped_by_another_role_s_success_is_not_succeeded(
-    pai: OpenPAIEmulator, started: Started
+    pai: OpenPAIEmulator, started: Started, keeper_told: bool
 ) -> None:
     """Two task roles: ``ps`` finishes at once and, by its completion policy, OpenPAI ends the job as SUCCEEDED,
-    stopping the reporting ``worker`` before its command ran to its end."""
+    stopping the reporting ``worker`` before its command ran to its end. Whether the worker's keeper is told
+    (SIGTERM, and it records the cut) or killed at once without a record (the runtime, the container's first
+    process, ends on the SIGTERM and takes the keeper down), the trial is not SUCCEEDED, and says so without
+    waiting the minute a single-task job's success would give result.json to show up."""
+    pai.kill_deleted_pods(not keeper_told)
     protocol = {
         "protocolVersion": 2,
         "name": "two_roles",

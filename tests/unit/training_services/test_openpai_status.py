@@ -246,3 +246,14 @@ def test_a_reporting_task_stopped_because_another_role_finished_is_never_succeed
         ended = outcome(stopped, job("SUCCEEDED", 0), single_task=single_task)
         assert ended is not None and ended[:2] == (TrialStatus.FAILED, USER), ended
         assert "did not finish (canceled by signal 15)" in ended[3] and "completion policy" in ended[3]
+
+
+def test_a_reporting_task_killed_before_it_recorded_the_cut_is_never_succeeded_nor_waited_for() -> None:
+    """Two task roles: OpenPAI ended the job (SUCCEEDED) by ``ps``'s completion policy and the worker's keeper was
+    killed before it wrote result.json. A job of several tasks can succeed without the keeper's task script having
+    found result.json, so the minute of grace a single-task job's success gets does not apply."""
+    succeeded = job("SUCCEEDED", 0)
+    assert result_grace(succeeded, keeper_started=True, single_task=False) == RESULT_GRACE
+    ended = outcome(None, succeeded, single_task=False)
+    assert ended is not None and ended[:2] == (TrialStatus.FAILED, USER), ended
+    assert "stopped before it recorded its end" in ended[3] and "yet its job succeeded" in ended[3]

@@ -89,8 +89,8 @@ class BatchJobService(TrainingService[C, BH], Generic[C, J, BH]):
         """Why the platform still holds the job, or None when it does not."""
         return job.meaning.reason if job.meaning.status is TrialStatus.WAITING else None
 
-    def _result_grace(self, job: J, keeper_started: bool) -> float:
-        """How long after the job ended result.json may still be on its way here."""
+    def _result_grace(self, trial: LiveTrial, job: J, keeper_started: bool) -> float:
+        """How long after the trial's job ended result.json may still be on its way here."""
         return RESULT_GRACE
 
     def _end_near(self, trial: LiveTrial[BH], look: TrialLook) -> bool:
@@ -197,7 +197,7 @@ class BatchJobService(TrainingService[C, BH], Generic[C, J, BH]):
         """What the outcome table is given of the trial at this poll."""
         job_id = self._job_id(trial)
         since = self.job_watcher.ended_for(job_id)
-        settled = job is not None and since is not None and since >= self._result_grace(job, keeper_started)
+        settled = job is not None and since is not None and since >= self._result_grace(trial, job, keeper_started)
         gone = self.job_watcher.gone(job_id)
         return JobView(look.result, job, keeper_started, trial.cancel_status, gone, settled)
 

@@ -349,8 +349,8 @@ class OpenpaiTrainingService(BatchJobService[OpenpaiConfig, PaiJob, OpenpaiHandl
             return None
         return waiting_reason(job, self.watcher.virtual_clusters.get(job.virtual_cluster or "default"))
 
-    def _result_grace(self, job: PaiJob, keeper_started: bool) -> float:
-        return result_grace(job, keeper_started)
+    def _result_grace(self, trial: LiveTrial, job: PaiJob, keeper_started: bool) -> float:
+        return result_grace(job, keeper_started, single_task=trial.handle.get("tasks", 1) == 1)
 
     async def _trial_ended(self, trial: LiveTrial, ended: TrialEnded, view: JobView[PaiJob]) -> None:
         if view.result is None and view.job is not None and not runs_in_worker(trial.handle):

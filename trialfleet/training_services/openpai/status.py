@@ -22,9 +22,11 @@ from trialfleet.training_services.batch.outcome import RESULT_GRACE, JobView, Ou
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.job_states import INFRA, USER, StateMeaning
 from trialfleet.training_services.openpai.protocol import STORAGE_MISSING, STORAGE_MISSING_EXIT
-from trialfleet.training_services.trial_dir import cut_short, ended_from_result, lost
+from trialfleet.training_services.trial_dir import cut_short, cut_short_unrecorded, ended_from_result, lost
 
-#: how long an ended job may go without result.json showing up on the storage when the job succeeded after the keeper started: the task script found result.json, so it exists
+#: how long an ended job may go without result.json showing up on the storage when a job that runs the trial alone
+#: succeeded after the keeper started: the task script found result.json, so it exists (a job of several tasks
+#: may succeed by another task's completion policy, which stops the keeper's task wherever it was)
 RESULT_GRACE_AFTER_SUCCESS = 60.0
 
 _FAILURE_KINDS: Mapping[str, FailureKind] = {
@@ -138,8 +140,10 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def result_grace(job: PaiJob, keeper_started: bool) -> float:
-    return RESULT_GRACE_AFTER_SUCCESS if keeper_started and job.state == "SUCCEEDED" else RESULT_GRACE
+def result_grace(job: PaiJob, keeper_started: bool, single_task: bool = True) -> float:
+    if keeper_started and single_task and job.state == "SUCCEEDED":
+        return RESULT_GRACE_AFTER_SUCCESS
+    return RESULT_GRACE
 
 
 class OpenpaiOutcomes(OutcomeTable[PaiJob]):
@@ -191,6 +195,9 @@ class OpenpaiOutcomes(OutcomeTable[PaiJob]):
             where = f"({job.describe()}): {job.log_tail(1)}"
             message = f"the job's task found no trial directory on the storage {where}"
             return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, USER)
+        if keeper_started and not self.single_task and job.state == "SUCCEEDED":
+            # another task's success ended the job and stopped the keeper's task before the keeper recorded it
+            return cut_short_unrecorded(trial_id, job.describe())
         meaning = job.meaning
         users = meaning.failure_kind is USER or meaning.status is TrialStatus.USER_CANCELED
         if keeper_started and not users:

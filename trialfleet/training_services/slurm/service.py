@@ -310,7 +310,7 @@ class SlurmTrainingService(BatchJobService[SlurmConfig, SlurmJob, SlurmHandle]):
         """Why Slurm keeps the job pending ("Resources", "Priority")."""
         return job.reason if job.waiting else None
 
-    def _result_grace(self, job: SlurmJob, keeper_started: bool) -> float:
+    def _result_grace(self, trial: LiveTrial, job: SlurmJob, keeper_started: bool) -> float:
         return result_grace(job, keeper_started)
 
     async def _still_ending(self, trial: LiveTrial, job: SlurmJob | None) -> None:
