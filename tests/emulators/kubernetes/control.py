@@ -7,7 +7,7 @@
 ``POST /_emu/faults/fail`` ``{"count","code","method","path","retryAfter"}``  transient errors
 ``POST /_emu/faults/deny`` ``{"resource","verb","group","namespace"}``  RBAC 403 (``DELETE``: allow all)
 ``POST /_emu/faults/lag-reads`` ``{"reads": n}``            404 on the next reads of new objects
-``POST /_emu/watches/expire-next`` ``{"count": n}``         410 on the next watches
+``POST /_emu/watches/expire-next`` ``{"count": n}``         410 on the next watches (``"plural"``: of one kind)
 ``POST /_emu/watches/drop-next`` ``{"afterEvents": n}``     cut the next watch after n events
 ``POST /_emu/watches/drop``                                 cut every open watch
 ``POST /_emu/watches/compact``                              forget history: older versions get 410
@@ -133,7 +133,7 @@ def _lag(emu: KubernetesEmulator, match: re.Match[str], query: dict[str, str], b
 
 @route("POST", "/watches/expire-next")
 def _expire(emu: KubernetesEmulator, match: re.Match[str], query: dict[str, str], body: Any) -> Answer:
-    emu.faults.expire_next_watch(int(body.get("count", 1)))
+    emu.faults.expire_next_watch(int(body.get("count", 1)), body.get("plural"))
     return OK
 
 

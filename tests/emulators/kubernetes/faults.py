@@ -38,7 +38,7 @@ class Faults:
         self._denials: list[Denial] = []
         self._lag_reads = 0
         self._hidden: dict[str, int] = {}
-        self._expire_watches = 0
+        self._expire_watches: dict[str | None, int] = {}  # by resource plural; None: any resource
         self._drop_watches: list[int] = []
 
     # ---- transient errors ----------------------------------------------------------------------------
@@ -115,16 +115,18 @@ class Faults:
 
     # ---- watches -------------------------------------------------------------------------------------
 
-    def expire_next_watch(self, count: int = 1) -> None:
-        """The next ``count`` watches that give a resourceVersion get the 410 ERROR event."""
+    def expire_next_watch(self, count: int = 1, plural: str | None = None) -> None:
+        """The next ``count`` watches that give a resourceVersion get the 410 ERROR event: of the resource
+        ``plural`` only, or of any resource."""
         with self._lock:
-            self._expire_watches += count
+            self._expire_watches[plural] = self._expire_watches.get(plural, 0) + count
 
-    def take_expire(self) -> bool:
+    def take_expire(self, plural: str) -> bool:
         with self._lock:
-            if self._expire_watches:
-                self._expire_watches -= 1
-                return True
+            for key in (plural, None):
+                if self._expire_watches.get(key):
+                    self._expire_watches[key] -= 1
+                    return True
             return False
 
     def drop_next_watch(self, after_events: int = 0) -> None:

@@ -323,7 +323,7 @@ class Handler(BaseHTTPRequestHandler):
             bookmarks=query.flag("allowWatchBookmarks"),
             send_initial=query.flag("sendInitialEvents"),
             bookmark_interval=cluster.bookmark_interval,
-            expire=version not in (None, "", "0") and cluster.faults.take_expire(),
+            expire=version not in (None, "", "0") and cluster.faults.take_expire(rt.plural),
         )
         handle = WatchHandle(drop_after=cluster.faults.take_drop())
         events = stream(request, cluster.store, handle)
