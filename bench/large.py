@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -61,6 +62,7 @@ class Served:
     control: Path
     home: Path
     site: Path
+    manager_pid: int
 
     def end(self, trial_id: str) -> None:
         tmp = self.control / f".{trial_id}.tmp"
@@ -137,7 +139,13 @@ def served(work_dir: Path, trials: int) -> Iterator[tuple[Served, dict[str, floa
     try:
         yield (
             Served(
-                launched.url, experiment_id, experiment_dir, work_dir / "control", work_dir / "home", site
+                launched.url,
+                experiment_id,
+                experiment_dir,
+                work_dir / "control",
+                work_dir / "home",
+                site,
+                launched.pid,
             ),
             setup,
         )
@@ -155,18 +163,35 @@ def gzip_get(url: str) -> tuple[float, int]:
     return (time.perf_counter() - start) * 1000, size
 
 
-def timed_command(served: Served, *args: str) -> tuple[float, int]:
-    """(seconds, bytes printed) of ``trialfleet <args>`` run as a user runs it."""
+def timed_command(served: Served, *args: str) -> tuple[float, float, int]:
+    """(seconds, CPU seconds of the command and the manager it asked, bytes printed) of ``trialfleet <args>``
+    run as a user runs it. The CPU time hardly moves with the machine's load, the wall time does."""
     command = [sys.executable, "-c", "from trialfleet.cli.entry import main; main()", *args]
+    cpu = _cpu_seconds(served.manager_pid)
     start = time.perf_counter()
     done = subprocess.run(command, env=served.env(), capture_output=True, check=True)
-    return time.perf_counter() - start, len(done.stdout)
+    wall = time.perf_counter() - start
+    return wall, _cpu_seconds(served.manager_pid) - cpu, len(done.stdout)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by the process ``pid`` and by this process's waited-for children."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (
+        children.ru_utime + children.ru_stime + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    )
 
 
 def trial_ls(served: Served, reps: int = 3) -> dict[str, float]:
-    times = [timed_command(served, "trial", "ls", served.experiment_id)[0] for _ in range(reps)]
-    every, size = timed_command(served, "trial", "ls", served.experiment_id, "--all")
-    return {"trial_ls_s": percentile(times, 50), "trial_ls_all_s": every, "trial_ls_all_mib": size / 2**20}
+    runs = [timed_command(served, "trial", "ls", served.experiment_id) for _ in range(reps)]
+    every, _, size = timed_command(served, "trial", "ls", served.experiment_id, "--all")
+    return {
+        "trial_ls_s": percentile([wall for wall, _, _ in runs], 50),
+        "trial_ls CPU, command and manager (s)": percentile([cpu for _, cpu, _ in runs], 50),
+        "trial_ls_all_s": every,
+        "trial_ls_all_mib": size / 2**20,
+    }
 
 
 def poll_routes(served: Served, requests: int) -> dict[str, float]:
