@@ -86,7 +86,7 @@ def test_the_overview_draws_its_chart_before_every_trial_s_summary_arrives(viewe
     )  # not answered until the chart is drawn
     page.goto(f"{viewed.url}/#/overview")
     page.wait_for_function(
-        "n => document.querySelectorAll('#overview-metric-plot .scatterlayer .trace:first-child .point').length === n",
+        "n => document.querySelectorAll('#overview-metric-plot .point').length === n",
         arg=len(SUCCEEDED),
     )
     for route in held:
@@ -112,7 +112,7 @@ def test_overview_shows_counts_best_trials_search_space_and_the_error(viewed: Vi
     )
     assert count_in(page, "#search-space-table tbody tr") == 3
     page.wait_for_function(
-        "n => document.querySelectorAll('#overview-metric-plot .scatterlayer .trace:first-child .point').length === n",
+        "n => document.querySelectorAll('#overview-metric-plot .point').length === n",
         arg=len(SUCCEEDED),
     )
     assert ERROR in page.locator("#exp-error").inner_text()
@@ -239,10 +239,10 @@ def brush_and_reorder_the_parallel_axes(page: Any) -> None:
 def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
     page.goto(f"{viewed.url}/#/charts")
     page.wait_for_function(
-        "n => document.querySelectorAll('#chart-metric .scatterlayer .trace:first-child .point').length === n",
+        "n => document.querySelectorAll('#chart-metric .point').length === n",
         arg=len(SUCCEEDED),
     )
-    assert count_in(page, "#chart-metric .scatterlayer .trace .js-line") >= 1  # the best-so-far curve
+    assert count_in(page, "#chart-metric path.best") == 1  # the best-so-far curve
     assert count_in(page, "#chart-parallel .y-axis") == 4  # lr, batch_size, optimizer, metric
     started = sum(1 for s in STATUSES if s is not TrialStatus.WAITING)
     assert count_in(page, "#chart-duration .barlayer .point") == started

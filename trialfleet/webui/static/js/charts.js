@@ -163,6 +163,10 @@ function mount(container, appState) {
   unsubscribe = trialCache.subscribe(() => { renderKeyOptions(); redraw("metric", "parallel", "duration"); });
   redraw("intermediate");
   loadPlotly(); // fetched and evaluated while the trials are asked for
+  // the metric chart (no plotly) from the final results alone, while every trial's summary loads
+  trialCache.finals().then((trials) => {
+    if (root && trials && !trialCache.loaded()) finalMetricPlot(els.metric, trials, opts.mode);
+  });
   trialCache.all().then(() => {
     if (!root) return;
     renderKeyOptions();

@@ -1,9 +1,11 @@
-// Chart builders on plotly.js (its cartesian bundle, built from its npm package). Each takes plain data and draws
-// with Plotly.react, so a redraw only touches what changed. Where 10,000 points cannot be read anyway the
-// views are aggregated: a density of the final metrics, a histogram of durations, the top N trials on the
-// parallel coordinates (drawn by parcoords.js on a 2D canvas: nothing here needs WebGL).
+// Chart builders. Most draw with plotly.js (its cartesian bundle, built from its npm package) through Plotly.react,
+// so a redraw only touches what changed; the final-metric chart (metricchart.js, SVG) and the parallel
+// coordinates (parcoords.js, a 2D canvas) are our own and never wait for plotly. Where 10,000 points cannot be
+// read anyway the views are aggregated: a density of the final metrics, a histogram of durations, the top N
+// trials on the parallel coordinates.
 
 import { fmtParams, h, isRecord, STATUS_COLORS, trialDuration } from "./dom.js";
+import { metricChart, releaseMetricChart } from "./metricchart.js";
 import { parcoords, releaseParcoords } from "./parcoords.js";
 
 const FONT = { family: "Inter, system-ui, sans-serif", size: 12, color: "#334155" };
@@ -26,9 +28,9 @@ function layout(extra = {}) {
 }
 
 // plotly.js (the cartesian bundle: 1.5 MB, 0.5 MB gzipped) is fetched from an immutable, versioned URL (the
-// page's <meta name="plotly-src">) when a page with charts is shown, after its cards and tables: a page
-// without charts never evaluates it (an evaluation blocks the page for a few hundred ms), and charts appear
-// when it is ready
+// page's <meta name="plotly-src">) when a page with plotly charts is shown, after its cards and tables: a page
+// without them (the Overview's only chart is metricchart.js's) never evaluates it (an evaluation blocks the
+// page for 0.3-2 s), and its charts appear when it is ready
 let plotlyLoading = null;
 
 export function loadPlotly() {
@@ -46,11 +48,15 @@ export function loadPlotly() {
 }
 
 async function draw(el, traces, lay) {
+  const waited = !window.Plotly;
   if (!(await loadPlotly())) {
     el.replaceChildren(h("div", { className: "empty error" },
       "plotly.js is not available: install the Python package with pip install 'plotly>=5'"));
     return;
   }
+  // the charts that waited for plotly draw one per task, as the page's scheduler draws them (all in the task
+  // that saw plotly ready held the Charts page for 200 ms under load)
+  if (waited) await new Promise((resolve) => setTimeout(resolve, 0));
   if (!el.isConnected) return; // the page was left while plotly loaded
   el.querySelector(".empty")?.remove();
   measured(el, () => window.Plotly.react(el, traces, lay, CONFIG));
@@ -76,9 +82,8 @@ function empty(el, message) {
 
 // free a plot's DOM and listeners (a page being left, a plot replaced by a message)
 export function release(el) {
-  if (releaseParcoords(el)) return;
+  if (releaseParcoords(el) || releaseMetricChart(el)) return;
   if (window.Plotly && el?.data) window.Plotly.purge(el); // its listeners too
-  if (el) delete el.dataset.opensTrials;
 }
 
 export function isBetter(a, b, mode) {
@@ -104,44 +109,33 @@ function bestSoFar(done, mode) {
   return { x, y };
 }
 
-// a point's trial opens in its drawer (the trials page's route); bound once per plot element
-function openTrialOnClick(el) {
-  if (el.dataset.opensTrials) return;
-  el.dataset.opensTrials = "1";
-  el.on("plotly_click", (event) => {
-    const id = event.points?.[0]?.customdata?.[0];
-    if (id) location.hash = `#/trials/${encodeURIComponent(id)}`;
-  });
-}
-
 // each trial's final metric over Trial No. (points, or their density beyond POINTS_ABOVE_DENSITY, with its
-// colour scale), with the best-so-far curve; a point's tooltip shows the trial's parameters (once the page has
-// them) and a click on it opens the trial
+// colour scale), with the best-so-far curve, drawn by metricchart.js (no plotly.js): a point's tooltip shows
+// the trial's parameters (once the page has them) and a click on it opens the trial
 export function finalMetricPlot(el, trials, mode) {
   const done = trials.filter((t) => typeof t.final === "number");
   if (!done.length) return empty(el, "No final metric reported yet.");
   const x = done.map((t) => t.seq);
   const y = done.map((t) => t.final);
   const best = bestSoFar(done, mode);
-  const dense = done.length > POINTS_ABOVE_DENSITY;
-  const metric = dense
+  const metric = done.length > POINTS_ABOVE_DENSITY
     ? {
       type: "histogram2d", name: "final metric (density)", x, y, nbinsx: 60, nbinsy: 40,
       colorscale: [[0, "rgba(37,99,235,0)"], [0.001, "rgba(37,99,235,0.12)"], [1, "rgba(30,58,138,1)"]],
-      showscale: true, colorbar: { title: { text: "trials", side: "right" }, thickness: 12, len: 0.9 },
-      hovertemplate: "Trial %{x}<br>metric %{y}<br>%{z} trials<extra></extra>",
+      showscale: true, colorbar: { title: { text: "trials" } },
     }
     : {
       type: "scatter", mode: "markers", name: "final metric", x, y,
       customdata: done.map((t) => [t.id, t.params === undefined ? "" : fmtParams(t.params)]),
-      marker: { color: done.map((t) => STATUS_COLORS[t.status]), size: 7, opacity: 0.85 },
-      hovertemplate: "Trial %{x} (%{customdata[0]})<br>%{y}<br>%{customdata[1]}<extra></extra>",
+      marker: { color: done.map((t) => STATUS_COLORS[t.status]) },
     };
-  draw(el, [metric, {
+  measured(el, () => metricChart(el, [metric, {
     type: "scatter", mode: "lines", name: `best so far (${mode})`, x: best.x, y: best.y,
-    line: { shape: "hv", color: "#f59e0b", width: 2 }, hoverinfo: "skip",
-  }], layout({ xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Default metric" } } }))
-    .then(() => { if (el.on) openTrialOnClick(el); });
+    line: { shape: "hv", color: "#f59e0b", width: 2 },
+  }], {
+    xTitle: "Trial No.", yTitle: "Default metric",
+    onPick: (id) => { location.hash = `#/trials/${encodeURIComponent(id)}`; },
+  }));
 }
 
 // whole-number ticks on an axis of indices (never 0.5)
