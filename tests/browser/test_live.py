@@ -218,9 +218,9 @@ def test_a_finished_experiment_renders_every_page_with_its_trials(tmp_path: Path
         page.goto(f"{manager.url}/#/charts")
         page.wait_for_function("() => document.querySelectorAll('#chart-metric .point').length === 24")
         page.wait_for_function(
-            "() => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === 24"
+            "() => document.querySelectorAll('#chart-intermediate .trace').length === 24"
         )
-        assert page.locator("#chart-duration .barlayer .point").count() == 24
+        assert page.locator("#chart-duration .bar").count() == 24
         assert page.locator("#chart-parallel .y-axis").count() == 4
         screenshot(page, "charts")
 

@@ -110,10 +110,10 @@ def test_the_metric_chart_shows_parameters_opens_a_trial_and_scales_its_density(
           const trials = Array.from({ length: 1600 }, (_, i) =>
             ({ id: `x${i}`, seq: i, status: 'SUCCEEDED', final: (i % 97) / 97 }));
           finalMetricPlot(el, trials, 'maximize');
-          const cells = [...el.querySelectorAll('.cell')].map((c) => Number(c.dataset.cell));
+          const counts = [...el.querySelectorAll('.cell')].map((c) => Number(c.dataset.count));
           return {
             type: el.data[0].type, title: el.querySelector('.colorbar .axis-title').textContent,
-            cells: cells.length, counted: el._metricChart.grid.counts.reduce((a, b) => a + b, 0),
+            cells: counts.length, counted: counts.reduce((a, b) => a + b, 0),
           };
         }"""
     )
