@@ -89,6 +89,7 @@ def measure(page: Any, module_url: str, lines: int = 10_000, moves: int = 40) ->
     figures = page.evaluate("() => ({ first: window.__firstDraw, moves: window.__moves, tasks: window.__tasks })")
     figures["moves"] = figures["moves"][1:]
     figures["note"] = page.locator("#brush-bench .parcoords-note").inner_text()
+    page.evaluate("() => document.getElementById('brush-bench').remove()")  # it covered the page's own
     figures["lines"] = lines
     return dict(figures)
 
