@@ -29,12 +29,11 @@ function layout(extra = {}) {
 }
 
 // plotly.js (the cartesian bundle: 1.5 MB, 0.5 MB gzipped) is fetched from an immutable, versioned URL (the
-// page's <meta name="plotly-src">) when a page with plotly charts is shown, after its cards and tables: a page
-// without them (the Overview's only chart is metricchart.js's) never evaluates it (an evaluation blocks the
-// page for 0.3-2 s), and its charts appear when it is ready
+// page's <meta name="plotly-src">) when a trial's curves are first drawn: no page evaluates it before (an
+// evaluation blocks the page for 0.3-2 s), and the curves appear when it is ready
 let plotlyLoading = null;
 
-export function loadPlotly() {
+function loadPlotly() {
   if (window.Plotly) return Promise.resolve(true);
   plotlyLoading ??= new Promise((resolve) => {
     const src = document.querySelector("meta[name=plotly-src]")?.content || "webui/vendor/plotly.min.js";
@@ -49,15 +48,11 @@ export function loadPlotly() {
 }
 
 async function draw(el, traces, lay) {
-  const waited = !window.Plotly;
   if (!(await loadPlotly())) {
     el.replaceChildren(h("div", { className: "empty error" },
       "plotly.js is not available: install the Python package with pip install 'plotly>=5'"));
     return;
   }
-  // the charts that waited for plotly draw one per task, as the page's scheduler draws them (all in the task
-  // that saw plotly ready held the Charts page for 200 ms under load)
-  if (waited) await new Promise((resolve) => setTimeout(resolve, 0));
   if (!el.isConnected) return; // the page was left while plotly loaded
   el.querySelector(".empty")?.remove();
   measured(el, () => window.Plotly.react(el, traces, lay, CONFIG));
