@@ -304,7 +304,7 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
             for name, c in figures["cold"].items()
         ),
         "",
-        "First paint of each page (fresh navigation, plotly cached):",
+        "First paint of each page (fresh navigation, HTTP cache warm):",
         "",
         "| page | first contentful paint | content shown |",
         "|---|---|---|",

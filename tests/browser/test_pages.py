@@ -250,6 +250,11 @@ def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
         "() => document.querySelectorAll('#chart-intermediate .trace').length === 50"
     )
     assert page.locator("#intermediate-note").inner_text() == f"showing the newest 50 of {started} trials"
+    first_bar = page.locator("#chart-duration .bar").first  # trial 0's bar, and its tooltip
+    first_bar.hover()
+    assert re.fullmatch(r"Trial 0 \(t00000 \w+\)\n[\d.]+ s", page.locator("#chart-duration .chart-tip").inner_text())
+    page.locator("#chart-intermediate path.trace").first.hover()
+    assert re.search(r"\nstep \d+: ", page.locator("#chart-intermediate .chart-tip").inner_text())
     screenshot(page, "charts-viewed")
 
     page.locator("#parallel-top").select_option("20")
