@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -122,8 +121,6 @@ LONG_TASKS_FROM_START = """window.__tasks = [];
 new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__tasks.push(e.duration); })
   .observe({ type: 'longtask', buffered: true });"""
 
-WHOLE = re.compile(r"(webui/v-\w+/)vendor/plotly-cartesian\.min\.js")
-
 #: the first chart of each page with charts, drawn with data
 FIRST_CHART = {
     "overview": "() => document.getElementById('overview-metric-plot')?.data?.length",
@@ -131,26 +128,15 @@ FIRST_CHART = {
 }
 
 
-def naming_the_whole_plotly(route: Any) -> None:
-    """The page, with its plotly.js script named as the whole bundle (sent as the browser reads it)."""
-    answer = route.fetch()
-    plain = {k: v for k, v in answer.headers.items() if k not in ("content-encoding", "content-length")}
-    route.fulfill(
-        status=answer.status, headers=plain, body=WHOLE.sub(r"\1vendor/plotly.min.js", answer.text())
-    )
-
-
-def cold_visit(browser: Any, url: str, name: str, whole_plotly: bool = False) -> dict[str, float]:
+def cold_visit(browser: Any, url: str, name: str) -> dict[str, float]:
     """A first visit with nothing cached (a new browser context: no HTTP or code cache): seconds from navigation
     to the page's first chart drawn with data and to its content (every chart), the longest main-thread task
-    meanwhile (ms), and the bytes of plotly.js received. ``whole_plotly``: the page is made to load the whole
-    plotly.js of the ``plotly`` package (what it loaded before the cartesian bundle), to compare."""
+    meanwhile (ms), and the bytes of plotly.js received (none since the Overview's and the Charts page's charts
+    are drawn without it)."""
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
     page.set_default_timeout(300_000)
     page.add_init_script(LONG_TASKS_FROM_START)
-    if whole_plotly:
-        page.route(f"{url}/", naming_the_whole_plotly)
     sizes: list[int] = []
     page.on(
         "response",
@@ -266,6 +252,11 @@ def measure(running: RunningExperiment, live_seconds: float) -> dict[str, Any]:
     return figures
 
 
+def over_50(ms: float) -> str:
+    """A longest task as the long-task observer sees it: only tasks over 50 ms are reported."""
+    return f"{ms:.0f} ms" if ms else "none over 50 ms"
+
+
 def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float]) -> str:
     redraws = [ms for _, ms in figures["redraws"]] or [0.0]
     per_chart: dict[str, list[float]] = {}
@@ -291,8 +282,8 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
         f"{92 / charts_paint:.0f}x |",
         f"| overview: navigation → metric chart drawn | {BEFORE['overview_chart']} | {figures['overview_chart']:.2f} s | "
         f"{33 / figures['overview_chart']:.0f}x |",
-        f"| longest main-thread task on the live charts page | {BEFORE['longest_task']} | {max(tasks) / 1000:.3f} s | "
-        f"{20_000 / max(max(tasks), 1):.0f}x |",
+        f"| longest main-thread task on the live charts page | {BEFORE['longest_task']} | "
+        + (f"{max(tasks) / 1000:.3f} s | {20_000 / max(tasks):.0f}x |" if figures["tasks"] else "none over 50 ms | |"),
         f"| charts behind REST after 200 trials end at once | {BEFORE['chart_lag']} | caught up {figures['chart_lag']:.2f} s after REST | |",
         f"| liveness (REST → trials table), {len(live)} changes | {BEFORE['liveness']} | p50 {percentile(live, 0.5):.2f} s / "
         f"p99 {percentile(live, 0.99):.2f} s | {1.50 / max(percentile(live, 0.5), 0.01):.0f}x / "
@@ -308,12 +299,12 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
         "| page | first chart drawn | every chart drawn | longest main-thread task | tasks over 50 ms | plotly.js received |",
         "|---|---|---|---|---|---|",
         *(
-            f"| {name} | {c['first_chart_s']:.2f} s | {c['content_s']:.2f} s | {c['longest_task_ms']:.0f} ms | "
+            f"| {name} | {c['first_chart_s']:.2f} s | {c['content_s']:.2f} s | {over_50(c['longest_task_ms'])} | "
             f"{c['tasks_over_50ms']} | {c['plotly_kib']:,.0f} KiB |"
             for name, c in figures["cold"].items()
         ),
         "",
-        "First paint of each page (fresh navigation, plotly cached):",
+        "First paint of each page (fresh navigation, HTTP cache warm):",
         "",
         "| page | first contentful paint | content shown |",
         "|---|---|---|",
@@ -323,7 +314,8 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
     lines += [
         "",
         f"Redraws on the live charts page: {len(redraws)} drawings, median {statistics.median(redraws):.0f} ms, "
-        f"max {max(redraws):.0f} ms; {len(figures['tasks'])} tasks over 50 ms, longest {max(tasks):.0f} ms.",
+        f"max {max(redraws):.0f} ms; {len(figures['tasks'])} tasks over 50 ms"
+        + (f", longest {max(tasks):.0f} ms." if figures["tasks"] else "."),
         "",
         "| chart | drawings | median (ms) | max (ms) |",
         "|---|---|---|---|",
@@ -334,60 +326,17 @@ def report(figures: dict[str, Any], trials: int, load: tuple[float, float, float
     return "\n".join(lines)
 
 
-def cold_pairs(running: RunningExperiment, pairs: int) -> str:
-    """``pairs`` cold first visits of each page with the cartesian bundle and with the whole plotly.js,
-    alternated so that both meet the same load: a markdown table of each run and the medians."""
-    from playwright.sync_api import sync_playwright
-
-    end_some(running)
-    runs: dict[tuple[str, str], list[dict[str, float]]] = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        for _ in range(pairs):
-            for name in FIRST_CHART:
-                for bundle in ("cartesian", "whole"):
-                    visit = cold_visit(browser, running.url, name, whole_plotly=bundle == "whole")
-                    runs.setdefault((name, bundle), []).append(visit)
-        browser.close()
-    lines = [
-        "| page | plotly.js | first chart drawn (median; each) | longest task (median; each) |",
-        "|---|---|---|---|",
-    ]
-    for (name, bundle), visits in runs.items():
-        first = [v["first_chart_s"] for v in visits]
-        longest = [v["longest_task_ms"] for v in visits]
-        lines.append(
-            f"| {name} | {bundle} ({visits[0]['plotly_kib']:,.0f} KiB sent) | {statistics.median(first):.2f} s; "
-            + ", ".join(f"{x:.2f}" for x in first)
-            + f" | {statistics.median(longest):.0f} ms; "
-            + ", ".join(f"{x:.0f}" for x in longest)
-            + " |"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.webui", description=__doc__)
     parser.add_argument("--trials", type=int, default=10_000)
     parser.add_argument("--live-seconds", type=float, default=60.0, help="how long redraws are watched")
     parser.add_argument("--results", default=str(RESULTS), help="markdown file to write ('-' for none)")
-    parser.add_argument(
-        "--cold-pairs",
-        type=int,
-        default=0,
-        help="only compare N cold first visits with the cartesian bundle and with the whole plotly.js",
-    )
     args = parser.parse_args(argv)
     load = os.getloadavg()
     with (
         tempfile.TemporaryDirectory(prefix="bench-webui-") as work,
         running_experiment(Path(work), args.trials, metric_interval=30.0) as running,
     ):
-        if args.cold_pairs:
-            print(f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the start")
-            print(cold_pairs(running, args.cold_pairs))
-            print(f"load average at the end: {os.getloadavg()[0]:.1f}")
-            return 0
         figures = measure(running, args.live_seconds)
     text = report(figures, args.trials, load)
     print(text)

@@ -4,10 +4,11 @@
 
 ``npm ci`` installs what ``webui/package-lock.json`` pins into ``webui/node_modules``; the bundle is copied to
 ``trialfleet/webui/static/vendor/`` (never committed) with a gzipped copy beside it, which the server sends to
-browsers that accept gzip. The cartesian bundle (1.5 MB, 0.5 MB gzipped) has every trace the pages draw
-(scatter, bar, histogram, histogram2d); the whole plotly.js in the ``plotly`` wheel is 4.8 MB and took 2-3x as
-long to evaluate in headless Chromium. Without npm nothing is built and the server falls back to that whole
-bundle (slower first chart, same pages); the build says so and does not fail.
+browsers that accept gzip. The cartesian bundle (1.5 MB, 0.5 MB gzipped) draws a trial's curves (scatter: its
+drawer, the comparison; the Overview's and the Charts page's charts are the page's own, without plotly.js); the
+whole plotly.js in the ``plotly`` wheel is 4.8 MB and took 2-3x as long to evaluate in headless Chromium.
+Without npm nothing is built and the server falls back to that whole bundle (same pages, a slower first trial
+curve); the build says so and does not fail.
 
 Standard library only: setup.py runs it before any dependency is installed.
 """

@@ -207,9 +207,7 @@ def test_a_finished_experiment_renders_every_page_with_its_trials(tmp_path: Path
         assert store.trial_counts() == {TrialStatus.SUCCEEDED: 24}
         page.wait_for_function("() => document.querySelectorAll('#best-trials tbody tr').length === 10")
         assert page.locator("#status-counts .chip[data-status=SUCCEEDED] .count").inner_text() == "24"
-        page.wait_for_function(
-            "() => document.querySelectorAll('#overview-metric-plot .scatterlayer .trace:first-child .point').length === 24"
-        )
+        page.wait_for_function("() => document.querySelectorAll('#overview-metric-plot .point').length === 24")
         screenshot(page, "overview")
 
         page.goto(f"{manager.url}/#/trials")
@@ -218,13 +216,11 @@ def test_a_finished_experiment_renders_every_page_with_its_trials(tmp_path: Path
         screenshot(page, "trials")
 
         page.goto(f"{manager.url}/#/charts")
+        page.wait_for_function("() => document.querySelectorAll('#chart-metric .point').length === 24")
         page.wait_for_function(
-            "() => document.querySelectorAll('#chart-metric .scatterlayer .trace:first-child .point').length === 24"
+            "() => document.querySelectorAll('#chart-intermediate .trace').length === 24"
         )
-        page.wait_for_function(
-            "() => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === 24"
-        )
-        assert page.locator("#chart-duration .barlayer .point").count() == 24
+        assert page.locator("#chart-duration .bar").count() == 24
         assert page.locator("#chart-parallel .y-axis").count() == 4
         screenshot(page, "charts")
 

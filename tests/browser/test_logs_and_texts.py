@@ -95,9 +95,12 @@ def test_the_metric_chart_shows_parameters_opens_a_trial_and_scales_its_density(
     page.wait_for_function(
         "() => document.getElementById('overview-metric-plot')?.data?.[0]?.customdata?.[0]?.[1]?.includes('lr=')"
     )
-    hover = page.evaluate("() => document.getElementById('overview-metric-plot').data[0].hovertemplate")
-    assert "%{customdata[1]}" in hover  # the parameters, in the tooltip
-    page.locator("#overview-metric-plot .scatterlayer .trace:first-child .point").first.click(force=True)
+    point = page.locator("#overview-metric-plot .point").first
+    point.hover()
+    tip = page.locator("#overview-metric-plot .chart-tip")
+    assert "lr=" in tip.inner_text()  # the parameters, in the tooltip
+    assert tip.inner_text().startswith("Trial 0 (t00000)")
+    point.click()
     page.locator("#trial-detail[data-trial=t00000]").wait_for()
     density = page.evaluate(
         """async () => {
@@ -107,11 +110,16 @@ def test_the_metric_chart_shows_parameters_opens_a_trial_and_scales_its_density(
           const trials = Array.from({ length: 1600 }, (_, i) =>
             ({ id: `x${i}`, seq: i, status: 'SUCCEEDED', final: (i % 97) / 97 }));
           finalMetricPlot(el, trials, 'maximize');
-          for (let i = 0; i < 200 && !el.data; i++) await new Promise((r) => setTimeout(r, 50));
-          return { type: el.data[0].type, scale: el.data[0].showscale, title: el.data[0].colorbar?.title?.text };
+          const counts = [...el.querySelectorAll('.cell')].map((c) => Number(c.dataset.count));
+          return {
+            type: el.data[0].type, title: el.querySelector('.colorbar .axis-title').textContent,
+            cells: counts.length, counted: counts.reduce((a, b) => a + b, 0),
+          };
         }"""
     )
-    assert density == {"type": "histogram2d", "scale": True, "title": "trials"}
+    # every trial counted in a cell; 1600 trials over 97 metric values in 60 x 40 cells
+    assert density["type"] == "histogram2d" and density["title"] == "trials" and density["counted"] == 1600
+    assert 60 <= density["cells"] < 60 * 40
 
 
 def test_the_intermediate_filter_applies_as_typed(viewed: Viewed, page: Any) -> None:

@@ -86,7 +86,7 @@ def test_the_overview_draws_its_chart_before_every_trial_s_summary_arrives(viewe
     )  # not answered until the chart is drawn
     page.goto(f"{viewed.url}/#/overview")
     page.wait_for_function(
-        "n => document.querySelectorAll('#overview-metric-plot .scatterlayer .trace:first-child .point').length === n",
+        "n => document.querySelectorAll('#overview-metric-plot .point').length === n",
         arg=len(SUCCEEDED),
     )
     for route in held:
@@ -112,7 +112,7 @@ def test_overview_shows_counts_best_trials_search_space_and_the_error(viewed: Vi
     )
     assert count_in(page, "#search-space-table tbody tr") == 3
     page.wait_for_function(
-        "n => document.querySelectorAll('#overview-metric-plot .scatterlayer .trace:first-child .point').length === n",
+        "n => document.querySelectorAll('#overview-metric-plot .point').length === n",
         arg=len(SUCCEEDED),
     )
     assert ERROR in page.locator("#exp-error").inner_text()
@@ -239,17 +239,22 @@ def brush_and_reorder_the_parallel_axes(page: Any) -> None:
 def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
     page.goto(f"{viewed.url}/#/charts")
     page.wait_for_function(
-        "n => document.querySelectorAll('#chart-metric .scatterlayer .trace:first-child .point').length === n",
+        "n => document.querySelectorAll('#chart-metric .point').length === n",
         arg=len(SUCCEEDED),
     )
-    assert count_in(page, "#chart-metric .scatterlayer .trace .js-line") >= 1  # the best-so-far curve
+    assert count_in(page, "#chart-metric path.best") == 1  # the best-so-far curve
     assert count_in(page, "#chart-parallel .y-axis") == 4  # lr, batch_size, optimizer, metric
     started = sum(1 for s in STATUSES if s is not TrialStatus.WAITING)
-    assert count_in(page, "#chart-duration .barlayer .point") == started
+    assert count_in(page, "#chart-duration .bar") == started
     page.wait_for_function(
-        "() => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === 50"
+        "() => document.querySelectorAll('#chart-intermediate .trace').length === 50"
     )
     assert page.locator("#intermediate-note").inner_text() == f"showing the newest 50 of {started} trials"
+    first_bar = page.locator("#chart-duration .bar").first  # trial 0's bar, and its tooltip
+    first_bar.hover()
+    assert re.fullmatch(r"Trial 0 \(t00000 \w+\)\n[\d.]+ s", page.locator("#chart-duration .chart-tip").inner_text())
+    page.locator("#chart-intermediate path.trace").first.hover()
+    assert re.search(r"\nstep \d+: ", page.locator("#chart-intermediate .chart-tip").inner_text())
     screenshot(page, "charts-viewed")
 
     page.locator("#parallel-top").select_option("20")
@@ -269,7 +274,7 @@ def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
     page.locator("#intermediate-trials").select_option("500")
     high = sum(1 for i in range(N) if STATUSES[i] is not TrialStatus.WAITING and final_of(i) >= 0.7025)
     page.wait_for_function(
-        "n => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === n", arg=high
+        "n => document.querySelectorAll('#chart-intermediate .trace').length === n", arg=high
     )
 
 
@@ -356,7 +361,8 @@ def test_about_escape_numbers_latest_results_and_log_axes(viewed: Viewed, page: 
     assert labels[:2] == ["lr (log)", "batch_size (log)"]  # log-uniform, and choices 16, 32, 64
     # the intermediate chart is drawn after its own query: read its axis once it holds lines
     wait_js(page, "() => document.getElementById('chart-intermediate')?.data?.length > 0")
-    assert page.evaluate("() => document.getElementById('chart-intermediate').layout.xaxis.tickformat") == "d"
+    ticks = page.evaluate("() => [...document.querySelectorAll('#chart-intermediate .x-tick')].map((t) => t.textContent)")
+    assert ticks and all(tick.isdigit() for tick in ticks)
 
 
 def test_experiments_page_shows_what_each_experiment_holds_and_waits_for(

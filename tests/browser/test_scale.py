@@ -94,7 +94,7 @@ def test_trials_page_loads_and_pages_through_ten_thousand_trials(big: str, page:
         wait_js(page, "() => document.querySelector('#chart-metric')?.data?.[0]?.x.length === 10000")
         assert page.evaluate("() => document.querySelector('#chart-metric').data[0].type") == "histogram2d"
         wait_js(
-            page, "() => document.querySelectorAll('#chart-intermediate .scatterlayer .trace').length === 50"
+            page, "() => document.querySelectorAll('#chart-intermediate .trace').length === 50"
         )
         # a histogram of every trial's duration, not 10,000 bars
         wait_js(

@@ -114,13 +114,19 @@ def test_without_the_built_bundle_the_whole_plotly_is_served_gzipped(tmp_path: P
 def test_a_first_visit_gets_every_asset_compressed_and_draws_with_the_partial_bundle(
     experiment: Path, page: Any
 ) -> None:
-    """Cold (a new browser context: nothing cached), the charts page loads only what it draws, every asset of
-    gzipped; plotly.js is the cartesian bundle, and the page asks nothing of another host."""
+    """Cold (a new browser context: nothing cached), the charts page loads only what it draws (its charts are
+    our own: no plotly.js), every asset of it gzipped; a trial's curves load plotly.js, the cartesian bundle,
+    and the page asks nothing of another host."""
     with manager_process(experiment, "view") as manager:
         answers: list[Any] = []
         page.on("response", lambda answer: answers.append(answer))
         page.goto(f"{manager.url}/#/charts")
         page.wait_for_function("() => document.getElementById('chart-duration')?.data?.length")
+        page.wait_for_function("() => document.getElementById('chart-intermediate')?.data?.length")
+        assert not [a.url for a in answers if "plotly" in a.url]
+        page.goto(f"{manager.url}/#/trials/t00001")
+        page.locator("#trial-detail .tab[data-tab=intermediate]").click()
+        page.wait_for_function("() => document.querySelector('#detail-plot .scatterlayer .trace')")
         assert page.evaluate("() => typeof Plotly.react") == "function"
         assets = [a for a in answers if "/webui/" in a.url]
         scripts = [a.url.rsplit("/", 2)[-2:] for a in assets if "plotly" in a.url]

@@ -7,7 +7,7 @@
 
 import { api } from "./api.js";
 import { card, debounce, h, isRecord, redrawScheduler } from "./dom.js";
-import { durationPlot, finalMetricPlot, intermediatePlot, loadPlotly, parallelPlot, release } from "./plots.js";
+import { durationPlot, finalMetricPlot, intermediatePlot, parallelPlot, release } from "./plots.js";
 import * as trialCache from "./trialcache.js";
 
 const TOP_TRIALS = [20, 50, 100, 200, 500, 1000, 0]; // 0: all
@@ -162,7 +162,10 @@ function mount(container, appState) {
       card("Duration", els.duration)));
   unsubscribe = trialCache.subscribe(() => { renderKeyOptions(); redraw("metric", "parallel", "duration"); });
   redraw("intermediate");
-  loadPlotly(); // fetched and evaluated while the trials are asked for
+  // the metric chart from the final results alone, while every trial's summary loads
+  trialCache.finals().then((trials) => {
+    if (root && trials && !trialCache.loaded()) finalMetricPlot(els.metric, trials, opts.mode);
+  });
   trialCache.all().then(() => {
     if (!root) return;
     renderKeyOptions();

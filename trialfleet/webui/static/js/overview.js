@@ -6,7 +6,7 @@ import {
   badge, card, durationText, fmtDuration, fmtNumber, fmtParams, fmtTime, h, jsonBlock, modal, parseDuration, STATUS_COLORS,
   redrawScheduler, toast, TRIAL_STATUSES, trialDuration,
 } from "./dom.js";
-import { finalMetricPlot, loadPlotly, release } from "./plots.js";
+import { finalMetricPlot, release } from "./plots.js";
 import * as trialCache from "./trialcache.js";
 
 const ENDED = new Set(["DONE", "STOPPED", "ERROR", "VIEWED"]); // no time is left to count down
@@ -230,18 +230,14 @@ function mount(container, state) {
   slots.chart.append(h("div", { className: "empty" }, "Loading…"));
   scheduler = redrawScheduler({ chart: drawChart, best: refreshBest }, { minInterval: 1000 });
   unsubscribe = trialCache.subscribe(refreshChart);
-  loadPlotly(); // fetched and evaluated while the final results are asked for
   drawFinalsFirst().finally(() => trialCache.all().then(refreshChart));
 }
 
 // The chart from the final results alone (columns, a fraction of every trial's summary): at 100,000 trials
 // loading every summary first kept the chart empty for seconds. The summaries load after it, and keep it live.
 async function drawFinalsFirst() {
-  if (trialCache.loaded()) return;
-  const columns = await api.finals().catch((error) => console.warn("final results", error));
-  if (!root || !columns || trialCache.loaded()) return;
-  const trials = columns.seq.map((seq, i) => ({ id: columns.id[i], seq, status: columns.status[i], final: columns.final[i] }));
-  finalMetricPlot(slots.chart, trials, mode);
+  const trials = await trialCache.finals();
+  if (root && trials && !trialCache.loaded()) finalMetricPlot(slots.chart, trials, mode);
 }
 
 function update(delta, state) {

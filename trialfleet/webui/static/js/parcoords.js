@@ -11,8 +11,11 @@
 // move it; drag along an axis to keep only the lines crossing that range (a click on the axis clears it).
 //
 // Three layers: every line faded (drawn once per drawing, shown while a brush is on), the kept lines in
-// colour (what a brush move redraws; a brush that only grew adds just the lines it now keeps) and the SVG
-// axes. `python -m bench.webui_brush` times a brush move at 10,000 lines.
+// colour (what a brush move redraws) and the SVG axes. Up to RASTER_ABOVE lines are stroked by the canvas
+// (antialiased); beyond, `rasterize` sets them into the canvas's pixels (one device pixel wide, not
+// antialiased, the highest colour on top): without a GPU, Chromium rasterised 6,500-10,000 stroked lines in
+// 80-150 ms of main thread at the next frame, this loop sets them in 5-10 ms (quiet machine).
+// `python -m bench.webui_brush` times a brush move at 10,000 lines.
 
 import { fmtNumber } from "./dom.js";
 
@@ -22,6 +25,7 @@ const MARGIN = { left: 72, right: 84, top: 44, bottom: 24 };
 const VIRIDIS = ["#440154", "#472c7a", "#3b518b", "#2c718e", "#21908d", "#27ad81", "#5cc863", "#aadc32", "#fde725"];
 const SHADES = 32; // lines are stroked in this many colour groups: one path per group, not per trial
 const FADED = "rgba(148, 163, 184, 0.25)";
+const RASTER_ABOVE = 1000; // more lines than this are rasterised by `rasterize`, not stroked
 
 function svg(tag, attrs = {}, ...children) {
   const el = document.createElementNS(SVG, tag);
@@ -35,15 +39,29 @@ function hexToRgb(hex) {
   return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
 }
 
-// the colour at t in [0, 1] of the Viridis scale
-export function viridis(t) {
+// [r, g, b] at t in [0, 1] of the Viridis scale
+function viridisRgb(t) {
   const x = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
   const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
   const a = hexToRgb(VIRIDIS[i]);
   const b = hexToRgb(VIRIDIS[i + 1]);
   const f = x - i;
-  return `rgb(${a.map((v, k) => Math.round(v + (b[k] - v) * f)).join(",")})`;
+  return a.map((v, k) => Math.round(v + (b[k] - v) * f));
 }
+
+// the colour at t in [0, 1] of the Viridis scale
+export function viridis(t) {
+  return `rgb(${viridisRgb(t).join(",")})`;
+}
+
+// an ImageData pixel (RGBA bytes, read as one little-endian 32-bit word)
+function pixel([r, g, b], alpha) {
+  return ((Math.round(alpha * 255) << 24) | (b << 16) | (g << 8) | r) >>> 0;
+}
+
+// a pixel's colour by its value in `rasterize`'s buffer (0: no line, else the colour group + 1), kept and faded
+const KEPT_PIXELS = Uint32Array.from({ length: SHADES + 1 }, (_, g) => (g ? pixel(viridisRgb((g - 0.5) / SHADES), 0.8) : 0));
+const FADED_PIXELS = Uint32Array.from({ length: SHADES + 1 }, (_, g) => (g ? pixel([148, 163, 184], 0.35) : 0));
 
 // about `count` round numbers covering [lo, hi]
 export function niceTicks(lo, hi, count = 5) {
@@ -109,12 +127,74 @@ function linesOf(trace, geometry) {
   const colors = trace.line.color;
   const [cLo, cHi] = extent({ values: colors });
   const groups = Array.from({ length: SHADES }, () => []);
+  const shade = new Uint8Array(count); // colour group + 1
   for (let i = 0; i < count; i++) {
     let t = (colors[i] - cLo) / (cHi - cLo);
     if (trace.line.reversescale) t = 1 - t;
-    groups[Math.min(SHADES - 1, Math.max(0, Math.floor(t * SHADES)))].push(i);
+    const g = Math.min(SHADES - 1, Math.max(0, Math.floor(t * SHADES)));
+    groups[g].push(i);
+    shade[i] = g + 1;
   }
-  return { count, axes: dims.length, ys, groups: groups.map((g) => Int32Array.from(g)) };
+  const members = groups.map((g) => Int32Array.from(g));
+  const order = new Int32Array(count); // the lines, group after group
+  members.reduce((at, g) => (order.set(g, at), at + g.length), 0);
+  return { count, axes: dims.length, ys, shade, order, groups: members };
+}
+
+// The pixels of a canvas that lines are rasterised into, in device pixels: `shades` holds each pixel's
+// highest colour group + 1 (0 where no line crosses it)
+function rasterOf(geometry) {
+  const ratio = window.devicePixelRatio || 1;
+  const width = Math.round(geometry.width * ratio);
+  const height = Math.round(geometry.height * ratio);
+  const xs = Int32Array.from(geometry.x, (x) => Math.min(width - 1, Math.max(0, Math.round(x * ratio))));
+  return { ratio, width, height, xs, shades: new Uint8Array(width * height), image: new ImageData(width, height) };
+}
+
+// Set the lines `keep` keeps (all without it) into `buffer`, one device pixel wide, in the order of their
+// colour groups: each pixel takes the colour group + 1 of the last (highest) line crossing it. A segment
+// between two axes steps one pixel at a time along its longer side, in 16.16 fixed point along the other.
+export function rasterize(lines, raster, buffer, keep) {
+  const { ys, axes, shade, order } = lines;
+  const { ratio, width, height, xs } = raster;
+  const bottom = height - 1;
+  for (let j = 0; j < order.length; j++) {
+    const i = order[j];
+    if (keep && !keep[i]) continue;
+    const g = shade[i];
+    const at = i * axes;
+    for (let d = 0; d + 1 < axes; d++) {
+      const ya = ys[at + d] * ratio;
+      const yb = ys[at + d + 1] * ratio;
+      if (!(ya >= 0 && yb >= 0)) continue; // a value missing (NaN)
+      const x0 = xs[d];
+      const across = xs[d + 1] - x0;
+      const y0 = (Math.min(bottom, ya) * 65536) | 0;
+      const y1 = (Math.min(bottom, yb) * 65536) | 0;
+      const rows = Math.abs((y1 >> 16) - (y0 >> 16));
+      if (rows <= across) { // one pixel per column
+        if (!across) continue;
+        const step = ((y1 - y0) / across) | 0;
+        const end = x0 + across;
+        for (let x = x0, y = y0; x < end; x++, y += step) {
+          buffer[(y >> 16) * width + x] = g;
+        }
+      } else { // one pixel per row
+        const step = ((across * 65536) / rows) | 0;
+        const next = y1 > y0 ? width : -width;
+        for (let s = 0, x = x0 * 65536 + 32768, row = (y0 >> 16) * width; s < rows; s++, x += step, row += next) {
+          buffer[row + (x >> 16)] = g;
+        }
+      }
+    }
+  }
+}
+
+// show `buffer` on `ctx`'s canvas through `pixels` (a colour by buffer value)
+function paint(ctx, raster, buffer, pixels) {
+  const out = new Uint32Array(raster.image.data.buffer);
+  for (let k = 0; k < buffer.length; k++) out[k] = pixels[buffer[k]];
+  ctx.putImageData(raster.image, 0, 0);
 }
 
 // size a canvas to the chart (which clears it); returns its context, in CSS pixels
@@ -148,6 +228,13 @@ function trace2d(ctx, lines, x, members, keep) {
 // every line, faded, drawn once per drawing of the axes: the layer under the kept lines while a brush is on
 function drawFaded(state, geometry) {
   const ctx = sized(state.faded, geometry);
+  const raster = state.raster;
+  if (raster) { // one flat shade where any line is: at this many lines the stroked layer is nearly flat too
+    raster.shades.fill(0);
+    rasterize(state.lines, raster, raster.shades, null);
+    paint(ctx, raster, raster.shades, FADED_PIXELS);
+    return;
+  }
   ctx.strokeStyle = FADED;
   for (const members of state.lines.groups) trace2d(ctx, state.lines, geometry.x, members);
 }
@@ -160,16 +247,15 @@ function grew(before, keep) {
 }
 
 // the lines every brush keeps, in their colours, over the faded layer (all of them while nothing is brushed):
-// what a brush move redraws. A brush that only grew adds the lines it now keeps over those already drawn.
+// what a brush move redraws. Stroked, a brush that only grew adds the lines it now keeps over those already
+// drawn; rasterised, every kept line is set again (a few milliseconds at 10,000 lines).
 function drawKept(state, geometry) {
   const { width, height, x } = geometry;
   const ctx = state.ctx;
   const brushed = state.brushes.size > 0;
   const keep = brushed ? selected(state.trace.dimensions, state.brushes) : null;
   const before = state.keep;
-  const only = grew(before, keep) ? keep.map((k, i) => k & (before[i] ^ 1)) : null;
   state.keep = keep;
-  if (!only) ctx.clearRect(0, 0, width, height);
   if (brushed && !state.fadedDrawn) {
     drawFaded(state, geometry);
     state.fadedDrawn = true;
@@ -178,6 +264,15 @@ function drawKept(state, geometry) {
   let kept = 0;
   if (keep) for (let i = 0; i < keep.length; i++) kept += keep[i];
   state.note.textContent = brushed ? `${kept} of ${state.lines.count} trials in the brushed ranges (click an axis to clear)` : "";
+  const raster = state.raster;
+  if (raster) {
+    raster.shades.fill(0);
+    rasterize(state.lines, raster, raster.shades, keep);
+    paint(ctx, raster, raster.shades, KEPT_PIXELS);
+    return;
+  }
+  const only = grew(before, keep) ? keep.map((k, i) => k & (before[i] ^ 1)) : null;
+  if (!only) ctx.clearRect(0, 0, width, height);
   ctx.globalAlpha = 0.8;
   state.lines.groups.forEach((members, g) => {
     if (!members.length) return;
@@ -329,6 +424,7 @@ function render(el, state) {
   state.layer.setAttribute("width", geometry.width);
   state.layer.setAttribute("height", geometry.height);
   state.lines = linesOf(state.trace, geometry);
+  state.raster = state.lines.count > RASTER_ABOVE ? rasterOf(geometry) : null;
   state.ctx = sized(state.canvas, geometry);
   state.fadedDrawn = false;
   state.keep = null;

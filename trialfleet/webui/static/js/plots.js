@@ -1,10 +1,13 @@
-// Chart builders on plotly.js (its cartesian bundle, built from its npm package). Each takes plain data and draws
-// with Plotly.react, so a redraw only touches what changed. Where 10,000 points cannot be read anyway the
-// views are aggregated: a density of the final metrics, a histogram of durations, the top N trials on the
-// parallel coordinates (drawn by parcoords.js on a 2D canvas: nothing here needs WebGL).
+// Chart builders. The Overview's and the Charts page's charts are our own, drawn without plotly.js: SVG
+// (svgchart.js) for the final metric, the intermediate results and the durations, a 2D canvas (parcoords.js)
+// for the parallel coordinates. A trial's curves (its drawer, the comparison) draw with plotly.js (its
+// cartesian bundle, built from its npm package) through Plotly.react. Where 10,000 points cannot be read anyway
+// the views are aggregated: a density of the final metrics, a histogram of durations, the top N trials on the
+// parallel coordinates.
 
-import { fmtParams, h, isRecord, STATUS_COLORS, trialDuration } from "./dom.js";
-import { parcoords, releaseParcoords } from "./parcoords.js";
+import { fmtNumber, fmtParams, h, isRecord, STATUS_COLORS, trialDuration } from "./dom.js";
+import { niceTicks, parcoords, releaseParcoords } from "./parcoords.js";
+import { COLORWAY, domain, releaseSvgChart, scaleColor, svg, svgChart } from "./svgchart.js";
 
 const FONT = { family: "Inter, system-ui, sans-serif", size: 12, color: "#334155" };
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
@@ -26,12 +29,11 @@ function layout(extra = {}) {
 }
 
 // plotly.js (the cartesian bundle: 1.5 MB, 0.5 MB gzipped) is fetched from an immutable, versioned URL (the
-// page's <meta name="plotly-src">) when a page with charts is shown, after its cards and tables: a page
-// without charts never evaluates it (an evaluation blocks the page for a few hundred ms), and charts appear
-// when it is ready
+// page's <meta name="plotly-src">) when a trial's curves are first drawn: no page evaluates it before (an
+// evaluation blocks the page for 0.3-2 s), and the curves appear when it is ready
 let plotlyLoading = null;
 
-export function loadPlotly() {
+function loadPlotly() {
   if (window.Plotly) return Promise.resolve(true);
   plotlyLoading ??= new Promise((resolve) => {
     const src = document.querySelector("meta[name=plotly-src]")?.content || "webui/vendor/plotly.min.js";
@@ -76,9 +78,8 @@ function empty(el, message) {
 
 // free a plot's DOM and listeners (a page being left, a plot replaced by a message)
 export function release(el) {
-  if (releaseParcoords(el)) return;
+  if (releaseParcoords(el) || releaseSvgChart(el)) return;
   if (window.Plotly && el?.data) window.Plotly.purge(el); // its listeners too
-  if (el) delete el.dataset.opensTrials;
 }
 
 export function isBetter(a, b, mode) {
@@ -104,44 +105,83 @@ function bestSoFar(done, mode) {
   return { x, y };
 }
 
-// a point's trial opens in its drawer (the trials page's route); bound once per plot element
-function openTrialOnClick(el) {
-  if (el.dataset.opensTrials) return;
-  el.dataset.opensTrials = "1";
-  el.on("plotly_click", (event) => {
-    const id = event.points?.[0]?.customdata?.[0];
-    if (id) location.hash = `#/trials/${encodeURIComponent(id)}`;
-  });
+const DENSITY = [[0, "rgba(37,99,235,0)"], [0.001, "rgba(37,99,235,0.12)"], [1, "rgba(30,58,138,1)"]];
+
+// the density's cells: how many trials fall in each (Trial No., metric) cell, nbinsx by nbinsy over their range
+function cells(trace) {
+  const [x0, x1] = domain(trace.x);
+  const [y0, y1] = domain(trace.y);
+  const nx = trace.nbinsx;
+  const ny = trace.nbinsy;
+  const counts = new Uint32Array(nx * ny);
+  for (let i = 0; i < trace.x.length; i++) {
+    const cx = Math.min(nx - 1, Math.floor(((trace.x[i] - x0) / (x1 - x0)) * nx));
+    const cy = Math.min(ny - 1, Math.floor(((trace.y[i] - y0) / (y1 - y0)) * ny));
+    counts[cy * nx + cx] += 1;
+  }
+  let max = 1;
+  for (const n of counts) if (n > max) max = n;
+  return { x0, x1, y0, y1, nx, ny, counts, max };
 }
 
-// each trial's final metric over Trial No. (points, or their density beyond POINTS_ABOVE_DENSITY, with its
-// colour scale), with the best-so-far curve; a point's tooltip shows the trial's parameters (once the page has
-// them) and a click on it opens the trial
+function cellMarks(grid, { x, y }) {
+  const marks = [];
+  const w = x(grid.x0 + (grid.x1 - grid.x0) / grid.nx) - x(grid.x0);
+  const h = y(grid.y0) - y(grid.y0 + (grid.y1 - grid.y0) / grid.ny);
+  for (let k = 0; k < grid.counts.length; k++) {
+    const n = grid.counts[k];
+    if (!n) continue;
+    const [cx, cy] = [k % grid.nx, Math.floor(k / grid.nx)];
+    marks.push(svg("rect", { class: "cell", x: x(grid.x0) + cx * w, y: y(grid.y0) - (cy + 1) * h, width: w + 0.5, height: h + 0.5,
+      fill: scaleColor(DENSITY, n / grid.max), "data-tip": k, "data-count": n }));
+  }
+  return marks;
+}
+
+function cellTip(grid, k) {
+  const { x0, x1, y0, y1, nx, ny } = grid;
+  const [cx, cy] = [k % nx, Math.floor(k / nx)];
+  const at = (lo, hi, c, n) => lo + ((hi - lo) * c) / n;
+  return [`Trial ${Math.ceil(at(x0, x1, cx, nx))} – ${Math.floor(at(x0, x1, cx + 1, nx))}`,
+    `metric ${fmtNumber(at(y0, y1, cy, ny))} – ${fmtNumber(at(y0, y1, cy + 1, ny))}`, `${grid.counts[k]} trials`];
+}
+
+// each trial's final metric over Trial No. (points coloured by status, or their density beyond
+// POINTS_ABOVE_DENSITY, with its colour scale), with the best-so-far steps; a point's tooltip shows the trial's
+// parameters (once the page has them) and a click on it opens the trial
 export function finalMetricPlot(el, trials, mode) {
   const done = trials.filter((t) => typeof t.final === "number");
   if (!done.length) return empty(el, "No final metric reported yet.");
   const x = done.map((t) => t.seq);
   const y = done.map((t) => t.final);
   const best = bestSoFar(done, mode);
-  const dense = done.length > POINTS_ABOVE_DENSITY;
-  const metric = dense
-    ? {
-      type: "histogram2d", name: "final metric (density)", x, y, nbinsx: 60, nbinsy: 40,
-      colorscale: [[0, "rgba(37,99,235,0)"], [0.001, "rgba(37,99,235,0.12)"], [1, "rgba(30,58,138,1)"]],
-      showscale: true, colorbar: { title: { text: "trials", side: "right" }, thickness: 12, len: 0.9 },
-      hovertemplate: "Trial %{x}<br>metric %{y}<br>%{z} trials<extra></extra>",
-    }
-    : {
-      type: "scatter", mode: "markers", name: "final metric", x, y,
-      customdata: done.map((t) => [t.id, t.params === undefined ? "" : fmtParams(t.params)]),
-      marker: { color: done.map((t) => STATUS_COLORS[t.status]), size: 7, opacity: 0.85 },
-      hovertemplate: "Trial %{x} (%{customdata[0]})<br>%{y}<br>%{customdata[1]}<extra></extra>",
-    };
-  draw(el, [metric, {
-    type: "scatter", mode: "lines", name: `best so far (${mode})`, x: best.x, y: best.y,
-    line: { shape: "hv", color: "#f59e0b", width: 2 }, hoverinfo: "skip",
-  }], layout({ xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Default metric" } } }))
-    .then(() => { if (el.on) openTrialOnClick(el); });
+  const bestTrace = { type: "scatter", mode: "lines", name: `best so far (${mode})`, x: best.x, y: best.y, line: { shape: "hv", color: "#f59e0b", width: 2 } };
+  const steps = (f) => svg("path", { class: "best", fill: "none", stroke: "#f59e0b", "stroke-width": 2,
+    d: best.x.map((v, i) => (i ? `H${f.x(v)}V${f.y(best.y[i])}` : `M${f.x(v)},${f.y(best.y[i])}`)).join("") });
+  const axes = { x: { title: "Trial No.", whole: true }, y: { title: "Default metric" } };
+  const bestKey = { name: bestTrace.name, color: "#f59e0b", kind: "line" };
+  if (done.length > POINTS_ABOVE_DENSITY) {
+    const metric = { type: "histogram2d", name: "final metric (density)", x, y, nbinsx: 60, nbinsy: 40, colorscale: DENSITY, showscale: true, colorbar: { title: { text: "trials" } } };
+    const grid = cells(metric);
+    return measured(el, () => svgChart(el, {
+      data: [metric, bestTrace],
+      x: { ...axes.x, domain: [grid.x0, grid.x1] }, y: { ...axes.y, domain: [grid.y0, grid.y1] },
+      legend: [{ name: metric.name, color: "rgba(30,58,138,0.6)", kind: "box" }, bestKey],
+      scale: { colorscale: DENSITY, max: grid.max, title: "trials" },
+      marks: (f) => [...cellMarks(grid, f), steps(f)],
+      tip: (k) => cellTip(grid, Number(k)),
+    }));
+  }
+  const customdata = done.map((t) => [t.id, t.params === undefined ? "" : fmtParams(t.params)]);
+  const colors = done.map((t) => STATUS_COLORS[t.status]);
+  measured(el, () => svgChart(el, {
+    data: [{ type: "scatter", mode: "markers", name: "final metric", x, y, customdata, marker: { color: colors } }, bestTrace],
+    x: { ...axes.x, domain: domain(x) }, y: { ...axes.y, domain: domain([...y, ...best.y]) },
+    legend: [{ name: "final metric", color: STATUS_COLORS.SUCCEEDED, kind: "dot" }, bestKey],
+    marks: (f) => [...x.map((v, i) => svg("circle", { class: "point", cx: f.x(v), cy: f.y(y[i]), r: 3.5, fill: colors[i], "data-tip": i })), steps(f)],
+    tip: (k) => [`Trial ${x[k]} (${customdata[k][0]})`, fmtNumber(y[k]), customdata[k][1]].filter(Boolean),
+    pick: (k) => { location.hash = `#/trials/${encodeURIComponent(customdata[k][0])}`; },
+  }));
 }
 
 // whole-number ticks on an axis of indices (never 0.5)
@@ -149,24 +189,43 @@ function indexAxis(maxIndex) {
   return { title: { text: "Intermediate result index" }, tickformat: "d", ...(maxIndex <= 10 ? { dtick: 1 } : {}) };
 }
 
-// one line per trial: intermediate results against their index
+// the point of `xs` nearest to x
+function nearest(xs, x) {
+  let at = 0;
+  for (let i = 1; i < xs.length; i++) if (Math.abs(xs[i] - x) < Math.abs(xs[at] - x)) at = i;
+  return at;
+}
+
+// one line per trial: intermediate results against their index (whole-number ticks); a legend up to 12 trials
 export function intermediatePlot(el, series, trialsById) {
   const ids = Object.keys(series).filter((id) => series[id].length);
   if (!ids.length) return empty(el, "No intermediate result matches.");
-  let maxIndex = 0;
-  const traces = ids.map((id) => {
+  const traces = ids.map((id, i) => {
     const trial = trialsById.get(id);
     const points = series[id];
-    maxIndex = Math.max(maxIndex, points[points.length - 1][0]);
     return {
       type: "scatter", mode: points.length > 1 ? "lines" : "markers",
-      name: trial ? `#${trial.seq} ${id}` : id,
+      name: trial ? `#${trial.seq} ${id}` : id, seq: trial?.seq, id,
       x: points.map((p) => p[0]), y: points.map((p) => p[1]),
-      line: { width: 1.5 },
-      hovertemplate: `Trial ${trial ? trial.seq : ""} (${id})<br>step %{x}: %{y}<extra></extra>`,
+      line: { width: 1.5, color: COLORWAY[i % COLORWAY.length] },
     };
   });
-  draw(el, traces, layout({ showlegend: ids.length <= 12, xaxis: indexAxis(maxIndex), yaxis: { title: { text: "Metric" } } }));
+  const line = (t, i, f) => (t.x.length > 1
+    ? svg("path", { class: "trace", fill: "none", stroke: t.line.color, "stroke-width": 1.5, "data-tip": i,
+      d: t.x.map((v, k) => `${k ? "L" : "M"}${f.x(v)},${f.y(t.y[k])}`).join("") })
+    : svg("circle", { class: "trace", cx: f.x(t.x[0]), cy: f.y(t.y[0]), r: 3, fill: t.line.color, "data-tip": i }));
+  measured(el, () => svgChart(el, {
+    data: traces,
+    x: { domain: domain(traces.flatMap((t) => t.x), 0.02, 1), title: "Intermediate result index", whole: true },
+    y: { domain: domain(traces.flatMap((t) => t.y)), title: "Metric" },
+    legend: traces.length <= 12 ? traces.map((t) => ({ name: t.name, color: t.line.color, kind: "line" })) : [],
+    marks: (f) => traces.map((t, i) => line(t, i, f)),
+    tip: (k, x) => {
+      const t = traces[k];
+      const at = nearest(t.x, x);
+      return [`Trial ${t.seq ?? ""} (${t.id})`, `step ${t.x[at]}: ${fmtNumber(t.y[at])}`];
+    },
+  }));
 }
 
 // log-spaced: a loguniform/qloguniform parameter, or numeric choices whose values grow by a factor
@@ -228,27 +287,65 @@ export function parallelPlot(el, trials, { params, top, mode, space = {} }) {
 }
 
 // how long each trial ran, from its own start and end (running ones: until now): one bar per trial, or a
-// histogram of finished and running trials' durations beyond BARS_ABOVE_HISTOGRAM trials
+// histogram of finished and running trials' durations (stacked, about 50 bins) beyond BARS_ABOVE_HISTOGRAM trials
 export function durationPlot(el, trials, now = Date.now()) {
   const ran = trials.filter((t) => t.start);
   if (!ran.length) return empty(el, "No trial has started yet.");
   if (ran.length <= BARS_ABOVE_HISTOGRAM) {
-    return draw(el, [{
-      type: "bar", x: ran.map((t) => t.seq), y: ran.map((t) => trialDuration(t, now)),
-      customdata: ran.map((t) => `${t.id} ${t.status}`),
-      marker: { color: ran.map((t) => STATUS_COLORS[t.status]) },
-      hovertemplate: "Trial %{x} (%{customdata})<br>%{y:.1f} s<extra></extra>",
-    }], layout({ bargap: 0.15, xaxis: { title: { text: "Trial No." } }, yaxis: { title: { text: "Duration (s)" } } }));
+    const x = ran.map((t) => t.seq);
+    const y = ran.map((t) => trialDuration(t, now));
+    const colors = ran.map((t) => STATUS_COLORS[t.status]);
+    const [lo, hi] = domain(x, 0, 0);
+    return measured(el, () => svgChart(el, {
+      data: [{ type: "bar", x, y, customdata: ran.map((t) => `${t.id} ${t.status}`), marker: { color: colors } }],
+      x: { domain: [lo - 0.5, hi + 0.5], title: "Trial No.", whole: true },
+      y: { domain: [0, Math.max(...y) * 1.05 || 1], title: "Duration (s)" },
+      marks: (f) => {
+        const w = (f.x(1) - f.x(0)) * 0.85;
+        return x.map((v, i) => svg("rect", { class: "bar", x: f.x(v) - w / 2, y: f.y(y[i]), width: w, height: f.y(0) - f.y(y[i]), fill: colors[i], "data-tip": i }));
+      },
+      tip: (i) => [`Trial ${x[i]} (${ran[i].id} ${ran[i].status})`, `${y[i].toFixed(1)} s`],
+    }));
   }
-  const ended = ran.filter((t) => t.end);
-  const running = ran.filter((t) => !t.end);
-  const trace = (name, list, color) => ({
-    type: "histogram", name: `${name} (${list.length})`, x: list.map((t) => trialDuration(t, now)),
-    marker: { color }, opacity: 0.85, nbinsx: 50,
-    hovertemplate: "%{x} s<br>%{y} trials<extra></extra>",
-  });
-  draw(el, [trace("finished", ended, STATUS_COLORS.SUCCEEDED), trace("running", running, STATUS_COLORS.RUNNING)],
-    layout({ barmode: "stack", bargap: 0.05, xaxis: { title: { text: "Duration (s)" } }, yaxis: { title: { text: "Trials" } } }));
+  const finished = ran.filter((t) => t.end).map((t) => trialDuration(t, now));
+  const running = ran.filter((t) => !t.end).map((t) => trialDuration(t, now));
+  const all = finished.concat(running);
+  const [lo, hi] = domain(all, 0, 0);
+  const ticks = niceTicks(lo, hi, 50);
+  const size = ticks.length > 1 ? ticks[1] - ticks[0] : 1;
+  const start = Math.floor(lo / size) * size;
+  const bins = Math.max(1, Math.floor((hi - start) / size) + 1);
+  const count = (values) => {
+    const n = new Uint32Array(bins);
+    for (const v of values) n[Math.min(bins - 1, Math.floor((v - start) / size))] += 1;
+    return n;
+  };
+  const stacks = [[`finished (${finished.length})`, count(finished), STATUS_COLORS.SUCCEEDED], [`running (${running.length})`, count(running), STATUS_COLORS.RUNNING]];
+  const totals = stacks[0][1].map((n, b) => n + stacks[1][1][b]);
+  measured(el, () => svgChart(el, {
+    data: [{ type: "histogram", name: stacks[0][0], x: finished }, { type: "histogram", name: stacks[1][0], x: running }],
+    x: { domain: [start, start + bins * size], title: "Duration (s)" },
+    y: { domain: [0, Math.max(...totals) * 1.05], title: "Trials" },
+    legend: stacks.map(([name, , color]) => ({ name, color, kind: "box" })),
+    marks: (f) => {
+      const marks = [];
+      const w = f.x(start + size) - f.x(start);
+      for (let b = 0; b < bins; b++) {
+        let below = 0;
+        stacks.forEach(([, n, color], s) => {
+          if (!n[b]) return;
+          marks.push(svg("rect", { class: "bar", x: f.x(start + b * size) + 0.5, y: f.y(below + n[b]), width: Math.max(1, w - 1),
+            height: f.y(below) - f.y(below + n[b]), fill: color, "data-tip": `${s} ${b}` }));
+          below += n[b];
+        });
+      }
+      return marks;
+    },
+    tip: (key) => {
+      const [s, b] = key.split(" ").map(Number);
+      return [`${fmtNumber(start + b * size)} – ${fmtNumber(start + (b + 1) * size)} s`, `${stacks[s][1][b]} ${stacks[s][0].split(" ")[0]}`];
+    },
+  }));
 }
 
 // a single trial's intermediate curve (detail drawer, compare dialog)

@@ -48,6 +48,15 @@ export function list() {
   return sorted;
 }
 
+// The final results alone (id, sequence id, status, final metric of every trial), a fraction of the summaries'
+// size: what a final-metric chart is first drawn from while they load. Null once the summaries are held.
+export async function finals() {
+  if (trials) return null;
+  const columns = await api.finals().catch((error) => console.warn("final results", error));
+  if (!columns || trials) return null;
+  return columns.seq.map((seq, i) => ({ id: columns.id[i], seq, status: columns.status[i], final: columns.final[i] }));
+}
+
 export function loaded() {
   return trials !== null;
 }
