@@ -62,13 +62,22 @@ def private_file(trial_dir):
     return _identity(os.path.join(trial_dir, "command.json"))
 
 
+def mlflow_api():
+    """The job's MLflow runs API, from the variables Azure ML sets in every job."""
+    uri = os.environ["MLFLOW_TRACKING_URI"]
+    if uri.startswith("azureml://"):  # what the azureml-mlflow plugin does
+        uri = "https://" + uri[len("azureml://") :]
+    return uri.rstrip("/") + "/api/2.0/mlflow/runs/"
+
+
 class Shipper:
-    def __init__(self, trial_dir):
-        uri = os.environ["MLFLOW_TRACKING_URI"]
-        if uri.startswith("azureml://"):  # what the azureml-mlflow plugin does
-            uri = "https://" + uri[len("azureml://") :]
-        self.api = uri.rstrip("/") + "/api/2.0/mlflow/runs/"
-        self.run_id = os.environ["MLFLOW_RUN_ID"]
+    """Ships one trial directory into one MLflow run: the job's own (``MLFLOW_RUN_ID``), or a reuse-mode worker's
+    child run of the attempt, whose other tags (its inputs) leave room for fewer ``slots``."""
+
+    def __init__(self, trial_dir, run_id=None, slots=SLOTS):
+        self.api = mlflow_api()
+        self.run_id = run_id or os.environ["MLFLOW_RUN_ID"]
+        self.slots = slots
         self.token = os.environ.get("MLFLOW_TRACKING_TOKEN") or os.environ.get("AZUREML_RUN_TOKEN", "")
         self.trial_dir = trial_dir
         self.files = []  # relative paths, in the order first seen: a file's index names it in the slots
@@ -126,7 +135,7 @@ class Shipper:
                 continue  # the manager refuses the name
             if relative == WHOLE[2] and window:
                 break  # result.json only once everything before it is acknowledged
-            while offset < size and len(window) < SLOTS:
+            while offset < size and len(window) < self.slots:
                 window.append((index, offset, min(PIECE, size - offset)))
                 offset += PIECE
         return window
@@ -146,7 +155,7 @@ class Shipper:
 
     def _post_window(self, window):
         tags = [{"key": "trialfleet.files", "value": json.dumps(self.files)}]
-        for slot in range(SLOTS):
+        for slot in range(self.slots):
             value = "-"
             if slot < len(window):
                 index, offset, length = window[slot]
@@ -182,29 +191,32 @@ class Shipper:
                     self.window = None  # refill from what the manager holds
 
     def _request(self, path, body):
-        """One MLflow request, retried while MLflow is unreachable, throttles or fails (5xx); its answer, or
-        None when it refused (said once on stderr: it is the job's log)."""
-        data = json.dumps(body).encode() if body is not None else None
-        delay = 0.5
-        for _ in range(8):
-            request = urllib.request.Request(self.api + path, data=data, method="POST" if data else "GET")
-            request.add_header("Content-Type", "application/json")
-            if self.token:
-                request.add_header("Authorization", "Bearer " + self.token)
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    return json.loads(response.read() or b"{}") or {"ok": True}
-            except urllib.error.HTTPError as error:
-                if error.code < 500 and error.code != 429:
-                    sys.stderr.write(
-                        f"trialfleet: MLflow refused {path.split('?')[0]}: {error.read()[:500]!r}\n"
-                    )
-                    return None
-            except (OSError, ValueError) as error:
-                sys.stderr.write(f"trialfleet: MLflow is unreachable (retried): {error}\n")
+        return mlflow_request(self.api, self.token, path, body)
+
+
+def mlflow_request(api, token, path, body, attempts=8):
+    """One MLflow request, retried while MLflow is unreachable, throttles or fails (5xx); its answer, or None
+    when it refused or never answered (said on stderr: it is the job's log)."""
+    data = json.dumps(body).encode() if body is not None else None
+    delay = 0.5
+    for attempt in range(attempts):
+        request = urllib.request.Request(api + path, data=data, method="POST" if data else "GET")
+        request.add_header("Content-Type", "application/json")
+        if token:
+            request.add_header("Authorization", "Bearer " + token)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read() or b"{}") or {"ok": True}
+        except urllib.error.HTTPError as error:
+            if error.code < 500 and error.code != 429:
+                sys.stderr.write(f"trialfleet: MLflow refused {path.split('?')[0]}: {error.read()[:500]!r}\n")
+                return None
+        except (OSError, ValueError) as error:
+            sys.stderr.write(f"trialfleet: MLflow is unreachable (retried): {error}\n")
+        if attempt + 1 < attempts:
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
-        return None
+    return None
 
 
 def _shipping_order(relative):
@@ -242,10 +254,16 @@ def prepare(support, trial_dir):
     }
     with open(os.path.join(trial_dir, "command.json"), "w") as f:
         json.dump(record, f)
+    env = keeper_environment(support)
+    env.update(NNI_SYS_DIR=trial_dir, NNI_OUTPUT_DIR=trial_dir, NNI_CODE_DIR=os.getcwd())
+    return env
+
+
+def keeper_environment(support):
+    """The job's environment for the keeper: no NNI channel variables, the ``nni`` shim unless a real nni."""
     env = dict(os.environ)
     for name in ("NNI_TRIAL_COMMAND_CHANNEL", "REUSE_MODE", "MULTI_PHASE", "SDK_PROCESS"):
         env.pop(name, None)
-    env.update(NNI_SYS_DIR=trial_dir, NNI_OUTPUT_DIR=trial_dir, NNI_CODE_DIR=os.getcwd())
     if shim_needed():
         shim = os.path.join(support, "nni-shim")
         env["PYTHONPATH"] = shim + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -270,7 +288,9 @@ def main(argv):
     env = prepare(support, trial_dir)
     shipper = Shipper(trial_dir)
     terminated = []
-    signal.signal(signal.SIGTERM, lambda *_: terminated.append(1))  # the keeper gets it too and ends the trial
+    signal.signal(
+        signal.SIGTERM, lambda *_: terminated.append(1)
+    )  # the keeper gets it too and ends the trial
     print(
         f"trialfleet: running the trial in {trial_dir} (its output: trial.stdout, trial.stderr)", flush=True
     )
