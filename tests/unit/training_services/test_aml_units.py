@@ -232,7 +232,8 @@ def test_command_json_stays_in_the_job(tmp_path: Path, monkeypatch) -> None:
 
 def test_the_window_keeps_the_metric_stream_first_and_the_result_last(tmp_path: Path, monkeypatch) -> None:
     """Within Azure's 50 tags of 1,000 characters: a log over the cap reaches the manager up to the cap, the
-    metric stream whole and first, result.json only once everything before it is acknowledged."""
+    metric stream whole and first, result.json only in the window that holds the rest of everything before it (one
+    look of the manager less for a small trial directory), else once that is acknowledged."""
     from trialfleet.training_services.aml import forwarder
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
@@ -251,6 +252,11 @@ def test_the_window_keeps_the_metric_stream_first_and_the_result_last(tmp_path: 
     assert all(index != 2 for index, _, _ in window)
     shipper.acked = [forwarder.PIECE + 1, forwarder.FILE_CAP]
     assert shipper.pending(sizes) == [(2, 0, 2)]
+    # the rest fits this window: result.json goes with it
+    shipper.acked = [forwarder.PIECE + 1, forwarder.FILE_CAP - 3]
+    assert shipper.pending(sizes) == [(1, forwarder.FILE_CAP - 3, 3), (2, 0, 2)]
+    shipper.slots = 1  # it does not: result.json waits
+    assert shipper.pending(sizes) == [(1, forwarder.FILE_CAP - 3, 3)]
 
 
 def test_an_attempts_inputs_reach_its_worker_within_azures_tag_limits(tmp_path: Path, monkeypatch) -> None:

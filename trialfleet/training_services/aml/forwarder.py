@@ -16,8 +16,9 @@ keys of 100 characters, values of 1,000: "Service limits in Azure Machine Learni
   ``trialfleet.slot.<k>`` holds ``<file index>:<offset>:<base64 of up to PIECE bytes>``, and the manager sets
   ``trialfleet.ack`` to the bytes of each file its mirror holds. Every half second the window is refilled from
   what is not acknowledged yet, in order: the metric stream, the keeper's records, the rest, ``result.json``
-  last (once everything else is acknowledged, so whoever sees the trial's end has every byte before it). A
-  request that fails is simply sent again later: nothing is dropped until acknowledged;
+  last (in the window that holds the rest of everything before it, or once that is acknowledged: the manager
+  applies a window whole before it looks, so whoever sees the trial's end has every byte before it). A request
+  that fails is simply sent again later: nothing is dropped until acknowledged;
 * the trial's logs and other files reach the manager up to ``FILE_CAP`` bytes each (the metric stream and the
   keeper's records whole): a 50 MB log would take an hour through 50 tags. The whole directory stays in the
   job's ``./outputs``, which Azure ML keeps with the run;
@@ -128,16 +129,18 @@ class Shipper:
     def pending(self, sizes):
         """The next window: (file index, offset, length) of what is not acknowledged, in shipping order."""
         window: list[tuple[int, int, int]] = []
+        whole = True  # the window holds all that is not acknowledged of the files so far
         for relative, size in sizes.items():
             index = self.files.index(relative)
             offset = self.acked[index] if index < len(self.acked) else 0
             if offset < 0:
                 continue  # the manager refuses the name
-            if relative == WHOLE[2] and window:
-                break  # result.json only once everything before it is acknowledged
+            if relative == WHOLE[2] and not whole:
+                break  # result.json only with (or after) the rest of everything before it
             while offset < size and len(window) < self.slots:
                 window.append((index, offset, min(PIECE, size - offset)))
                 offset += PIECE
+            whole = whole and offset >= size
         return window
 
     def step(self):

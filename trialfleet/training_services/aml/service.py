@@ -57,7 +57,7 @@ from trialfleet.training_services.batch.service import BatchHandle, BatchJobServ
 from trialfleet.training_services.batch.watcher import JobWatcher as BatchJobWatcher
 from trialfleet.training_services.batch.workers import REGISTRY
 from trialfleet.training_services.code_packing import check_code_dir
-from trialfleet.training_services.environment import nni_variables
+from trialfleet.training_services.environment import gpu_variables, nni_variables
 from trialfleet.training_services.events import TrialEnded
 from trialfleet.training_services.mounted_storage import code_copy_name
 from trialfleet.training_services.naming import attempt_name
@@ -197,6 +197,7 @@ class AmlTrainingService(BatchJobService[AmlConfig, AmlJob, AmlHandle]):
         self.watcher = JobWatcher()
         self._snapshots: dict[Path, Path] = {}
         self.reuse_policy = ReusePolicy()
+        self._worker_code: Path | None = None  # the snapshot worker jobs are made from
 
     async def _prepare(self) -> None:
         self.client = self.watcher.client = await asyncio.to_thread(AmlClient, self.config)
@@ -287,9 +288,7 @@ class AmlTrainingService(BatchJobService[AmlConfig, AmlJob, AmlHandle]):
         assert self.fleet is not None
         attempt = attempt_name(spec.trial_id, spec.attempt)
         trial_dir = self.context.trials_dir / attempt
-        env = trial_variables(self._nni_variables(spec), spec.env, "", "", spec.gpu_number)
-        for carried in ("TRIALFLEET_AML_PARAMETERS", "TRIALFLEET_AML_COMMAND"):  # in the inputs instead
-            env.pop(carried)
+        env = {**self._nni_variables(spec), **spec.env, **gpu_variables(spec.gpu_number, None)}
         try:
             inputs = input_tags(spec.parameter_record, spec.command, env, None)
         except ValueError as exc:
@@ -315,9 +314,7 @@ class AmlTrainingService(BatchJobService[AmlConfig, AmlJob, AmlHandle]):
         """Reuse mode: submit a worker's job (:class:`~..batch.reuse.WorkerJobs`)."""
         job_id = worker_job_name(self.context.experiment_id, name)
         command = worker_command(self.reuse_policy.idle_timeout + WORKER_IDLE_MARGIN)
-        env = dict(trial_variables({}, {}, "", "", self.config.trial_gpu_number))
-        for carried in ("TRIALFLEET_AML_PARAMETERS", "TRIALFLEET_AML_COMMAND"):
-            env.pop(carried)
+        env = gpu_variables(self.config.trial_gpu_number, None)
         tags = {"trialfleet.experiment": self.context.experiment_id, "trialfleet.worker": name}
         job = TrialJob(
             job_id,
@@ -329,6 +326,7 @@ class AmlTrainingService(BatchJobService[AmlConfig, AmlJob, AmlHandle]):
             tags,
             command,
         )
+        assert self._worker_code is not None, "a trial's launch stages the code first"
         await asyncio.to_thread(self._client.submit, command_job(job, str(self._worker_code)))
         return job_id
 

@@ -52,6 +52,7 @@ POLL = 0.25  # seconds between two reads of the mailbox while a trial is due (af
 IDLE_POLL = 5.0  # the most between two reads while nothing changes
 EAGER_FOR = 5.0
 TICK = 0.1
+SHIP_PERIOD = 0.5  # the most often one attempt's shipper steps (a step may read its run), as the forwarder's
 DRAIN = forwarder.DRAIN
 CANCEL_DRAIN = forwarder.CANCEL_DRAIN
 WORK_DIR = "outputs/trialfleet-worker"  # AML keeps ./outputs with the run once it ended
@@ -70,6 +71,8 @@ class Mailbox:
         self.cancelled = set()
         self.stopped = False
         self.shippers = {}  # attempt -> Shipper, while its files are not all acknowledged
+        self.next_step = {}  # attempt -> when its shipper steps next
+        self.seen_ended = set()  # attempts whose result.json was seen
         self.last = None  # the mailbox value last read
         self.next_read = 0.0
         self.interval = POLL
@@ -128,7 +131,7 @@ class Mailbox:
             _touch(os.path.join(self.worker_dir, "inbox", attempt))
         self.runs[attempt] = run_id
         self.delivered.add(attempt)
-        self.due_until = time.monotonic() + EAGER_FOR
+        self.due()
 
     def ship(self):
         """Step the shipper of every attempt the worker claimed; True once all of them are acknowledged."""
@@ -137,16 +140,29 @@ class Mailbox:
                 trial_dir = os.path.join(self.trials_dir, attempt)
                 self.shippers[attempt] = forwarder.Shipper(trial_dir, self.runs[attempt], CHILD_SLOTS)
         done = True
+        now = time.monotonic()
         for attempt, shipper in list(self.shippers.items()):
             ended = os.path.exists(os.path.join(shipper.trial_dir, "result.json"))
+            if ended and attempt not in self.seen_ended:  # its end goes out now, and the next trial is due
+                self.seen_ended.add(attempt)
+                self.next_step[attempt] = now
+                self.due()
+            if now < self.next_step.get(attempt, now):
+                done = False
+                continue
+            self.next_step[attempt] = now + SHIP_PERIOD  # each step may read the run: not more often
             if shipper.step() and ended:
                 del self.shippers[attempt]
                 self.runs.pop(attempt, None)
-                self.due_until = time.monotonic() + EAGER_FOR  # the manager gives the next trial now
                 self.request("update", {"run_id": shipper.run_id, "status": "FINISHED", "end_time": _ms()})
             else:
                 done = False
         return done
+
+    def due(self):
+        """A trial is due soon (one was given, or one ended): read the mailbox often for a while, from now."""
+        self.due_until = time.monotonic() + EAGER_FOR
+        self.next_read = min(self.next_read, time.monotonic() + POLL)
 
     def ended(self, why):
         self.request("set-tag", {"run_id": self.run_id, "key": ENDED_TAG, "value": why[:1000]})
