@@ -8,7 +8,9 @@ share one worker with ``maxTrialNumberPerGpu: 2``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,16 @@ def service_of(tmp_path: Path, aml: AmlEmulator, **options: Any) -> AmlTrainingS
     return AmlTrainingService(make_context(tmp_path / "experiment", config, "exp1"))
 
 
+@contextlib.asynccontextmanager
+async def running(tmp_path: Path, aml: AmlEmulator, **options: Any) -> AsyncIterator[AmlTrainingService]:
+    service = service_of(tmp_path, aml, **options)
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
 async def submit(service: AmlTrainingService, trial: TrialSpec) -> Submitted:
     submitted = await service.submit(trial)
     assert isinstance(submitted, Submitted), submitted
@@ -55,17 +67,13 @@ def job_submits(aml: AmlEmulator) -> int:
 
 
 async def test_trials_run_one_after_another_in_one_worker_job(tmp_path: Path, aml: AmlEmulator) -> None:
-    service = service_of(tmp_path, aml)
-    await service.start()
-    try:
+    async with running(tmp_path, aml) as service:
         handles = []
         for n in range(3):
             handles.append((await submit(service, spec(tmp_path, f"t{n}", report(f"t{n}", str(n))))).handle)
             seen = await poll_until(service, lambda s, n=n: f"t{n}" in s.ended)
             assert seen.ended[f"t{n}"].status is TrialStatus.SUCCEEDED
             assert [(m.trial_id, m.data) for m in seen.metrics] == [(f"t{n}", str(n))]
-    finally:
-        await service.close()
     jobs = {h["job_name"] for h in handles}
     assert len(jobs) == 1 and job_submits(aml) == 1
     (job,) = jobs
@@ -82,9 +90,7 @@ async def test_trials_run_one_after_another_in_one_worker_job(tmp_path: Path, am
 async def test_a_cancelled_trial_leaves_its_worker_running_for_the_next(
     tmp_path: Path, aml: AmlEmulator
 ) -> None:
-    service = service_of(tmp_path, aml)
-    await service.start()
-    try:
+    async with running(tmp_path, aml) as service:
         held = await submit(service, spec(tmp_path, "held", "sleep 600"))
         await poll_until(service, lambda s: "held" in s.started)
         await service.cancel("held")
@@ -96,16 +102,12 @@ async def test_a_cancelled_trial_leaves_its_worker_running_for_the_next(
         seen = await poll_until(service, lambda s: "after" in s.ended)
         assert seen.ended["after"].status is TrialStatus.SUCCEEDED
         assert job_submits(aml) == 1
-    finally:
-        await service.close()
 
 
 async def test_a_worker_whose_node_is_lost_fails_its_trial_for_a_retry_in_a_new_worker(
     tmp_path: Path, aml: AmlEmulator
 ) -> None:
-    service = service_of(tmp_path, aml)
-    await service.start()
-    try:
+    async with running(tmp_path, aml) as service:
         first = await submit(service, spec(tmp_path, "lost", "sleep 600"))
         await poll_until(service, lambda s: "lost" in s.started)
         aml.force_status(first.handle["job_name"], "NotResponding")
@@ -116,8 +118,6 @@ async def test_a_worker_whose_node_is_lost_fails_its_trial_for_a_retry_in_a_new_
         seen = await poll_until(service, lambda s: "lost" in s.ended)
         assert seen.ended["lost"].status is TrialStatus.SUCCEEDED
         assert [m.data for m in seen.metrics] == ["2"]
-    finally:
-        await service.close()
 
 
 async def test_a_restarted_manager_readopts_the_worker_and_its_running_trial(
@@ -183,9 +183,7 @@ async def test_a_restarted_manager_gives_the_next_trial_to_the_idle_worker_of_th
 async def test_an_idle_worker_is_released_and_its_job_ends(tmp_path: Path, aml: AmlEmulator) -> None:
     """Two workers (one trial each); the one whose trial ended is released after workerIdleTimeout while the
     other runs on: its stop request goes through its mailbox, and its job completes."""
-    service = service_of(tmp_path, aml, workerIdleTimeout=1)
-    await service.start()
-    try:
+    async with running(tmp_path, aml, workerIdleTimeout=1) as service:
         quick = await submit(service, spec(tmp_path, "quick", "true"))
         held = await submit(service, spec(tmp_path, "held", "sleep 600"))
         name = quick.handle["job_name"]
@@ -199,16 +197,12 @@ async def test_an_idle_worker_is_released_and_its_job_ends(tmp_path: Path, aml: 
         assert aml.job(name).status == "Completed"
         assert aml.mlflow.runs[name].tags["trialfleet.worker.ended"] == "released by the manager"
         assert aml.job(held.handle["job_name"]).status == "Running"
-    finally:
-        await service.close()
 
 
 async def test_two_gpu_trials_share_one_worker_with_two_trials_per_gpu(
     tmp_path: Path, aml: AmlEmulator
 ) -> None:
-    service = service_of(tmp_path, aml, trialGpuNumber=1, maxTrialNumberPerGpu=2)
-    await service.start()
-    try:
+    async with running(tmp_path, aml, trialGpuNumber=1, maxTrialNumberPerGpu=2) as service:
         command = "while [ ! -e go ]; do sleep 0.05; done"
         a = await submit(service, spec(tmp_path, "a", command, gpus=1))
         b = await submit(service, spec(tmp_path, "b", command, gpus=1))
@@ -219,5 +213,3 @@ async def test_two_gpu_trials_share_one_worker_with_two_trials_per_gpu(
         seen = await poll_until(service, lambda s: {"a", "b"} <= set(s.ended))
         assert {seen.ended[t].status for t in "ab"} == {TrialStatus.SUCCEEDED}
         assert job_submits(aml) == 1
-    finally:
-        await service.close()

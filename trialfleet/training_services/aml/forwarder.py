@@ -285,6 +285,18 @@ def exit_code(trial_dir, status):
     return 128 + result["signal"] if isinstance(result.get("signal"), int) else 1
 
 
+def drain(step, cancelled, what):
+    """Call ``step`` until it says everything is acknowledged, for at most ``DRAIN`` seconds (``CANCEL_DRAIN``
+    after a SIGTERM)."""
+    limit = CANCEL_DRAIN if cancelled else DRAIN
+    deadline = time.time() + limit
+    while not step():
+        if time.time() > deadline:
+            print(f"trialfleet: the manager did not take {what} within {limit:.0f} s", flush=True)
+            return
+        time.sleep(0.5)
+
+
 def main(argv):
     support = os.path.abspath(argv[1])
     trial_dir = os.path.join(os.getcwd(), TRIAL_DIR)
@@ -305,13 +317,7 @@ def main(argv):
         time.sleep(0.5)
     code = exit_code(trial_dir, keeper.returncode)
     print(f"trialfleet: the trial ended (exit code {code})", flush=True)
-    drain = CANCEL_DRAIN if terminated else DRAIN
-    deadline = time.time() + drain
-    while not shipper.step():
-        if time.time() > deadline:
-            print(f"trialfleet: the manager did not take the trial's files within {drain:.0f} s", flush=True)
-            break
-        time.sleep(0.5)
+    drain(shipper.step, bool(terminated), "the trial's files")
     return code
 
 

@@ -74,6 +74,9 @@ LOG_ALIASES = {"std_log.txt": "user_logs/std_log.txt"}  # read_trial_file names 
 SHUTDOWN_WAIT = 60.0
 #: how long the forwarder takes at most to ship what a trial wrote (it ships every 0.5 s, plus the request)
 SHIP_PERIOD = 1.0
+#: reuse mode: the longest between two looks (instead of 10 s): a trial's end is what frees its worker for the
+#: next one, so a quiet trial's end is looked for at least this often (a jobs.get per worker, a runs/get per trial)
+REUSE_MAX_INTERVAL = 2.0
 
 
 class JobWatcher(BatchJobWatcher[AmlJob]):
@@ -216,6 +219,7 @@ class AmlTrainingService(BatchJobService[AmlConfig, AmlJob, AmlHandle]):
                 registry=self.context.experiment_dir / REGISTRY,
                 mailbox=AmlMailbox(self.client, self.context.trials_dir),
             )
+            self.watcher.max_interval = REUSE_MAX_INTERVAL
 
     @property
     def _client(self) -> AmlClient:

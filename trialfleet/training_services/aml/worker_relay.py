@@ -53,8 +53,6 @@ IDLE_POLL = 5.0  # the most between two reads while nothing changes
 EAGER_FOR = 5.0
 TICK = 0.1
 SHIP_PERIOD = 0.5  # the most often one attempt's shipper steps (a step may read its run), as the forwarder's
-DRAIN = forwarder.DRAIN
-CANCEL_DRAIN = forwarder.CANCEL_DRAIN
 WORK_DIR = "outputs/trialfleet-worker"  # AML keeps ./outputs with the run once it ended
 
 
@@ -249,13 +247,7 @@ def main(argv):
         mailbox.look()
         mailbox.ship()
         time.sleep(TICK)
-    drain = CANCEL_DRAIN if terminated else DRAIN
-    deadline = time.time() + drain
-    while not mailbox.ship():
-        if time.time() > deadline:
-            print(f"trialfleet: the manager did not take the trials' files within {drain:.0f} s", flush=True)
-            break
-        time.sleep(0.5)
+    forwarder.drain(mailbox.ship, bool(terminated), "the trials' files")
     why = "the worker ended"
     try:
         with open(os.path.join(worker_dir, "ended.json")) as f:
