@@ -302,3 +302,15 @@ def test_a_worker_job_runs_the_relay_and_is_named_after_its_worker() -> None:
     other = worker_job_name("Exp1", "w18c2ab")  # Azure ML keeps lower-case names
     assert other == other.lower() and other.startswith("nni_")
     assert worker_command(90) == "python3 -I -S .trialfleet/worker_relay.py .trialfleet 90"
+
+
+def test_a_full_workers_mailbox_fits_one_tag_value() -> None:
+    """A worker is given at most MAX_WORKER_TRIALS trials at once; with each of them cancelled too, its mailbox
+    (attempts and their runs' uuids) stays within one MLflow tag value."""
+    import uuid
+
+    from trialfleet.training_services.aml import reuse
+
+    attempts = [f"abcdefghij.{n + 10}" for n in range(reuse.MAX_WORKER_TRIALS)]
+    box = {"give": {a: str(uuid.uuid4()) for a in attempts}, "cancel": attempts, "stop": 1}
+    assert len(json.dumps(box, separators=(",", ":"))) <= reuse.MAILBOX_LIMIT

@@ -42,6 +42,8 @@ ATTEMPT_TAG = "trialfleet.attempt"
 PIECE = 1000
 MAX_PIECES = 8
 MAILBOX_LIMIT = 1000  # the mailbox is one tag value
+#: the most trials a worker is given at once: their entries (attempt and run id) and cancels fit one tag value
+MAX_WORKER_TRIALS = 8
 
 
 def input_tags(

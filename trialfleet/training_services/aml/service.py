@@ -42,7 +42,7 @@ from trialfleet.training_services.aml.job import (
     worker_job_name,
 )
 from trialfleet.training_services.aml.mirror import ACK_TAG, acknowledged, apply_window
-from trialfleet.training_services.aml.reuse import ATTEMPT_TAG, AmlMailbox, input_tags
+from trialfleet.training_services.aml.reuse import ATTEMPT_TAG, MAX_WORKER_TRIALS, AmlMailbox, input_tags
 from trialfleet.training_services.aml.status import AML_OUTCOMES, AmlJob, AmlOutcomes
 from trialfleet.training_services.base import ExperimentContext
 from trialfleet.training_services.batch.outcome import JobView
@@ -208,7 +208,15 @@ class AmlTrainingService(BatchJobService[AmlConfig, AmlJob, AmlHandle]):
         if self.config.reuse_mode:
             config = self.config
             idle = float(config.worker_idle_timeout)
-            self.reuse_policy = ReusePolicy.of(config.trial_gpu_number, config.max_trial_number_per_gpu, idle)
+            per_gpu = config.max_trial_number_per_gpu
+            if per_gpu > MAX_WORKER_TRIALS and config.trial_gpu_number:
+                log.warning(
+                    "aml: a worker job runs at most %d trials at once (its mailbox is one MLflow tag), not %d",
+                    MAX_WORKER_TRIALS,
+                    per_gpu,
+                )
+                per_gpu = MAX_WORKER_TRIALS
+            self.reuse_policy = ReusePolicy.of(config.trial_gpu_number, per_gpu, idle)
             self.fleet = WorkerFleet(
                 self,
                 self.trials,
