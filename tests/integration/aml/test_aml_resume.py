@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,13 @@ import yaml
 from test_aml_examples import EXAMPLE, WORKTREE, cloud, point_at
 
 from tests.emulators.aml import AmlEmulator
-from tests.integration.cli_harness import Cli, free_port, wait_until
+from tests.integration.cli_harness import (
+    Cli,
+    free_port,
+    kill_manager_and_resume,
+    wait_done_and_stop,
+    wait_until,
+)
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore
 
@@ -48,16 +53,10 @@ def test_a_killed_manager_is_resumed_and_readopts_its_workers(tmp_path: Path, am
     wait_until(
         lambda: statuses().count("RUNNING") == 2, "two trials running in Azure ML workers", timeout=120
     )
-    manager = cli.json("experiment", "list", "--json")[0]["pid"]
-    os.kill(manager, signal.SIGKILL)
-    wait_until(lambda: not Path(f"/proc/{manager}").exists(), "the killed manager to be reaped")
-    resumed = cli.ok("resume", experiment_id, "--port", str(free_port()))
+    resumed = kill_manager_and_resume(cli, experiment_id)
     assert "2 running trial(s) re-adopted" in resumed
     hold.unlink()
-    wait_until(
-        lambda: cli.json("experiment", "status", experiment_id)["status"] == "DONE", "DONE", timeout=120
-    )
-    cli.ok("stop", experiment_id)
+    wait_done_and_stop(cli, experiment_id)
     store = ExperimentStore.for_experiment_dir(tmp_path / "experiments" / experiment_id)
     try:
         trials = store.trials()
