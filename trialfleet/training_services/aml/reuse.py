@@ -76,27 +76,37 @@ class AmlMailbox:
         run_id = str(handle["run_id"])
         what = f"name job {worker.job_id}'s run as the parent of run {run_id}"
         await asyncio.to_thread(self.client.set_tag, run_id, PARENT_TAG, worker.job_id, what)
-        await self._update(worker, lambda box: box["give"].__setitem__(posixpath.basename(trial_dir), run_id))
+        await self._update(worker, give=(posixpath.basename(trial_dir), run_id))
 
     async def cancel(self, worker: Worker, trial_dir: str) -> None:
-        attempt = posixpath.basename(trial_dir)
-        await self._update(
-            worker, lambda box: box["cancel"].append(attempt) if attempt not in box["cancel"] else 0
-        )
+        await self._update(worker, cancel=posixpath.basename(trial_dir))
 
     async def stop(self, worker: Worker) -> None:
-        await self._update(worker, lambda box: box.__setitem__("stop", 1))
+        await self._update(worker, stop=True)
 
     async def ended(self, worker: Worker) -> bool:
         tags = await asyncio.to_thread(self.client.run_tags, worker.job_id)
         return bool(tags and ENDED_TAG in tags)
 
-    async def _update(self, worker: Worker, change: Any) -> None:
+    async def _update(
+        self,
+        worker: Worker,
+        *,
+        give: tuple[str, str] | None = None,
+        cancel: str | None = None,
+        stop: bool = False,
+    ) -> None:
+        """Add an attempt given (attempt, run id), a cancel or the stop to the worker's mailbox and write it whole."""
         async with self.lock:
             box = self.boxes.get(worker.name)
             if box is None:  # an earlier manager's worker: its mailbox may hold attempts not taken yet
                 box = await self._read(worker)
-            change(box)
+            if give is not None:
+                box["give"][give[0]] = give[1]
+            if cancel is not None and cancel not in box["cancel"]:
+                box["cancel"].append(cancel)
+            if stop:
+                box["stop"] = 1
             self._prune(box)
             value = json.dumps(box, separators=(",", ":"))
             if len(value) > MAILBOX_LIMIT:
