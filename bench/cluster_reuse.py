@@ -15,7 +15,9 @@ is left is the platform's, the worker's and the manager's part. Figures are prin
 
 Platforms: those with reuse mode and an emulator — OpenPAI, DLTS, Kubeflow (a TFJob of one worker replica) and
 FrameworkController (a Framework of one task), the last two on the Kubernetes emulator through the real
-``kubernetes`` client, whose knob holds every pod ``Pending`` without a node for ``--latency`` seconds. Slurm has reuse too but is a real Slurm here,
+``kubernetes`` client, whose knob holds every pod ``Pending`` without a node for ``--latency`` seconds, and Azure
+ML (its emulator's ``queueLatency`` keeps every job ``Queued``; the real ``azure-ai-ml``, a worker's mailbox and
+each attempt's files over the emulated MLflow). Slurm has reuse too but is a real Slurm here,
 whose queue latency this module cannot set.
 """
 
@@ -126,6 +128,31 @@ async def kubernetes_service(root: Path, latency: float, reuse: bool, platform: 
         cluster.stop()
 
 
+@contextlib.asynccontextmanager
+async def aml_service(root: Path, latency: float, reuse: bool) -> AsyncIterator[Any]:
+    import os
+
+    from tests.emulators.aml import AmlEmulator, Timing
+    from trialfleet.testing import make_context
+    from trialfleet.training_services.aml import AmlTrainingService
+
+    _helpers("aml")
+    from aml_helpers import aml_config
+
+    timing = Timing(state_delay=0.02, cancel_grace=1.0, require_seen=False)
+    with AmlEmulator(root / "aml", timing=timing) as aml:
+        saved = dict(os.environ)
+        os.environ.update(aml.client_env())  # azure-identity's variables, the CA bundle, the proxy
+        try:
+            aml.configure(retryAfter=0, queueLatency=latency)
+            context = make_context(root / "experiment", aml_config(aml, reuseMode=reuse), "bench")
+            async with started(AmlTrainingService(context)) as service:
+                yield service
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
 def kubeflow_service(root: Path, latency: float, reuse: bool) -> Any:
     return kubernetes_service(root, latency, reuse, "kubeflow")
 
@@ -139,6 +166,7 @@ PLATFORMS: dict[str, Callable[[Path, float, bool], Any]] = {
     "dlts": dlts_service,
     "kubeflow": kubeflow_service,
     "frameworkcontroller": frameworkcontroller_service,
+    "aml": aml_service,
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -111,6 +112,21 @@ def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 90) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
+
+
+def kill_manager_and_resume(cli: Cli, experiment_id: str) -> str:
+    """SIGKILL the manager of the one experiment listed, once it is gone resume it; what ``resume`` printed."""
+    manager = cli.json("experiment", "list", "--json")[0]["pid"]
+    os.kill(manager, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{manager}").exists(), "the killed manager to be reaped")
+    return cli.ok("resume", experiment_id, "--port", str(free_port()))
+
+
+def wait_done_and_stop(cli: Cli, experiment_id: str, timeout: float = 120) -> None:
+    wait_until(
+        lambda: cli.json("experiment", "status", experiment_id)["status"] == "DONE", "DONE", timeout=timeout
+    )
+    cli.ok("stop", experiment_id)
 
 
 def processes_mentioning(text: str) -> list[tuple[int, str]]:

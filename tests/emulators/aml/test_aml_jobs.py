@@ -230,3 +230,39 @@ def test_the_scheduling_latency_knob_keeps_every_job_queued(emulator: AmlEmulato
         assert ml_client.jobs.get(job.name).status == "Queued"  # an hour in the queue has not passed
     emulator.configure(queueLatency=0)
     assert statuses_until_terminal(ml_client, job.name, "Queued")[-1] == "Completed"
+
+
+def test_runs_made_through_mlflow_nest_under_a_job_and_obey_the_same_limits(
+    emulator: AmlEmulator, ml_client: Any
+) -> None:
+    """MLflow's ``experiments/create`` and ``runs/create`` through the real ``MlflowClient``: a run of the job's
+    experiment, nested under the job's run by ``mlflow.parentRunId``, with Azure ML's 50 tags of its own, ended by
+    ``runs/update``; a run of an experiment that does not exist is refused."""
+    from mlflow.entities import RunTag
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    job = submit(ml_client, "true")
+    token = emulator.credential().get_token(f"{emulator.aml_resource_id}/.default").token
+    os.environ["MLFLOW_TRACKING_TOKEN"] = token
+    try:
+        client = MlflowClient(tracking_uri=emulator.mlflow_tracking_uri)
+        experiment = client.get_run(job.name).info.experiment_id
+        with pytest.raises(MlflowException) as missing:
+            client.create_run("not-an-experiment")
+        made = client.create_experiment("made-through-mlflow")
+        assert client.get_experiment_by_name("made-through-mlflow").experiment_id == made
+        with pytest.raises(MlflowException, match="already exists"):
+            client.create_experiment("made-through-mlflow")
+        child = client.create_run(experiment, tags={"mlflow.parentRunId": job.name}, run_name="attempt")
+        client.log_batch(child.info.run_id, tags=[RunTag(f"t{i}", "v" * 1000) for i in range(49)])
+        with pytest.raises(MlflowException, match="at most 50 tags"):
+            client.set_tag(child.info.run_id, "one-more", "v")
+        client.set_terminated(child.info.run_id, "FINISHED")
+        ended = client.get_run(child.info.run_id)
+    finally:
+        del os.environ["MLFLOW_TRACKING_TOKEN"]
+    assert missing.value.error_code == "RESOURCE_DOES_NOT_EXIST"
+    assert ended.data.tags["mlflow.parentRunId"] == job.name and ended.info.run_name == "attempt"
+    assert ended.info.status == "FINISHED" and ended.info.end_time is not None
+    assert ended.info.experiment_id == experiment and ended.info.run_id != job.name

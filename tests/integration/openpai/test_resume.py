@@ -5,16 +5,20 @@ re-adopts them, and every trial ends once, with its metrics, without a second jo
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 from pathlib import Path
 
 import pytest
 from test_nni_examples import MNIST, SEARCH_SPACE, V2_CONFIG
 
 from tests.emulators.openpai import OpenPAIEmulator
-from tests.integration.cli_harness import Cli, free_port, wait_until
+from tests.integration.cli_harness import (
+    Cli,
+    free_port,
+    kill_manager_and_resume,
+    wait_done_and_stop,
+    wait_until,
+)
 from trialfleet.status import TrialStatus
 from trialfleet.storage import ExperimentStore
 
@@ -60,16 +64,10 @@ def test_a_killed_manager_is_resumed_and_readopts_its_jobs(tmp_path: Path, pai: 
         return [t["status"] for t in cli.json("trial", "ls", experiment_id, "--json")]
 
     wait_until(lambda: statuses().count("RUNNING") == 2, "two trials running on OpenPAI")
-    manager = cli.json("experiment", "list", "--json")[0]["pid"]
-    os.kill(manager, signal.SIGKILL)
-    wait_until(lambda: not Path(f"/proc/{manager}").exists(), "the killed manager to be reaped")
-    resumed = cli.ok("resume", experiment_id, "--port", str(free_port()))
+    resumed = kill_manager_and_resume(cli, experiment_id)
     assert "2 running trial(s) re-adopted" in resumed
     hold.unlink()
-    wait_until(
-        lambda: cli.json("experiment", "status", experiment_id)["status"] == "DONE", "DONE", timeout=120
-    )
-    cli.ok("stop", experiment_id)
+    wait_done_and_stop(cli, experiment_id)
     store = ExperimentStore.for_experiment_dir(tmp_path / "experiments" / experiment_id)
     try:
         trials = store.trials()

@@ -184,7 +184,8 @@ def test_aml(data_dir: Path) -> None:
         "nni-workspace",
         "gpu-cluster",
     )
-    assert service.max_trial_number_per_gpu is None  # not acted on: unset unless a config sets it
+    # NNI's defaults: reuse mode (NNI ran AML in no other), one trial per GPU
+    assert service.reuse_mode is True and service.max_trial_number_per_gpu == 1
 
 
 def test_hybrid_list_gets_shortcuts_in_every_member(workdir: Path) -> None:

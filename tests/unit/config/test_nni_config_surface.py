@@ -604,10 +604,24 @@ def test_cluster_platform_block_keeps_every_key(workdir: Path, variant: str) -> 
     _check_availability(loaded.config, block["platform"])
 
 
-def test_aml_accepts_reuse_mode_and_says_it_is_not_acted_on(workdir: Path) -> None:
-    """NNI's AML ran only in reuse mode, and NNI configs for it say so: the key loads, with a warning."""
-    loaded = _load(workdir, _top(_set(trainingService=UNAVAILABLE["aml"] | {"reuseMode": True})))
-    _unacted("trainingService.reuseMode")(loaded, workdir)
+def test_aml_runs_in_reuse_mode_by_default_as_nni_did(workdir: Path) -> None:
+    """NNI's AML ran only in reuse mode (its AmlConfig has no reuseMode key): trialfleet's default; the key set
+    either way loads without a warning, and maxTrialNumberPerGpu is acted on in reuse mode with GPUs only."""
+    default = _load(workdir, _top(_set(trainingService=UNAVAILABLE["aml"])))
+    assert default.config.training_service.reuse_mode is True  # type: ignore[union-attr]
+    for reuse in (True, False):
+        loaded = _load(workdir, _top(_set(trainingService=UNAVAILABLE["aml"] | {"reuseMode": reuse})))
+        assert not [w for w in loaded.warnings if "reuseMode" in w], loaded.warnings
+    packed = UNAVAILABLE["aml"] | {"maxTrialNumberPerGpu": 2}
+    _unacted("trainingService.maxTrialNumberPerGpu")(
+        _load(workdir, _top(_set(trainingService=packed))), workdir
+    )
+    with_gpus = _load(workdir, _top(_set(trainingService=packed | {"trialGpuNumber": 1})))
+    assert not [w for w in with_gpus.warnings if "maxTrialNumberPerGpu" in w], with_gpus.warnings
+    one_job_each = packed | {"trialGpuNumber": 1, "reuseMode": False}
+    _unacted("trainingService.maxTrialNumberPerGpu")(
+        _load(workdir, _top(_set(trainingService=one_job_each))), workdir
+    )
 
 
 def test_hybrid_list_loads_every_member_and_passes_the_start_checks(workdir: Path) -> None:

@@ -232,7 +232,8 @@ def test_command_json_stays_in_the_job(tmp_path: Path, monkeypatch) -> None:
 
 def test_the_window_keeps_the_metric_stream_first_and_the_result_last(tmp_path: Path, monkeypatch) -> None:
     """Within Azure's 50 tags of 1,000 characters: a log over the cap reaches the manager up to the cap, the
-    metric stream whole and first, result.json only once everything before it is acknowledged."""
+    metric stream whole and first, result.json only in the window that holds the rest of everything before it (one
+    look of the manager less for a small trial directory), else once that is acknowledged."""
     from trialfleet.training_services.aml import forwarder
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
@@ -251,3 +252,65 @@ def test_the_window_keeps_the_metric_stream_first_and_the_result_last(tmp_path: 
     assert all(index != 2 for index, _, _ in window)
     shipper.acked = [forwarder.PIECE + 1, forwarder.FILE_CAP]
     assert shipper.pending(sizes) == [(2, 0, 2)]
+    # the rest fits this window: result.json goes with it
+    shipper.acked = [forwarder.PIECE + 1, forwarder.FILE_CAP - 3]
+    assert shipper.pending(sizes) == [(1, forwarder.FILE_CAP - 3, 3), (2, 0, 2)]
+    shipper.slots = 1  # it does not: result.json waits
+    assert shipper.pending(sizes) == [(1, forwarder.FILE_CAP - 3, 3)]
+
+
+def test_an_attempts_inputs_reach_its_worker_within_azures_tag_limits(tmp_path: Path, monkeypatch) -> None:
+    """Reuse mode: the manager cuts the attempt's inputs into tags of its run; the worker's relay (stdlib, in the
+    job) joins them and writes the trial directory the keeper reads, hostile values intact."""
+    from trialfleet.training_services.aml import reuse, worker_relay
+    from trialfleet.trial_keeper.keeper import PROTOCOL
+
+    record = json.dumps({"parameter_id": 3, "parameters": {"text": HOSTILE * 40}})
+    env = {"NNI_TRIAL_JOB_ID": "Tr1al", "HOSTILE_VALUE": HOSTILE}
+    tags = reuse.input_tags(record, f"python3 echo.py '{HOSTILE}'", env, None)
+    assert all(len(k) <= 100 and len(v) <= 1000 for k, v in tags.items())
+    assert len(tags) <= reuse.MAX_PIECES + 1
+    pieces = int(tags[reuse.INPUTS_TAG])
+    assert pieces > 1  # the parameters took several tags
+    assert worker_relay.read_inputs({k: v for k, v in tags.items() if k != f"{reuse.INPUT_PREFIX}1"}) is None
+    inputs = worker_relay.read_inputs(tags)
+    monkeypatch.chdir(tmp_path)
+    worker_relay.write_inputs(str(tmp_path / "trial"), inputs)
+    assert (tmp_path / "trial" / "parameter.cfg").read_text() == record
+    command = json.loads((tmp_path / "trial" / "command.json").read_text())
+    assert command["protocol"] == PROTOCOL
+    assert command["argv"] == ["/bin/bash", "-c", f"python3 echo.py '{HOSTILE}'"]
+    assert command["env"]["HOSTILE_VALUE"] == HOSTILE
+    assert command["env"]["NNI_SYS_DIR"] == str(tmp_path / "trial")
+    with pytest.raises(ValueError, match="more than an MLflow run carries"):
+        reuse.input_tags("x" * reuse.MAX_PIECES * reuse.PIECE, "true", {}, None)
+
+
+def test_the_worker_relay_and_the_manager_name_the_same_tags() -> None:
+    from trialfleet.training_services.aml import reuse, worker_relay
+
+    for name in ("MAILBOX_TAG", "ENDED_TAG", "INPUTS_TAG", "INPUT_PREFIX"):
+        assert getattr(worker_relay, name) == getattr(reuse, name), name
+    # an attempt's run: its window, the file list and acknowledgement, its inputs, the parent and the attempt
+    assert worker_relay.CHILD_SLOTS + 2 + reuse.MAX_PIECES + 1 + 2 <= 50
+
+
+def test_a_worker_job_runs_the_relay_and_is_named_after_its_worker() -> None:
+    from trialfleet.training_services.aml.job import worker_command, worker_job_name
+
+    assert worker_job_name("exp1", "w18c2ab") == "nni_exp_exp1_worker_w18c2ab"
+    other = worker_job_name("Exp1", "w18c2ab")  # Azure ML keeps lower-case names
+    assert other == other.lower() and other.startswith("nni_")
+    assert worker_command(90) == "python3 -I -S .trialfleet/worker_relay.py .trialfleet 90"
+
+
+def test_a_full_workers_mailbox_fits_one_tag_value() -> None:
+    """A worker is given at most MAX_WORKER_TRIALS trials at once; with each of them cancelled too, its mailbox
+    (attempts and their runs' uuids) stays within one MLflow tag value."""
+    import uuid
+
+    from trialfleet.training_services.aml import reuse
+
+    attempts = [f"abcdefghij.{n + 10}" for n in range(reuse.MAX_WORKER_TRIALS)]
+    box = {"give": {a: str(uuid.uuid4()) for a in attempts}, "cancel": attempts, "stop": 1}
+    assert len(json.dumps(box, separators=(",", ":"))) <= reuse.MAILBOX_LIMIT

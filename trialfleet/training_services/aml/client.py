@@ -120,6 +120,7 @@ class AmlClient:
         self.discovery_url = ""
         self.http = requests.Session()
         self._token: Any = None
+        self._experiments: dict[str, str] = {}  # Azure ML experiment name → its MLflow id
 
     def close(self) -> None:
         """End the HTTP sessions and the credential's (their connections would stay open until collected)."""
@@ -216,15 +217,51 @@ class AmlClient:
         tags = response.json().get("run", {}).get("data", {}).get("tags") or []
         return {str(tag["key"]): str(tag["value"]) for tag in tags if "key" in tag}
 
-    def set_tag(self, name: str, key: str, value: str) -> None:
-        """Set one tag of the job's MLflow run (the manager's acknowledgement to the forwarder)."""
+    def set_tag(self, name: str, key: str, value: str, what: str = "") -> None:
+        """Set one tag of a run (MLflow's ``runs/set-tag``): the manager's acknowledgement to a forwarder, a
+        reuse-mode worker's mailbox."""
+        what = what or f"acknowledge what the MLflow run of job {name} shipped"
+        self._post("runs/set-tag", {"run_id": name, "key": key, "value": value}, what)
+
+    def create_run(self, experiment: str, run_name: str, tags: Mapping[str, str]) -> str:
+        """A new MLflow run of Azure ML's experiment ``experiment`` (MLflow's ``experiments/get-by-name``, then
+        ``runs/create``, as ``MlflowClient.create_run``); its run id."""
+        what = f"create an MLflow run in experiment {experiment!r}"
+        body = {
+            "experiment_id": self.experiment_id(experiment, what),
+            "run_name": run_name,
+            "start_time": int(time.time() * 1000),
+            "tags": [{"key": key, "value": value} for key, value in tags.items()],
+        }
+        return str(self._post("runs/create", body, what)["run"]["info"]["run_id"])
+
+    def experiment_id(self, experiment: str, what: str) -> str:
+        """The MLflow id of Azure ML's experiment ``experiment``, made (``experiments/create``) if it has no job
+        yet: Azure ML makes it with the first job otherwise."""
+        if experiment in self._experiments:
+            return self._experiments[experiment]
+        url = f"{self.tracking_uri}/api/2.0/mlflow/experiments/get-by-name"
+        try:
+            found = self._get(url, what, {"experiment_name": experiment}).json()
+            self._experiments[experiment] = str(found["experiment"]["experiment_id"])
+        except PlatformError as exc:
+            if "RESOURCE_DOES_NOT_EXIST" not in str(exc):
+                raise
+            try:
+                made = self._post("experiments/create", {"name": experiment}, what)
+            except PlatformError as again:
+                if "RESOURCE_ALREADY_EXISTS" not in str(again):
+                    raise
+                return self.experiment_id(experiment, what)  # made meanwhile (by a job)
+            self._experiments[experiment] = str(made["experiment_id"])
+        return self._experiments[experiment]
+
+    def _post(self, path: str, body: Mapping[str, Any], what: str) -> Any:
         import requests
 
-        what = f"acknowledge what the MLflow run of job {name} shipped"
-        body = {"run_id": name, "key": key, "value": value}
         try:
             response = self.http.post(
-                f"{self.tracking_uri}/api/2.0/mlflow/runs/set-tag",
+                f"{self.tracking_uri}/api/2.0/mlflow/{path}",
                 json=body,
                 headers=self._headers(),
                 timeout=TIMEOUT,
@@ -240,6 +277,7 @@ class AmlClient:
             raise error(
                 f"aml: {self.where}: cannot {what}: HTTP {response.status_code} {response.text[:300]}"
             )
+        return response.json()
 
     def log_file(self, name: str, log_name: str) -> bytes:
         """One of the run's log files (``user_logs/std_log.txt`` …), through run history's ``logFiles``."""

@@ -16,8 +16,9 @@ keys of 100 characters, values of 1,000: "Service limits in Azure Machine Learni
   ``trialfleet.slot.<k>`` holds ``<file index>:<offset>:<base64 of up to PIECE bytes>``, and the manager sets
   ``trialfleet.ack`` to the bytes of each file its mirror holds. Every half second the window is refilled from
   what is not acknowledged yet, in order: the metric stream, the keeper's records, the rest, ``result.json``
-  last (once everything else is acknowledged, so whoever sees the trial's end has every byte before it). A
-  request that fails is simply sent again later: nothing is dropped until acknowledged;
+  last (in the window that holds the rest of everything before it, or once that is acknowledged: the manager
+  applies a window whole before it looks, so whoever sees the trial's end has every byte before it). A request
+  that fails is simply sent again later: nothing is dropped until acknowledged;
 * the trial's logs and other files reach the manager up to ``FILE_CAP`` bytes each (the metric stream and the
   keeper's records whole): a 50 MB log would take an hour through 50 tags. The whole directory stays in the
   job's ``./outputs``, which Azure ML keeps with the run;
@@ -62,13 +63,22 @@ def private_file(trial_dir):
     return _identity(os.path.join(trial_dir, "command.json"))
 
 
+def mlflow_api():
+    """The job's MLflow runs API, from the variables Azure ML sets in every job."""
+    uri = os.environ["MLFLOW_TRACKING_URI"]
+    if uri.startswith("azureml://"):  # what the azureml-mlflow plugin does
+        uri = "https://" + uri[len("azureml://") :]
+    return uri.rstrip("/") + "/api/2.0/mlflow/runs/"
+
+
 class Shipper:
-    def __init__(self, trial_dir):
-        uri = os.environ["MLFLOW_TRACKING_URI"]
-        if uri.startswith("azureml://"):  # what the azureml-mlflow plugin does
-            uri = "https://" + uri[len("azureml://") :]
-        self.api = uri.rstrip("/") + "/api/2.0/mlflow/runs/"
-        self.run_id = os.environ["MLFLOW_RUN_ID"]
+    """Ships one trial directory into one MLflow run: the job's own (``MLFLOW_RUN_ID``), or a reuse-mode worker's
+    child run of the attempt, whose other tags (its inputs) leave room for fewer ``slots``."""
+
+    def __init__(self, trial_dir, run_id=None, slots=SLOTS):
+        self.api = mlflow_api()
+        self.run_id = run_id or os.environ["MLFLOW_RUN_ID"]
+        self.slots = slots
         self.token = os.environ.get("MLFLOW_TRACKING_TOKEN") or os.environ.get("AZUREML_RUN_TOKEN", "")
         self.trial_dir = trial_dir
         self.files = []  # relative paths, in the order first seen: a file's index names it in the slots
@@ -119,16 +129,18 @@ class Shipper:
     def pending(self, sizes):
         """The next window: (file index, offset, length) of what is not acknowledged, in shipping order."""
         window: list[tuple[int, int, int]] = []
+        whole = True  # the window holds all that is not acknowledged of the files so far
         for relative, size in sizes.items():
             index = self.files.index(relative)
             offset = self.acked[index] if index < len(self.acked) else 0
             if offset < 0:
                 continue  # the manager refuses the name
-            if relative == WHOLE[2] and window:
-                break  # result.json only once everything before it is acknowledged
-            while offset < size and len(window) < SLOTS:
+            if relative == WHOLE[2] and not whole:
+                break  # result.json only with (or after) the rest of everything before it
+            while offset < size and len(window) < self.slots:
                 window.append((index, offset, min(PIECE, size - offset)))
                 offset += PIECE
+            whole = whole and offset >= size
         return window
 
     def step(self):
@@ -146,7 +158,7 @@ class Shipper:
 
     def _post_window(self, window):
         tags = [{"key": "trialfleet.files", "value": json.dumps(self.files)}]
-        for slot in range(SLOTS):
+        for slot in range(self.slots):
             value = "-"
             if slot < len(window):
                 index, offset, length = window[slot]
@@ -182,29 +194,32 @@ class Shipper:
                     self.window = None  # refill from what the manager holds
 
     def _request(self, path, body):
-        """One MLflow request, retried while MLflow is unreachable, throttles or fails (5xx); its answer, or
-        None when it refused (said once on stderr: it is the job's log)."""
-        data = json.dumps(body).encode() if body is not None else None
-        delay = 0.5
-        for _ in range(8):
-            request = urllib.request.Request(self.api + path, data=data, method="POST" if data else "GET")
-            request.add_header("Content-Type", "application/json")
-            if self.token:
-                request.add_header("Authorization", "Bearer " + self.token)
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    return json.loads(response.read() or b"{}") or {"ok": True}
-            except urllib.error.HTTPError as error:
-                if error.code < 500 and error.code != 429:
-                    sys.stderr.write(
-                        f"trialfleet: MLflow refused {path.split('?')[0]}: {error.read()[:500]!r}\n"
-                    )
-                    return None
-            except (OSError, ValueError) as error:
-                sys.stderr.write(f"trialfleet: MLflow is unreachable (retried): {error}\n")
+        return mlflow_request(self.api, self.token, path, body)
+
+
+def mlflow_request(api, token, path, body, attempts=8):
+    """One MLflow request, retried while MLflow is unreachable, throttles or fails (5xx); its answer, or None
+    when it refused or never answered (said on stderr: it is the job's log)."""
+    data = json.dumps(body).encode() if body is not None else None
+    delay = 0.5
+    for attempt in range(attempts):
+        request = urllib.request.Request(api + path, data=data, method="POST" if data else "GET")
+        request.add_header("Content-Type", "application/json")
+        if token:
+            request.add_header("Authorization", "Bearer " + token)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read() or b"{}") or {"ok": True}
+        except urllib.error.HTTPError as error:
+            if error.code < 500 and error.code != 429:
+                sys.stderr.write(f"trialfleet: MLflow refused {path.split('?')[0]}: {error.read()[:500]!r}\n")
+                return None
+        except (OSError, ValueError) as error:
+            sys.stderr.write(f"trialfleet: MLflow is unreachable (retried): {error}\n")
+        if attempt + 1 < attempts:
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
-        return None
+    return None
 
 
 def _shipping_order(relative):
@@ -242,10 +257,16 @@ def prepare(support, trial_dir):
     }
     with open(os.path.join(trial_dir, "command.json"), "w") as f:
         json.dump(record, f)
+    env = keeper_environment(support)
+    env.update(NNI_SYS_DIR=trial_dir, NNI_OUTPUT_DIR=trial_dir, NNI_CODE_DIR=os.getcwd())
+    return env
+
+
+def keeper_environment(support):
+    """The job's environment for the keeper: no NNI channel variables, the ``nni`` shim unless a real nni."""
     env = dict(os.environ)
     for name in ("NNI_TRIAL_COMMAND_CHANNEL", "REUSE_MODE", "MULTI_PHASE", "SDK_PROCESS"):
         env.pop(name, None)
-    env.update(NNI_SYS_DIR=trial_dir, NNI_OUTPUT_DIR=trial_dir, NNI_CODE_DIR=os.getcwd())
     if shim_needed():
         shim = os.path.join(support, "nni-shim")
         env["PYTHONPATH"] = shim + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -264,13 +285,27 @@ def exit_code(trial_dir, status):
     return 128 + result["signal"] if isinstance(result.get("signal"), int) else 1
 
 
+def drain(step, cancelled, what):
+    """Call ``step`` until it says everything is acknowledged, for at most ``DRAIN`` seconds (``CANCEL_DRAIN``
+    after a SIGTERM)."""
+    limit = CANCEL_DRAIN if cancelled else DRAIN
+    deadline = time.time() + limit
+    while not step():
+        if time.time() > deadline:
+            print(f"trialfleet: the manager did not take {what} within {limit:.0f} s", flush=True)
+            return
+        time.sleep(0.5)
+
+
 def main(argv):
     support = os.path.abspath(argv[1])
     trial_dir = os.path.join(os.getcwd(), TRIAL_DIR)
     env = prepare(support, trial_dir)
     shipper = Shipper(trial_dir)
     terminated = []
-    signal.signal(signal.SIGTERM, lambda *_: terminated.append(1))  # the keeper gets it too and ends the trial
+    signal.signal(
+        signal.SIGTERM, lambda *_: terminated.append(1)
+    )  # the keeper gets it too and ends the trial
     print(
         f"trialfleet: running the trial in {trial_dir} (its output: trial.stdout, trial.stderr)", flush=True
     )
@@ -282,13 +317,7 @@ def main(argv):
         time.sleep(0.5)
     code = exit_code(trial_dir, keeper.returncode)
     print(f"trialfleet: the trial ended (exit code {code})", flush=True)
-    drain = CANCEL_DRAIN if terminated else DRAIN
-    deadline = time.time() + drain
-    while not shipper.step():
-        if time.time() > deadline:
-            print(f"trialfleet: the manager did not take the trial's files within {drain:.0f} s", flush=True)
-            break
-        time.sleep(0.5)
+    drain(shipper.step, bool(terminated), "the trial's files")
     return code
 
 

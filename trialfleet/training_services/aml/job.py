@@ -22,6 +22,7 @@ from trialfleet.training_services.naming import nni_job_name
 SUPPORT_DIR = ".trialfleet"  # in the code snapshot
 FORWARDER = f"{SUPPORT_DIR}/forwarder.py"
 COMMAND = f"python3 -I -S {FORWARDER} {SUPPORT_DIR}"
+WORKER_RELAY = f"{SUPPORT_DIR}/worker_relay.py"  # a reuse-mode worker job's command (worker_command)
 _AML_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,254}")
 
 
@@ -56,6 +57,22 @@ class TrialJob:
     image: str
     env: Mapping[str, str] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
+    command: str = COMMAND  # a trial attempt's; a worker job's is worker_command's
+
+
+def worker_job_name(experiment_id: str, worker: str) -> str:
+    """A reuse-mode worker job: ``nni_exp_<experiment>_worker_<name>`` (the worker names are unique per
+    experiment), in the characters Azure ML accepts."""
+    name = f"nni_exp_{experiment_id}_worker_{worker}"
+    if name == name.lower() and _AML_NAME.fullmatch(name):
+        return name
+    return "nni_" + uuid.uuid5(uuid.NAMESPACE_URL, f"trialfleet/{experiment_id}/worker/{worker}").hex
+
+
+def worker_command(idle_timeout: float) -> str:
+    """The worker job's command: the worker, its mailbox carried over MLflow (``worker_relay.py``); it ends
+    itself after ``idle_timeout`` seconds without a trial."""
+    return f"python3 -I -S {WORKER_RELAY} {SUPPORT_DIR} {idle_timeout:g}"
 
 
 def trial_variables(
@@ -74,7 +91,7 @@ def job_spec(job: TrialJob) -> dict[str, Any]:
         "name": job.name,
         "display_name": job.trial_id,
         "experiment_name": job.experiment,
-        "command": COMMAND,
+        "command": job.command,
         "compute": job.compute,
         "environment_variables": dict(job.env),
         "tags": dict(job.tags),

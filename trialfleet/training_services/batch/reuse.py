@@ -76,6 +76,47 @@ CLOSE_WAIT = 10.0
 REUSE_POLL_INTERVAL = 0.1
 
 
+class WorkerMailbox(Protocol):
+    """How the manager's requests reach a worker: files of its directory (:class:`FilesMailbox`), or what a
+    platform that shares no directory with its jobs carries them over (Azure ML: a tag of the job's run)."""
+
+    async def give(self, worker: Worker, trial_dir: str, handle: Mapping[str, Any]) -> None:
+        """Put the attempt (its directory complete, its handle recorded) in the worker's inbox; again after a
+        restart too: the worker never takes an attempt twice."""
+
+    async def cancel(self, worker: Worker, trial_dir: str) -> None:
+        """Ask the worker to end that attempt."""
+
+    async def stop(self, worker: Worker) -> None:
+        """Ask the worker to take no more trials and exit once its running ones ended."""
+
+    async def ended(self, worker: Worker) -> bool:
+        """The worker recorded its own end."""
+
+
+class FilesMailbox:
+    """The worker's ``inbox/``, ``cancel/``, ``stop/`` and ``ended.json`` through the platform's trial files."""
+
+    def __init__(self, files: TrialFiles) -> None:
+        self.files = files
+
+    async def give(self, worker: Worker, trial_dir: str, handle: Mapping[str, Any]) -> None:
+        await self.files.write(
+            posixpath.join(worker.worker_dir, "inbox"), {posixpath.basename(trial_dir): ""}
+        )
+
+    async def cancel(self, worker: Worker, trial_dir: str) -> None:
+        await self.files.write(
+            posixpath.join(worker.worker_dir, "cancel"), {posixpath.basename(trial_dir): ""}
+        )
+
+    async def stop(self, worker: Worker) -> None:
+        await self.files.write(posixpath.join(worker.worker_dir, "stop"), {"now": ""})
+
+    async def ended(self, worker: Worker) -> bool:
+        return await self.files.exists(worker.worker_dir, "ended.json")
+
+
 class WorkerJobs(Protocol):
     """What a platform does for its workers."""
 
@@ -130,9 +171,11 @@ class WorkerFleet:
         *,
         job_key: str = "job_id",
         registry: Path | None = None,
+        mailbox: WorkerMailbox | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.jobs, self.files, self.watcher, self.policy = jobs, files, watcher, policy
+        self.mailbox = mailbox or FilesMailbox(files)
         self.job_key = job_key  # the handle's key of the job (the service's ``job_key``)
         self.root = root
         self.trials_dir = posixpath.join(root, "trials")
@@ -146,7 +189,11 @@ class WorkerFleet:
     # ---- placement -------------------------------------------------------------------------------------------
 
     async def launch(
-        self, spec: TrialSpec, trial_dir: str, files: Mapping[str, str], extra: Mapping[str, Any] | None = None
+        self,
+        spec: TrialSpec,
+        trial_dir: str,
+        files: Mapping[str, str],
+        extra: Mapping[str, Any] | None = None,
     ) -> Submitted:
         """Give the trial (its input ``files``) to a worker, starting one when none has a free slot; ``extra``:
         more keys of the platform's for the handle."""
@@ -162,9 +209,7 @@ class WorkerFleet:
         worker = self._register(handle, spec.trial_id)
         self._save()
         # again after a restart too: the worker never takes an attempt twice (claimed/)
-        await self.files.write(
-            posixpath.join(worker.worker_dir, "inbox"), {posixpath.basename(trial_dir): ""}
-        )
+        await self.mailbox.give(worker, trial_dir, handle)
         self.watcher.watch(worker.job_id)
         return Submitted(handle, f"{self.jobs.platform}:{worker.job_id}:{trial_dir}", started=False)
 
@@ -216,7 +261,7 @@ class WorkerFleet:
         candidates = [w for w in self.registry.load() if w.name not in self.workers]
         try:
             found = await self.watcher.query([w.job_id for w in candidates]) if candidates else {}
-            ended = [await self.files.exists(w.worker_dir, "ended.json") for w in candidates]
+            ended = [await self.mailbox.ended(w) for w in candidates]
         except (OSError, PlatformError) as exc:  # not known now: those workers end themselves when idle
             log.warning("%s: cannot look at the workers of an earlier manager: %s", self.jobs.platform, exc)
             return
@@ -264,12 +309,16 @@ class WorkerFleet:
         if queued and worker.trials <= {trial.trial_id}:
             await self._release(worker)  # a job still queued for this trial alone: cancelled whole
             return
-        name = posixpath.basename(str(trial.handle["trial_dir"]))
+        trial_dir = str(trial.handle["trial_dir"])
         try:
-            await self.files.write(posixpath.join(worker.worker_dir, "cancel"), {name: ""})
+            await self.mailbox.cancel(worker, trial_dir)
         except (OSError, PlatformError) as exc:  # the manager cancels again on its next look
             log.warning(
-                "%s: cannot ask worker %s to cancel %s yet: %s", self.jobs.platform, worker.name, name, exc
+                "%s: cannot ask worker %s to cancel %s yet: %s",
+                self.jobs.platform,
+                worker.name,
+                trial_dir,
+                exc,
             )
 
     async def trial_ended(self, trial: LiveTrial, ended: TrialEnded) -> None:
@@ -313,7 +362,7 @@ class WorkerFleet:
         self._save()  # a restarted manager must not give a trial to a worker asked to exit
         if ran or self._running(worker):
             try:
-                await self.files.write(posixpath.join(worker.worker_dir, "stop"), {"now": ""})
+                await self.mailbox.stop(worker)
                 return
             except (OSError, PlatformError) as exc:
                 log.warning("%s: cannot release worker %s: %s", self.jobs.platform, worker.name, exc)
@@ -366,4 +415,6 @@ class WorkerOutcomes(OutcomeTable[BatchJob]):
     def _worker_ended(trial_id: str, job: BatchJob | None, what: str) -> TrialEnded:
         state = f" ({job.describe()})" if job is not None else ""
         message = f"{what}: its worker job ended or stopped{state}"
-        return TrialEnded(trial_id, TrialStatus.FAILED, time.time(), None, message, FailureKind.INFRASTRUCTURE)
+        return TrialEnded(
+            trial_id, TrialStatus.FAILED, time.time(), None, message, FailureKind.INFRASTRUCTURE
+        )
