@@ -246,13 +246,13 @@ def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
     assert count_in(page, "#chart-parallel .y-axis") == 4  # lr, batch_size, optimizer, metric
     started = sum(1 for s in STATUSES if s is not TrialStatus.WAITING)
     assert count_in(page, "#chart-duration .bar") == started
-    page.wait_for_function(
-        "() => document.querySelectorAll('#chart-intermediate .trace').length === 50"
-    )
+    page.wait_for_function("() => document.querySelectorAll('#chart-intermediate .trace').length === 50")
     assert page.locator("#intermediate-note").inner_text() == f"showing the newest 50 of {started} trials"
     first_bar = page.locator("#chart-duration .bar").first  # trial 0's bar, and its tooltip
     first_bar.hover()
-    assert re.fullmatch(r"Trial 0 \(t00000 \w+\)\n[\d.]+ s", page.locator("#chart-duration .chart-tip").inner_text())
+    assert re.fullmatch(
+        r"Trial 0 \(t00000 \w+\)\n[\d.]+ s", page.locator("#chart-duration .chart-tip").inner_text()
+    )
     page.locator("#chart-intermediate path.trace").first.hover()
     assert re.search(r"\nstep \d+: ", page.locator("#chart-intermediate .chart-tip").inner_text())
     screenshot(page, "charts-viewed")
@@ -276,6 +276,54 @@ def test_charts_render_every_chart_with_data(viewed: Viewed, page: Any) -> None:
     page.wait_for_function(
         "n => document.querySelectorAll('#chart-intermediate .trace').length === n", arg=high
     )
+
+
+def test_the_metric_chart_zooms_into_a_dragged_rectangle_and_back_on_a_double_click(
+    viewed: Viewed, page: Any
+) -> None:
+    """A drag over the plot zooms into its rectangle (and opens no trial); a redraw with other options keeps the
+    zoom; a double click, or the Reset zoom button, shows the whole data again."""
+    page.goto(f"{viewed.url}/#/charts")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#chart-metric .point').length === n", arg=len(SUCCEEDED)
+    )
+    chart = page.locator("#chart-metric")
+    zoom = "() => document.querySelector('#chart-metric')._svgChart.zoom"
+    whole = page.evaluate("() => document.querySelector('#chart-metric')._svgChart.spec.x.domain")
+    reset = chart.locator(".zoom-reset")
+    assert page.evaluate(zoom) is None and not reset.is_visible()
+    ticks_before = chart.locator(".x-tick").all_inner_texts()
+    box = chart.locator("svg").bounding_box()
+    left, right = box["x"] + 60, box["x"] + box["width"] - 16  # svgchart.js's margins
+    top, bottom = box["y"] + 30, box["y"] + box["height"] - 44
+    hash_before = page.evaluate("() => location.hash")
+    page.mouse.move(left + (right - left) * 0.25, top + (bottom - top) * 0.1)
+    page.mouse.down()
+    page.mouse.move(left + (right - left) * 0.6, top + (bottom - top) * 0.9, steps=8)
+    page.mouse.up()
+    zoomed = page.evaluate(zoom)
+    assert zoomed is not None
+    assert whole[0] < zoomed["x"][0] < zoomed["x"][1] < whole[1]
+    assert reset.is_visible() and chart.locator(".x-tick").all_inner_texts() != ticks_before
+    assert page.evaluate("() => location.hash") == hash_before  # the drag opened no trial
+
+    best = chart.locator("path.best").get_attribute("d")
+    page.locator("#metric-mode").select_option("minimize")  # a redraw (the best so far is another curve)
+    page.wait_for_function(
+        "d => document.querySelector('#chart-metric path.best').getAttribute('d') !== d", arg=best
+    )
+    assert page.evaluate(zoom) == zoomed and reset.is_visible()
+    page.mouse.dblclick((left + right) / 2, (top + bottom) / 2)
+    assert page.evaluate(zoom) is None and not reset.is_visible()
+    assert chart.locator(".x-tick").all_inner_texts() == ticks_before
+
+    page.mouse.move(left + (right - left) * 0.3, top + (bottom - top) * 0.3)
+    page.mouse.down()
+    page.mouse.move(left + (right - left) * 0.5, top + (bottom - top) * 0.7, steps=5)
+    page.mouse.up()
+    assert page.evaluate(zoom) is not None
+    reset.click()
+    assert page.evaluate(zoom) is None and not reset.is_visible()
 
 
 def test_experiments_page_lists_every_experiment_of_the_manifest(
@@ -361,7 +409,9 @@ def test_about_escape_numbers_latest_results_and_log_axes(viewed: Viewed, page: 
     assert labels[:2] == ["lr (log)", "batch_size (log)"]  # log-uniform, and choices 16, 32, 64
     # the intermediate chart is drawn after its own query: read its axis once it holds lines
     wait_js(page, "() => document.getElementById('chart-intermediate')?.data?.length > 0")
-    ticks = page.evaluate("() => [...document.querySelectorAll('#chart-intermediate .x-tick')].map((t) => t.textContent)")
+    ticks = page.evaluate(
+        "() => [...document.querySelectorAll('#chart-intermediate .x-tick')].map((t) => t.textContent)"
+    )
     assert ticks and all(tick.isdigit() for tick in ticks)
 
 

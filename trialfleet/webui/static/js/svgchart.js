@@ -114,24 +114,95 @@ function render(el, state) {
   const key = legend(spec.legend || [], left, right);
   const top = MARGIN.top + Math.max(0, key.rows - 1) * LEGEND_ROW - (key.rows ? 0 : 14);
   const bottom = height - MARGIN.bottom;
-  const [x0, x1] = spec.x.domain;
-  const [y0, y1] = spec.y.domain;
+  const [x0, x1] = state.zoom?.x || spec.x.domain;
+  const [y0, y1] = state.zoom?.y || spec.y.domain;
   const frame = {
     width, height, left, right, top, bottom,
     x: (v) => left + ((v - x0) / (x1 - x0)) * (right - left),
     y: (v) => bottom - ((v - y0) / (y1 - y0)) * (bottom - top),
     xAt: (px) => x0 + ((px - left) / (right - left)) * (x1 - x0),
+    yAt: (py) => y0 + ((bottom - py) / (bottom - top)) * (y1 - y0),
     // about one tick per 100 px across and 45 px up; whole numbers only on an axis of whole numbers
     xTicks: niceTicks(x0, x1, Math.max(2, Math.floor((right - left) / 100))).filter((v) => v >= x0 && v <= x1 && (!spec.x.whole || Number.isInteger(v))),
     yTicks: niceTicks(y0, y1, Math.max(3, Math.floor((bottom - top) / 45))).filter((v) => v >= y0 && v <= y1),
   };
   const chart = svg("svg", { width, height });
   axes(chart, frame, spec);
-  chart.append(svg("g", { class: "marks" }, ...spec.marks(frame)), key.group);
+  // marks outside a zoomed plot area are cut at its edges
+  state.clip ||= `plot-${Math.random().toString(36).slice(2, 8)}`;
+  const area = svg("clipPath", { id: state.clip }, svg("rect", { x: left, y: top - 4, width: right - left, height: bottom - top + 8 }));
+  chart.append(svg("defs", {}, area), svg("g", { class: "marks", "clip-path": `url(#${state.clip})` }, ...spec.marks(frame)), key.group);
   if (spec.scale) chart.append(colorBar(spec.scale, frame));
   state.frame = frame;
   state.width = el.clientWidth;
-  state.box.replaceChildren(chart, state.tip);
+  state.box.replaceChildren(chart, state.tip, state.reset);
+  state.reset.hidden = !state.zoom;
+}
+
+// a drag over the plot area zooms into its rectangle; a double click (or "Reset zoom") goes back. The zoom is the
+// chart's own: a redraw with new data keeps it.
+const DRAG_MIN = 6; // pixels a drag must span on an axis before it zooms that axis
+
+function zoomByDrag(el, state) {
+  let from = null;
+  let band = null;
+  const at = (event) => {
+    const box = state.box.getBoundingClientRect();
+    return [event.clientX - box.left, event.clientY - box.top];
+  };
+  state.box.addEventListener("pointerdown", (event) => {
+    const f = state.frame;
+    const [px, py] = at(event);
+    if (event.button !== 0 || !f || px < f.left || px > f.right || py < f.top || py > f.bottom) return;
+    from = [px, py];
+    state.dragged = false;
+  });
+  state.box.addEventListener("pointermove", (event) => {
+    if (!from) return;
+    const [px, py] = at(event);
+    if (!state.dragged && Math.abs(px - from[0]) < DRAG_MIN && Math.abs(py - from[1]) < DRAG_MIN) return;
+    if (!state.dragged) state.box.setPointerCapture?.(event.pointerId);
+    state.dragged = state.dragging = true;
+    state.tip.hidden = true;
+    const f = state.frame;
+    const x = Math.min(Math.max(px, f.left), f.right);
+    const y = Math.min(Math.max(py, f.top), f.bottom);
+    band ||= svg("rect", { class: "zoom-band" });
+    const [bx, by] = [Math.min(x, from[0]), Math.min(y, from[1])];
+    for (const [k, v] of Object.entries({ x: bx, y: by, width: Math.abs(x - from[0]), height: Math.abs(y - from[1]) })) band.setAttribute(k, v);
+    state.box.querySelector("svg")?.append(band);
+  });
+  const end = (event) => {
+    if (!from) return;
+    const start = from;
+    from = null;
+    state.dragging = false;
+    band?.remove();
+    band = null;
+    if (!state.dragged || event.type === "pointercancel") return;
+    const f = state.frame;
+    const [px, py] = at(event);
+    const x = Math.min(Math.max(px, f.left), f.right);
+    const y = Math.min(Math.max(py, f.top), f.bottom);
+    const xs = [f.xAt(Math.min(x, start[0])), f.xAt(Math.max(x, start[0]))];
+    const ys = [f.yAt(Math.max(y, start[1])), f.yAt(Math.min(y, start[1]))];
+    const x0 = state.zoom?.x || state.spec.x.domain;
+    const y0 = state.zoom?.y || state.spec.y.domain;
+    state.zoom = {
+      x: Math.abs(x - start[0]) >= DRAG_MIN ? xs : x0,
+      y: Math.abs(y - start[1]) >= DRAG_MIN ? ys : y0,
+    };
+    render(el, state);
+  };
+  state.box.addEventListener("pointerup", end);
+  state.box.addEventListener("pointercancel", end);
+  state.box.addEventListener("dblclick", () => resetZoom(el, state));
+}
+
+function resetZoom(el, state) {
+  if (!state.zoom) return;
+  state.zoom = null;
+  render(el, state);
 }
 
 function showTip(state, mark, event) {
@@ -147,7 +218,8 @@ function showTip(state, mark, event) {
 // whole (x: whole-number ticks) }, marks(frame) → SVG elements (frame.x and frame.y place a value),
 // legend: [{ name, color, kind: "dot" | "line" | "box" }], scale: { colorscale, max, title } (a colour scale),
 // tip(key, x) → the lines of the tooltip of the mark whose data-tip is key (x: where the pointer is, in data
-// units), pick(key) on a click }
+// units), pick(key) on a click }. A drag over the plot zooms into its rectangle (el._svgChart.zoom, kept across
+// redraws); a double click or the "Reset zoom" button shows the whole data again.
 export function svgChart(el, spec) {
   let state = el._svgChart;
   if (!state) {
@@ -160,6 +232,7 @@ export function svgChart(el, spec) {
     state = { box, tip, width: 0 };
     const hovered = (event) => event.target.closest?.("[data-tip]");
     box.addEventListener("pointermove", (event) => {
+      if (state.dragging) return;
       const mark = hovered(event);
       if (mark) showTip(state, mark, event);
       else state.tip.hidden = true;
@@ -167,8 +240,16 @@ export function svgChart(el, spec) {
     box.addEventListener("pointerleave", () => { state.tip.hidden = true; });
     box.addEventListener("click", (event) => {
       const mark = hovered(event);
-      if (mark) state.spec.pick?.(mark.dataset.tip);
+      if (mark && !state.dragged) state.spec.pick?.(mark.dataset.tip);
+      state.dragged = false;
     });
+    state.reset = document.createElement("button");
+    state.reset.type = "button";
+    state.reset.className = "zoom-reset";
+    state.reset.textContent = "Reset zoom";
+    state.reset.hidden = true;
+    state.reset.addEventListener("click", () => resetZoom(el, state));
+    zoomByDrag(el, state);
     state.resize = new ResizeObserver(() => {
       if (state.spec && el.clientWidth !== state.width) render(el, state);
     });
